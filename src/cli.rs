@@ -1,0 +1,266 @@
+//! The command line, as clap sees it.
+//!
+//! This module is shared by the binary and by the man-page/completion generator, so every
+//! user-visible word about flags lives here and nowhere else. Parsing only checks shapes
+//! (a duration is a duration); the rules that relate values to each other (a TTL long enough
+//! to renew, a `--kill-after` that leaves time to renew) live in `lease.rs` and run before
+//! anything is contacted.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "redlock",
+    version,
+    about = "Guard shell commands and cron jobs with a Redis lock",
+    long_about = "Guard shell commands and cron jobs with a Redis lock.\n\n\
+        `redlock run` takes a lease on a Redis key, runs the command while renewing it, forwards \
+        signals, and releases the lock on every exit path. Exactly one holder runs at a time; \
+        everyone else gets a distinct exit status (75) or waits.",
+    after_help = "Exit status: the command's own, 128+N when it died of signal N, 64 usage, \
+        69 Redis unavailable, 75 busy, 76 lease lost, 77 permission denied, 78 server \
+        misconfiguration, 126/127 command not executable/not found.",
+    disable_help_subcommand = true
+)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: Global,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Options every subcommand understands. Each has an environment fallback; the flag wins.
+#[derive(Debug, Args)]
+pub struct Global {
+    /// Redis server URL: redis://, rediss:// or redis+unix://; repeat it for a quorum of
+    /// independent masters
+    #[arg(
+        long = "url",
+        global = true,
+        env = "REDLOCK_URL",
+        value_delimiter = ',',
+        value_name = "URL",
+        hide_env_values = true
+    )]
+    pub urls: Vec<String>,
+
+    /// File holding the Redis password (first line); wins over a password in the URL
+    #[arg(
+        long,
+        global = true,
+        env = "REDLOCK_PASSWORD_FILE",
+        value_name = "PATH"
+    )]
+    pub password_file: Option<PathBuf>,
+
+    /// Namespace prepended to every key, so staging never blocks production
+    #[arg(
+        long,
+        global = true,
+        env = "REDLOCK_PREFIX",
+        default_value = "",
+        hide_default_value = true,
+        value_name = "STR"
+    )]
+    pub prefix: String,
+
+    /// Connect and command timeout for talking to Redis outside the heartbeat
+    #[arg(
+        long,
+        global = true,
+        env = "REDLOCK_TIMEOUT",
+        default_value = "3s",
+        value_parser = parse_duration,
+        allow_hyphen_values = true,
+        value_name = "DURATION"
+    )]
+    pub timeout: Duration,
+
+    /// Print a timeline of what redlock does on stderr
+    #[arg(short, long, global = true, conflicts_with = "quiet")]
+    pub verbose: bool,
+
+    /// Print only the final error line
+    #[arg(short, long, global = true)]
+    pub quiet: bool,
+
+    /// Format of redlock's own messages on stderr
+    #[arg(
+        long,
+        global = true,
+        env = "REDLOCK_LOG_FORMAT",
+        value_enum,
+        default_value = "text",
+        value_name = "FORMAT"
+    )]
+    pub log_format: LogFormat,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    /// `redlock: message` lines
+    Text,
+    /// One JSON object per line
+    Json,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run a command while holding the lock
+    Run(RunArgs),
+    /// Show who holds a lock, since when, and how its last run ended (0 held, 1 free)
+    Status(StatusArgs),
+    /// Release a lock by its token, or force it (0 released, 1 nothing released)
+    Release(ReleaseArgs),
+    /// Take the lock and print its token, for shell scripts
+    Acquire(AcquireArgs),
+    /// Renew a lock held by TOKEN (0 renewed, 1 not the holder)
+    Extend(ExtendArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The lock key (the prefix is prepended)
+    #[arg(long, value_name = "KEY")]
+    pub key: String,
+
+    /// Lease length; renewed every TTL/3 while the command runs
+    #[arg(long, value_parser = parse_duration, allow_hyphen_values = true, value_name = "DURATION")]
+    pub ttl: Duration,
+
+    /// Wait up to this long for a busy lock instead of giving up at once
+    #[arg(long, value_parser = parse_duration, allow_hyphen_values = true, value_name = "DURATION")]
+    pub wait: Option<Duration>,
+
+    /// Exit status when the lock is busy (instead of 75); 0 counts a skipped run as success
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u8))]
+    pub conflict_exit_code: Option<u8>,
+
+    /// Grace between SIGTERM and SIGKILL when redlock must stop the command's process group
+    /// [default: TTL/5, at most 10s]
+    #[arg(long, value_parser = parse_duration, allow_hyphen_values = true, value_name = "DURATION")]
+    pub kill_after: Option<Duration>,
+
+    /// Keep the lock at least this long after acquiring it, even when the command ends sooner
+    #[arg(long, value_parser = parse_duration, allow_hyphen_values = true, value_name = "DURATION")]
+    pub hold_at_least: Option<Duration>,
+
+    /// Run this through `sh -c` instead of a command after `--`
+    #[arg(short = 'c', value_name = "SHELL COMMAND", conflicts_with = "command")]
+    pub shell: Option<String>,
+
+    /// The command to run, after `--`
+    #[arg(last = true, value_name = "CMD")]
+    pub command: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// Keys to inspect
+    #[arg(value_name = "KEY", required_unless_present = "all")]
+    pub keys: Vec<String>,
+
+    /// Every lock redlock created under the prefix (found with SCAN)
+    #[arg(long, conflicts_with = "keys")]
+    pub all: bool,
+
+    /// One JSON document on stdout
+    #[arg(long)]
+    pub json: bool,
+
+    /// Include the holder's token
+    #[arg(long)]
+    pub show_token: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ReleaseArgs {
+    /// The lock key
+    #[arg(value_name = "KEY")]
+    pub key: String,
+
+    /// Release only if this is the holder's token
+    #[arg(
+        long,
+        value_name = "TOKEN",
+        required_unless_present = "force",
+        conflicts_with = "force"
+    )]
+    pub token: Option<String>,
+
+    /// Delete the lock whoever holds it, and say whom it removed
+    #[arg(long)]
+    pub force: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct AcquireArgs {
+    /// The lock key (the prefix is prepended)
+    #[arg(long, value_name = "KEY")]
+    pub key: String,
+
+    /// Lease length; keep it alive with `redlock extend`
+    #[arg(long, value_parser = parse_duration, allow_hyphen_values = true, value_name = "DURATION")]
+    pub ttl: Duration,
+
+    /// Wait up to this long for a busy lock
+    #[arg(long, value_parser = parse_duration, allow_hyphen_values = true, value_name = "DURATION")]
+    pub wait: Option<Duration>,
+
+    /// Print {"token", "fence", "deadline_ms", ...} as one JSON object
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ExtendArgs {
+    /// The lock key
+    #[arg(long, value_name = "KEY")]
+    pub key: String,
+
+    /// The token `redlock acquire` printed
+    #[arg(long, value_name = "TOKEN")]
+    pub token: String,
+
+    /// New lease length, from now
+    #[arg(long, value_parser = parse_duration, allow_hyphen_values = true, value_name = "DURATION")]
+    pub ttl: Duration,
+}
+
+/// humantime durations (`500ms`, `30s`, `1h 30m`), plus a clear word for the mistakes people
+/// actually make: a bare number or a negative value.
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    let t = s.trim();
+    if t.starts_with('-') {
+        return Err("a duration cannot be negative".into());
+    }
+    if !t.is_empty() && t.chars().all(|c| c.is_ascii_digit()) {
+        return Err(format!("missing unit; write e.g. '{t}s' or '{t}ms'"));
+    }
+    humantime::parse_duration(t).map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn clap_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn durations_accept_humantime_and_reject_bare_numbers() {
+        assert_eq!(parse_duration("1h 30m"), Ok(Duration::from_secs(5400)));
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert!(parse_duration("5").unwrap_err().contains("5s"));
+        assert!(parse_duration("-5s").unwrap_err().contains("negative"));
+        assert!(parse_duration("soon").is_err());
+        assert!(parse_duration("99999999999999999999999h").is_err());
+    }
+}

@@ -1,0 +1,433 @@
+//! `redlock run`: acquire, spawn, supervise, release.
+//!
+//! The supervisor is one event loop over {signal, child exited, lease news, timer}. Its
+//! invariant: the child's process group is running only while the lease is confirmed, i.e.
+//! before the current [`Timeline`]'s `term_at`; from `term_at` it is being stopped (SIGTERM),
+//! and at `kill_at` it is killed, so it is dead before the deadline even if Redis never answers
+//! again. A definitive loss (key deleted, another token, a refusal) starts the same stop at once.
+//! If redlock itself was stopped past the deadline, the group gets SIGKILL straight away — the
+//! grace period is already spent. The lock is released only after every process of the group is
+//! gone, so nothing runs unlocked.
+
+use std::time::{Duration, Instant};
+
+use anyhow::Result;
+use libc::pid_t;
+
+use crate::Context;
+use crate::child::{self, Status};
+use crate::cli::RunArgs;
+use crate::exit::{BUSY, Exit, Failure};
+use crate::heartbeat::Heartbeat;
+use crate::lease::{self, Lease, Timeline};
+use crate::lock::{self, Holder, Keys, RunRecord};
+use crate::log;
+use crate::signals::{self, Event, Signals};
+use crate::wait::{self, Request, Taken};
+
+pub fn run(ctx: &Context, args: RunArgs) -> Result<Exit> {
+    // Everything the operator typed is checked before Redis is contacted.
+    let lease = Lease::new(args.ttl, args.kill_after)?;
+    let keys = Keys::new(&ctx.prefix, &args.key)?;
+    let argv = command_line(&args)?;
+    if let Some(hold) = args.hold_at_least {
+        if hold > lease::MAX_TTL {
+            return Err(Failure::usage(format!(
+                "--hold-at-least {} is longer than 24h",
+                lease::fmt(hold)
+            )));
+        }
+    }
+    let server = ctx.server()?;
+    let display = display_command(&argv, args.shell.is_some());
+
+    let signals = Signals::block();
+    child::become_subreaper();
+
+    let started = Instant::now();
+    let mut con = server.connect(ctx.timeout)?;
+    let token = lock::new_token();
+    let holder = Holder::current(&display);
+    let request = Request {
+        server: &server,
+        keys: &keys,
+        token: &token,
+        ttl: lease.ttl,
+        holder: &holder,
+        wait: args.wait,
+        timeout: ctx.timeout,
+    };
+    let (fence, started_ms, sent) = match wait::take(&mut con, &request, &signals)? {
+        Taken::Acquired {
+            fence,
+            started_ms,
+            sent,
+        } => (fence, started_ms, sent),
+        Taken::Busy(busy) => {
+            let code = args.conflict_exit_code.unwrap_or(BUSY);
+            let waited = match args.wait {
+                Some(w) if !w.is_zero() => format!(" (waited {})", lease::fmt(w)),
+                _ => String::new(),
+            };
+            let msg = format!("{} is {}{waited}; not running the command", keys.lock, busy.describe());
+            if code == 0 {
+                log::warn("busy", &msg, &[("key", (&keys.lock).into())]);
+            } else {
+                log::error("busy", &msg, &[("key", (&keys.lock).into())]);
+            }
+            return Ok(Exit::Busy(code));
+        }
+        Taken::Interrupted(sig) => {
+            log::error(
+                "interrupted",
+                &format!("{} while waiting for {}; nothing held", signals::name(sig), keys.lock),
+                &[],
+            );
+            return Ok(Exit::Signal(sig));
+        }
+    };
+    let acquired_at = Instant::now();
+    log::info(
+        "acquired",
+        &format!(
+            "acquired {} after {} ms with fence {fence}",
+            keys.lock,
+            started.elapsed().as_millis()
+        ),
+        &[("key", (&keys.lock).into()), ("fence", fence.into())],
+    );
+
+    let session = Session {
+        ctx,
+        keys: &keys,
+        token: &token,
+        holder: &holder,
+        fence,
+        started_ms,
+        acquired_at,
+        hold_at_least: args.hold_at_least,
+    };
+
+    // A signal that arrived during the acquire round trip: honour it before starting anything.
+    if let Event::Signal(sig) = signals.poll() {
+        session.release(&mut con, None);
+        log::error(
+            "interrupted",
+            &format!("{} before the command started; lock released", signals::name(sig)),
+            &[],
+        );
+        return Ok(Exit::Signal(sig));
+    }
+
+    let fence_text = fence.to_string();
+    let env = [
+        ("REDLOCK_KEY", keys.name.as_str()),
+        ("REDLOCK_TOKEN", token.as_str()),
+        ("REDLOCK_FENCE", fence_text.as_str()),
+    ];
+    let child = match child::spawn(&argv, &env) {
+        Ok(child) => child,
+        Err(e) => {
+            let exit = child::spawn_failure_exit(&e);
+            session.release(
+                &mut con,
+                Some(session.record("failed", exit.code(), Duration::ZERO)),
+            );
+            return Err(Failure::new(
+                exit,
+                format!("cannot run {}: {e}; lock released", argv[0]),
+            ));
+        }
+    };
+    log::info(
+        "started",
+        &format!("started {} (pid {})", display, child.pid),
+        &[("pid", child.pid.into())],
+    );
+
+    let heartbeat = Heartbeat::start(
+        server.clone(),
+        keys.clone(),
+        token.clone(),
+        lease,
+        lease.from_sent(sent),
+    );
+    let end = supervise(&signals, child.pid, &heartbeat, lease);
+    heartbeat.stop();
+
+    let ran = acquired_at.elapsed();
+    let (exit, outcome) = match (&end.lost, end.status) {
+        (Some(_), _) => (Exit::LeaseLost, "lease lost"),
+        (None, Status::Exited(0)) => (Exit::Child(0), "ok"),
+        (None, Status::Exited(code)) => (Exit::Child(code), "failed"),
+        (None, Status::Signaled(sig)) => (Exit::Signal(sig), "killed"),
+    };
+    log::info(
+        "exited",
+        &format!("command {} after {}", describe_status(end.status), lease::fmt(ran)),
+        &[("exit", end.status.exit().code().into())],
+    );
+    session.release(&mut con, Some(session.record(outcome, end.status.exit().code(), ran)));
+    if let Some(reason) = end.lost {
+        return Err(Failure::new(
+            Exit::LeaseLost,
+            format!(
+                "lease on {} lost: {reason}; the command was stopped ({})",
+                keys.lock,
+                describe_status(end.status)
+            ),
+        ));
+    }
+    Ok(exit)
+}
+
+/// The state a run carries from acquire to release.
+struct Session<'a> {
+    ctx: &'a Context,
+    keys: &'a Keys,
+    token: &'a str,
+    holder: &'a Holder,
+    fence: i64,
+    started_ms: i64,
+    acquired_at: Instant,
+    hold_at_least: Option<Duration>,
+}
+
+impl Session<'_> {
+    fn record(&self, outcome: &'static str, exit: u8, duration: Duration) -> RunRecord {
+        RunRecord {
+            outcome,
+            exit,
+            holder: self.holder.clone(),
+            started_ms: self.started_ms,
+            duration,
+            fence: self.fence,
+        }
+    }
+
+    /// Releases the lock (or, under `--hold-at-least`, leaves it to expire then). Failure here
+    /// is a warning, not an error: the command has run, and the lease expires by itself.
+    fn release(&self, con: &mut redis::Connection, record: Option<RunRecord>) {
+        let keep = self
+            .hold_at_least
+            .and_then(|d| d.checked_sub(self.acquired_at.elapsed()))
+            .filter(|d| !d.is_zero());
+        let attempt = |con: &mut redis::Connection| {
+            lock::release(con, self.keys, self.token, keep, record.as_ref())
+        };
+        // The main connection sat idle while the command ran; the server may have dropped it.
+        let result = attempt(con).or_else(|first| {
+            let fresh = self.ctx.server().and_then(|s| s.connect(self.ctx.timeout));
+            match fresh {
+                Ok(mut fresh) => {
+                    let r = attempt(&mut fresh);
+                    *con = fresh;
+                    r
+                }
+                Err(_) => Err(first),
+            }
+        });
+        match result {
+            Ok(true) => match keep {
+                Some(k) => log::info(
+                    "kept",
+                    &format!("{} kept for {} more (--hold-at-least)", self.keys.lock, lease::fmt(k)),
+                    &[("key", self.keys.lock.as_str().into())],
+                ),
+                None => log::info(
+                    "released",
+                    &format!("released {}", self.keys.lock),
+                    &[("key", self.keys.lock.as_str().into())],
+                ),
+            },
+            Ok(false) => log::info(
+                "not_released",
+                &format!("{} was no longer ours; left it alone", self.keys.lock),
+                &[("key", self.keys.lock.as_str().into())],
+            ),
+            Err(e) => log::warn(
+                "release_failed",
+                &format!("{e:#}; the lock expires by itself"),
+                &[("key", self.keys.lock.as_str().into())],
+            ),
+        }
+    }
+}
+
+struct End {
+    status: Status,
+    lost: Option<String>,
+}
+
+/// Where the group is in being stopped.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Stop {
+    Running,
+    /// SIGTERM sent; SIGKILL at the instant given.
+    Terminating(Instant),
+    Killed(Instant),
+}
+
+fn supervise(signals: &Signals, pid: pid_t, heartbeat: &Heartbeat, lease: Lease) -> End {
+    let pgid = pid;
+    let mut status: Option<Status> = None;
+    let mut lost: Option<String> = None;
+    let mut stop = Stop::Running;
+    loop {
+        let now = Instant::now();
+        let lease_now = heartbeat.snapshot();
+        let line: Timeline = lease_now.timeline;
+
+        if lost.is_none() {
+            if let Some(reason) = lease_now.lost {
+                lost = Some(reason);
+                stop = stop.terminate(pgid, (now + lease.kill_after).min(line.kill_at));
+            } else if now >= line.kill_at {
+                // Stopped past the kill point (SIGSTOP, a VM pause): no grace is left.
+                lost = Some("no renewal was confirmed before the lease ran out".into());
+                stop = stop.kill(pgid, now);
+            } else if now >= line.term_at {
+                lost = Some(format!(
+                    "no renewal was confirmed in {}",
+                    lease::fmt(now - line.sent)
+                ));
+                stop = stop.terminate(pgid, line.kill_at);
+            }
+        }
+        if let Stop::Terminating(kill_at) = stop {
+            if now >= kill_at {
+                stop = stop.kill(pgid, now);
+            }
+        }
+        if status.is_some() {
+            if !child::group_alive(pgid) {
+                break;
+            }
+            // The command has ended but left processes in its group: they must not run on
+            // unlocked.
+            if stop == Stop::Running {
+                log::warn(
+                    "leftovers",
+                    "the command exited but left processes in its group; stopping them",
+                    &[],
+                );
+                stop = stop.terminate(pgid, (now + lease.kill_after).min(line.kill_at));
+            }
+            if let Stop::Killed(at) = stop {
+                if now >= at + Duration::from_secs(5) {
+                    log::warn(
+                        "unkillable",
+                        "processes of the command's group survive SIGKILL; releasing anyway",
+                        &[],
+                    );
+                    break;
+                }
+            }
+        }
+
+        let next = match stop {
+            Stop::Running => Some(line.term_at),
+            Stop::Terminating(kill_at) => Some(kill_at),
+            // Descendants that are not our children die without telling us; look again soon.
+            Stop::Killed(_) => Some(now + Duration::from_millis(20)),
+        };
+        let next = match (status, next) {
+            (Some(_), Some(n)) => Some(n.min(now + Duration::from_millis(100))),
+            (_, n) => n,
+        };
+        let timeout = next.map(|n| n.saturating_duration_since(Instant::now()));
+        match signals.wait(timeout) {
+            Event::Signal(sig) => {
+                log::info(
+                    "forwarded",
+                    &format!("forwarding {} to the command", signals::name(sig)),
+                    &[],
+                );
+                child::signal_group(pgid, sig);
+            }
+            Event::Child => {
+                if let Some(s) = child::reap(pid) {
+                    status = Some(s);
+                }
+            }
+            Event::Wake | Event::Timeout => {}
+        }
+    }
+    End {
+        status: status.unwrap_or(Status::Signaled(libc::SIGKILL)),
+        lost,
+    }
+}
+
+impl Stop {
+    fn terminate(self, pgid: pid_t, kill_at: Instant) -> Stop {
+        match self {
+            Stop::Running => {
+                child::signal_group(pgid, libc::SIGTERM);
+                Stop::Terminating(kill_at)
+            }
+            Stop::Terminating(at) => Stop::Terminating(at.min(kill_at)),
+            killed => killed,
+        }
+    }
+
+    fn kill(self, pgid: pid_t, now: Instant) -> Stop {
+        match self {
+            Stop::Killed(_) => self,
+            _ => {
+                child::signal_group(pgid, libc::SIGKILL);
+                Stop::Killed(now)
+            }
+        }
+    }
+}
+
+fn describe_status(status: Status) -> String {
+    match status {
+        Status::Exited(code) => format!("exited with status {code}"),
+        Status::Signaled(sig) => format!("was killed by {}", signals::name(sig)),
+    }
+}
+
+/// `-c 'cmd'` → `sh -c cmd`; otherwise the words after `--`.
+fn command_line(args: &RunArgs) -> Result<Vec<String>> {
+    match (&args.shell, args.command.is_empty()) {
+        (Some(_), false) => Err(Failure::usage(
+            "give the command either with -c 'SHELL COMMAND' or after --, not both",
+        )),
+        (Some(shell), true) if shell.trim().is_empty() => Err(Failure::usage("-c is empty")),
+        (Some(shell), true) => Ok(vec!["/bin/sh".into(), "-c".into(), shell.clone()]),
+        (None, true) => Err(Failure::usage(
+            "missing command: give it after -- (redlock run --key K --ttl 30s -- CMD ARGS) or with -c",
+        )),
+        (None, false) if args.command[0].is_empty() => Err(Failure::usage("the command is empty")),
+        (None, false) => Ok(args.command.clone()),
+    }
+}
+
+fn display_command(argv: &[String], shell: bool) -> String {
+    if shell {
+        return argv[2].clone();
+    }
+    argv.iter()
+        .map(|a| {
+            if a.is_empty() || a.contains(|c: char| c.is_whitespace() || "'\"$\\".contains(c)) {
+                format!("'{}'", a.replace('\'', "'\\''"))
+            } else {
+                a.clone()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn commands_display_as_a_shell_would_read_them() {
+        let argv: Vec<String> = ["echo", "a b", "it's"].iter().map(|s| s.to_string()).collect();
+        assert_eq!(display_command(&argv, false), "echo 'a b' 'it'\\''s'");
+    }
+}

@@ -1,0 +1,240 @@
+//! The renewal thread.
+//!
+//! It renews every ttl/3 on a connection of its own (opened at the first renewal, so a short
+//! run costs one connection), reconnects after any transport error, and bounds every connect,
+//! read and write by the time left before the kill point — never by a fixed timeout that could
+//! outlast the lease. What it learns goes into [`Shared`]: a new [`Timeline`] after each
+//! confirmed renewal, or the reason the lease is lost. A loss rings the main thread's doorbell
+//! ([`signals::wake`]); a renewal needs no wake-up because the main thread re-reads the timeline
+//! whenever its own timer fires.
+//!
+//! The main thread enforces the kill point by itself, so a heartbeat stuck in I/O (or stopped
+//! with the rest of redlock) can delay nothing. If the thread panicked, the panic is reported
+//! as a lost lease rather than dying silently.
+
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use crate::exit::is_definitive;
+use crate::lease::{Lease, Timeline};
+use crate::lock::{self, Keys};
+use crate::server::{Server, set_timeouts};
+use crate::{log, signals};
+
+#[derive(Debug)]
+struct State {
+    timeline: Timeline,
+    lost: Option<String>,
+    stop: bool,
+}
+
+pub struct Shared {
+    state: Mutex<State>,
+    stop: Condvar,
+}
+
+impl Shared {
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+pub struct Heartbeat {
+    shared: Arc<Shared>,
+}
+
+/// What the main thread needs to know about the lease right now.
+pub struct Snapshot {
+    pub timeline: Timeline,
+    pub lost: Option<String>,
+}
+
+impl Heartbeat {
+    pub fn start(
+        server: Server,
+        keys: Keys,
+        token: String,
+        lease: Lease,
+        timeline: Timeline,
+    ) -> Heartbeat {
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State {
+                timeline,
+                lost: None,
+                stop: false,
+            }),
+            stop: Condvar::new(),
+        });
+        let worker = Worker {
+            shared: Arc::clone(&shared),
+            server,
+            keys,
+            token,
+            lease,
+        };
+        let spawned = thread::Builder::new()
+            .name("heartbeat".into())
+            .stack_size(256 * 1024)
+            .spawn(move || {
+                let shared = Arc::clone(&worker.shared);
+                let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| worker.run()));
+                if result.is_err() {
+                    report_lost(&shared, "the heartbeat thread failed".into());
+                }
+            });
+        if let Err(e) = spawned {
+            report_lost(&shared, format!("cannot start the heartbeat thread: {e}"));
+        }
+        Heartbeat { shared }
+    }
+
+    pub fn snapshot(&self) -> Snapshot {
+        let state = self.shared.lock();
+        Snapshot {
+            timeline: state.timeline,
+            lost: state.lost.clone(),
+        }
+    }
+
+    /// Tells the thread to stop renewing. It is not joined: it may be inside a bounded network
+    /// call, and the release must not wait for it. A renewal racing the release is harmless:
+    /// it is compare-and-pexpire, and finds the key gone.
+    pub fn stop(&self) {
+        self.shared.lock().stop = true;
+        self.shared.stop.notify_all();
+    }
+}
+
+fn report_lost(shared: &Shared, reason: String) {
+    let mut state = shared.lock();
+    if state.lost.is_none() {
+        state.lost = Some(reason);
+    }
+    drop(state);
+    signals::wake();
+}
+
+struct Worker {
+    shared: Arc<Shared>,
+    server: Server,
+    keys: Keys,
+    token: String,
+    lease: Lease,
+}
+
+impl Worker {
+    fn run(self) {
+        let mut con = None;
+        let mut failing_since: Option<Instant> = None;
+        let interval = self.lease.interval();
+        let retry = (interval / 10).clamp(Duration::from_millis(10), Duration::from_secs(1));
+        let mut next = self.shared.lock().timeline.sent + interval;
+        loop {
+            let timeline = {
+                let mut state = self.shared.lock();
+                loop {
+                    if state.stop || state.lost.is_some() {
+                        return;
+                    }
+                    let now = Instant::now();
+                    if now >= next {
+                        break;
+                    }
+                    state = self
+                        .shared
+                        .stop
+                        .wait_timeout(state, next - now)
+                        .unwrap_or_else(|e| e.into_inner())
+                        .0;
+                }
+                state.timeline
+            };
+            let now = Instant::now();
+            // Past the kill point the main thread has already given up on this lease; a late
+            // renewal must not revive it.
+            let Some(budget) = timeline.term_at.checked_duration_since(now) else {
+                return;
+            };
+            let outcome = self.renew(&mut con, budget);
+            match outcome {
+                Renewal::Confirmed(sent) => {
+                    let renewed = self.lease.from_sent(sent);
+                    self.shared.lock().timeline = renewed;
+                    if let Some(since) = failing_since.take() {
+                        log::warn(
+                            "renewal_recovered",
+                            &format!(
+                                "lease on {} renewed again after {} of failures",
+                                self.keys.lock,
+                                crate::lease::fmt(since.elapsed())
+                            ),
+                            &[("key", (&self.keys.lock).into())],
+                        );
+                    } else {
+                        log::info(
+                            "renewed",
+                            &format!("renewed {}", self.keys.lock),
+                            &[("key", (&self.keys.lock).into())],
+                        );
+                    }
+                    next = sent + interval;
+                }
+                Renewal::Lost(reason) => {
+                    report_lost(&self.shared, reason);
+                    return;
+                }
+                Renewal::Failed(err) => {
+                    con = None;
+                    if failing_since.is_none() {
+                        failing_since = Some(now);
+                        log::warn(
+                            "renewal_failed",
+                            &format!(
+                                "cannot renew {}: {err:#}; retrying, the command is stopped in {} \
+                                 unless a renewal succeeds",
+                                self.keys.lock,
+                                crate::lease::fmt(budget)
+                            ),
+                            &[("key", (&self.keys.lock).into())],
+                        );
+                    }
+                    next = Instant::now() + retry;
+                }
+            }
+        }
+    }
+
+    fn renew(&self, con: &mut Option<redis::Connection>, budget: Duration) -> Renewal {
+        let c = match con {
+            Some(c) => c,
+            None => match self.server.connect(budget) {
+                Ok(c) => con.insert(c),
+                Err(e) => return Renewal::Failed(e),
+            },
+        };
+        if let Err(e) = set_timeouts(c, budget) {
+            return Renewal::Failed(e);
+        }
+        let sent = Instant::now();
+        match lock::extend(c, &self.keys, &self.token, self.lease.ttl) {
+            Ok(true) => Renewal::Confirmed(sent),
+            Ok(false) => Renewal::Lost(format!(
+                "{} was deleted or taken by another holder",
+                self.keys.lock
+            )),
+            Err(e) => match e.downcast_ref::<redis::RedisError>() {
+                Some(redis_err) if is_definitive(redis_err) => {
+                    Renewal::Lost(format!("the server refused the renewal: {redis_err}"))
+                }
+                _ => Renewal::Failed(e),
+            },
+        }
+    }
+}
+
+enum Renewal {
+    Confirmed(Instant),
+    Lost(String),
+    Failed(anyhow::Error),
+}

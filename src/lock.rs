@@ -1,0 +1,493 @@
+//! The Redis protocol, and nothing else: key names, the token, and the scripts that acquire,
+//! extend and release a lock.
+//!
+//! Data layout (a promise to users and to other clients; see DESIGN.md §4):
+//!
+//! * The lock key `L = PREFIX + KEY` is a plain string holding the token, with a PX expiry. Any
+//!   `SET L token NX PX` client in another language interoperates with it.
+//! * Companion keys share L's hash slot, so every script touches one slot and works on Redis
+//!   Cluster. Without a hash tag in L they are `{L}:redlock:NAME`; when L already has one they
+//!   are `L:redlock:NAME`, keeping L's tag. NAME is `fence` (a counter that only grows; the only
+//!   key redlock never expires), `holder` (hash: who holds the lock, expires with it), `last`
+//!   (hash: the last finished run) and `stats` (hash: counters); `last` and `stats` expire
+//!   [`RECORD_TTL`] after their last write.
+//! * A release publishes on channel `{L}:redlock:released` (same naming rule) so waiters wake at
+//!   once instead of polling.
+//!
+//! Each operation is one script, run by SHA (EVALSHA) with the redis crate's fallback to
+//! SCRIPT LOAD when the server's script cache was flushed: one round trip to acquire, one to
+//! extend, one to release.
+
+use std::sync::LazyLock;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use redis::{Connection, Script, Value};
+
+use crate::exit::Failure;
+
+/// How long the last-run record and the counters outlive their last write.
+pub const RECORD_TTL: Duration = Duration::from_secs(30 * 24 * 3600);
+
+/// The names one lock uses in Redis.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Keys {
+    /// The key as the user gave it, without the prefix (what the child sees as REDLOCK_KEY).
+    pub name: String,
+    /// PREFIX + KEY: the lock itself.
+    pub lock: String,
+    pub fence: String,
+    pub holder: String,
+    pub last: String,
+    pub stats: String,
+    pub channel: String,
+}
+
+impl Keys {
+    /// Builds the names for `key` under `prefix`; rejects (64) a key that is empty or whose braces
+    /// make it impossible to put the companion keys in the lock's hash slot.
+    pub fn new(prefix: &str, key: &str) -> Result<Keys> {
+        if key.is_empty() {
+            return Err(Failure::usage("--key is empty"));
+        }
+        if key.chars().any(|c| c.is_control()) {
+            return Err(Failure::usage(format!(
+                "key {key:?} contains control characters"
+            )));
+        }
+        let lock = format!("{prefix}{key}");
+        let base = if hash_tag(&lock).is_some() {
+            lock.clone()
+        } else {
+            format!("{{{lock}}}")
+        };
+        let companion = |name: &str| format!("{base}:redlock:{name}");
+        let fence = companion("fence");
+        if slot_part(&fence) != slot_part(&lock) {
+            return Err(Failure::usage(format!(
+                "key {lock:?}: its braces do not form a hash tag, so its companion keys cannot share \
+                 its Redis Cluster slot; use a key without '{{' '}}' or with one tag like 'jobs:{{report}}'"
+            )));
+        }
+        Ok(Keys {
+            name: key.to_string(),
+            holder: companion("holder"),
+            last: companion("last"),
+            stats: companion("stats"),
+            channel: companion("released"),
+            fence,
+            lock,
+        })
+    }
+}
+
+/// The hash tag of a key, as Redis Cluster defines it: the part between the first `{` and the
+/// first `}` after it, when not empty.
+fn hash_tag(key: &str) -> Option<&str> {
+    let open = key.find('{')?;
+    let len = key[open + 1..].find('}')?;
+    (len > 0).then(|| &key[open + 1..open + 1 + len])
+}
+
+/// The part of a key that Redis Cluster hashes.
+fn slot_part(key: &str) -> &str {
+    hash_tag(key).unwrap_or(key)
+}
+
+/// A lock token: a UUID v4 (122 random bits from the OS source), unique to one acquisition.
+pub fn new_token() -> String {
+    uuid::Uuid::new_v4().to_string()
+}
+
+/// Who is taking the lock, recorded in the holder hash for `redlock status`.
+#[derive(Clone, Debug, Default)]
+pub struct Holder {
+    pub host: String,
+    pub pid: u32,
+    pub user: String,
+    pub command: String,
+}
+
+impl Holder {
+    pub fn current(command: &str) -> Holder {
+        Holder {
+            host: hostname(),
+            pid: std::process::id(),
+            user: std::env::var("USER")
+                .or_else(|_| std::env::var("LOGNAME"))
+                .unwrap_or_else(|_| {
+                    // SAFETY: getuid cannot fail and touches no memory of ours.
+                    format!("uid {}", unsafe { libc::getuid() })
+                }),
+            command: truncate(command, 256),
+        }
+    }
+}
+
+fn truncate(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_string();
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &s[..end])
+}
+
+pub fn hostname() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: the buffer is valid for its whole length; gethostname writes at most that much.
+    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
+    if rc != 0 {
+        return "unknown".to_string();
+    }
+    let len = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    String::from_utf8_lossy(&buf[..len]).into_owned()
+}
+
+/// Set-if-absent plus fence and holder record in one round trip. On a busy lock it returns the
+/// holder's record instead, and counts the refusal when asked to (only the final attempt of a
+/// run counts). `GET` on a key of another type raises WRONGTYPE, so a foreign key is reported
+/// (78) instead of looking busy forever.
+static ACQUIRE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r#"
+if redis.replicate_commands then redis.replicate_commands() end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  local fence = redis.call('INCR', KEYS[2])
+  redis.call('DEL', KEYS[3])
+  redis.call('HSET', KEYS[3], 'host', ARGV[5], 'pid', ARGV[6], 'user', ARGV[7], 'cmd', ARGV[8],
+    'started', now, 'renewed', now, 'ttl', ARGV[2], 'fence', fence)
+  redis.call('PEXPIRE', KEYS[3], ARGV[2])
+  return {1, fence, now}
+end
+redis.call('GET', KEYS[1])
+local pttl = redis.call('PTTL', KEYS[1])
+if ARGV[3] == '1' then
+  redis.call('HINCRBY', KEYS[4], 'busy', 1)
+  redis.call('PEXPIRE', KEYS[4], ARGV[4])
+end
+local h = redis.call('HMGET', KEYS[3], 'host', 'pid', 'user', 'started', 'fence')
+return {0, pttl, now, h[1], h[2], h[3], h[4], h[5]}
+"#,
+    )
+});
+
+/// Compare-and-pexpire: renews only our own lease, and the holder record with it.
+static EXTEND: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r#"
+if redis.replicate_commands then redis.replicate_commands() end
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+if redis.call('EXISTS', KEYS[2]) == 1 then
+  local t = redis.call('TIME')
+  redis.call('HSET', KEYS[2], 'renewed', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000),
+    'ttl', ARGV[2])
+  redis.call('PEXPIRE', KEYS[2], ARGV[2])
+end
+return 1
+"#,
+    )
+});
+
+/// Compare-and-delete (or, with `--hold-at-least`, compare-and-pexpire) plus the run's record.
+/// Publishes on the release channel only when the key was deleted, so waiters wake exactly when
+/// the lock is free. The record is written even when the lock was no longer ours: a lost lease
+/// is exactly what `status` must be able to show.
+static RELEASE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r#"
+if redis.replicate_commands then redis.replicate_commands() end
+local released = 0
+if redis.call('TYPE', KEYS[1]).ok == 'string' and redis.call('GET', KEYS[1]) == ARGV[1] then
+  local keep = tonumber(ARGV[3])
+  if keep > 0 then
+    redis.call('PEXPIRE', KEYS[1], keep)
+    if redis.call('EXISTS', KEYS[2]) == 1 then
+      redis.call('HSET', KEYS[2], 'finished', 1)
+      redis.call('PEXPIRE', KEYS[2], keep)
+    end
+  else
+    redis.call('DEL', KEYS[1], KEYS[2])
+    redis.call('PUBLISH', ARGV[2], 'released')
+  end
+  released = 1
+end
+if ARGV[4] ~= '' then
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  redis.call('DEL', KEYS[3])
+  redis.call('HSET', KEYS[3], 'outcome', ARGV[4], 'exit', ARGV[5], 'host', ARGV[6],
+    'pid', ARGV[7], 'user', ARGV[8], 'cmd', ARGV[9], 'started', ARGV[10], 'ended', now,
+    'duration_ms', ARGV[11], 'fence', ARGV[12])
+  redis.call('PEXPIRE', KEYS[3], ARGV[13])
+  redis.call('HINCRBY', KEYS[4], 'runs', 1)
+  if ARGV[4] == 'lease lost' then redis.call('HINCRBY', KEYS[4], 'lost', 1) end
+  if ARGV[4] == 'failed' or ARGV[4] == 'killed' then
+    redis.call('HINCRBY', KEYS[4], 'failed', 1)
+  end
+  redis.call('PEXPIRE', KEYS[4], ARGV[13])
+end
+return released
+"#,
+    )
+});
+
+/// The answer to one acquire attempt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Acquire {
+    Acquired {
+        fence: i64,
+        /// Server time (ms since the epoch) when the lock was taken.
+        started_ms: i64,
+    },
+    Busy(Busy),
+}
+
+/// Who holds a busy lock, as far as Redis knows.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Busy {
+    /// Milliseconds until the key expires; negative when it has no expiry.
+    pub pttl_ms: i64,
+    pub server_now_ms: i64,
+    pub host: Option<String>,
+    pub pid: Option<String>,
+    pub user: Option<String>,
+    pub started_ms: Option<i64>,
+    pub fence: Option<String>,
+}
+
+impl Busy {
+    /// "held by host (pid 12, user bob) for 3m 2s, expires in 25s".
+    pub fn describe(&self) -> String {
+        let mut out = match &self.host {
+            Some(host) => {
+                let mut who = format!("held by {host}");
+                let details: Vec<String> = [
+                    self.pid.as_ref().map(|p| format!("pid {p}")),
+                    self.user.as_ref().map(|u| format!("user {u}")),
+                    self.fence.as_ref().map(|f| format!("fence {f}")),
+                ]
+                .into_iter()
+                .flatten()
+                .collect();
+                if !details.is_empty() {
+                    who.push_str(&format!(" ({})", details.join(", ")));
+                }
+                if let Some(started) = self.started_ms {
+                    let age = (self.server_now_ms - started).max(0) as u64;
+                    who.push_str(&format!(
+                        " for {}",
+                        crate::lease::fmt(Duration::from_millis(age / 1000 * 1000))
+                    ));
+                }
+                who
+            }
+            None => "held by a client that left no holder record".to_string(),
+        };
+        if self.pttl_ms >= 0 {
+            out.push_str(&format!(
+                ", expires in {}",
+                crate::lease::fmt(Duration::from_millis(self.pttl_ms as u64))
+            ));
+        } else {
+            out.push_str(", with no expiry");
+        }
+        out
+    }
+}
+
+/// One acquire attempt.
+pub fn acquire(
+    con: &mut Connection,
+    keys: &Keys,
+    token: &str,
+    ttl: Duration,
+    holder: &Holder,
+    count_busy: bool,
+) -> Result<Acquire> {
+    let reply: Vec<Value> = ACQUIRE
+        .key(&keys.lock)
+        .key(&keys.fence)
+        .key(&keys.holder)
+        .key(&keys.stats)
+        .arg(token)
+        .arg(ttl.as_millis() as u64)
+        .arg(if count_busy { "1" } else { "0" })
+        .arg(RECORD_TTL.as_millis() as u64)
+        .arg(&holder.host)
+        .arg(holder.pid)
+        .arg(&holder.user)
+        .arg(&holder.command)
+        .invoke(con)
+        .with_context(|| format!("cannot acquire {}", keys.lock))?;
+    let int = |i: usize| -> i64 {
+        reply
+            .get(i)
+            .and_then(|v| redis::from_redis_value_ref::<i64>(v).ok())
+            .unwrap_or(0)
+    };
+    let text = |i: usize| -> Option<String> {
+        reply
+            .get(i)
+            .and_then(|v| redis::from_redis_value_ref::<Option<String>>(v).ok())
+            .flatten()
+    };
+    if int(0) == 1 {
+        return Ok(Acquire::Acquired {
+            fence: int(1),
+            started_ms: int(2),
+        });
+    }
+    Ok(Acquire::Busy(Busy {
+        pttl_ms: int(1),
+        server_now_ms: int(2),
+        host: text(3),
+        pid: text(4),
+        user: text(5),
+        started_ms: text(6).and_then(|s| s.parse().ok()),
+        fence: text(7),
+    }))
+}
+
+/// Counts one busy refusal (for a `--wait` that ran out; the attempts themselves do not count).
+pub fn count_busy(con: &mut Connection, keys: &Keys) -> Result<()> {
+    redis::pipe()
+        .hincr(&keys.stats, "busy", 1)
+        .ignore()
+        .pexpire(&keys.stats, RECORD_TTL.as_millis() as i64)
+        .ignore()
+        .query::<()>(con)
+        .context("cannot count the busy refusal")
+}
+
+/// Renews the lease iff `token` still holds it. `Ok(false)`: the lock is gone or someone else's.
+pub fn extend(con: &mut Connection, keys: &Keys, token: &str, ttl: Duration) -> Result<bool> {
+    let renewed: i64 = EXTEND
+        .key(&keys.lock)
+        .key(&keys.holder)
+        .arg(token)
+        .arg(ttl.as_millis() as u64)
+        .invoke(con)?;
+    Ok(renewed == 1)
+}
+
+/// How a run ended, for the last-run record.
+#[derive(Debug, Clone)]
+pub struct RunRecord {
+    /// `ok`, `failed`, `lease lost` or `killed`.
+    pub outcome: &'static str,
+    pub exit: u8,
+    pub holder: Holder,
+    pub started_ms: i64,
+    pub duration: Duration,
+    pub fence: i64,
+}
+
+/// Ends our hold on the lock: deletes it if `token` still holds it (or, with `keep`, leaves it to
+/// expire after `keep`), and records the run. `Ok(true)` when the lock was ours.
+pub fn release(
+    con: &mut Connection,
+    keys: &Keys,
+    token: &str,
+    keep: Option<Duration>,
+    record: Option<&RunRecord>,
+) -> Result<bool> {
+    let mut call = RELEASE.prepare_invoke();
+    call.key(&keys.lock)
+        .key(&keys.holder)
+        .key(&keys.last)
+        .key(&keys.stats)
+        .arg(token)
+        .arg(&keys.channel)
+        .arg(keep.map_or(0, |d| d.as_millis().max(1) as u64));
+    match record {
+        Some(r) => call
+            .arg(r.outcome)
+            .arg(r.exit)
+            .arg(&r.holder.host)
+            .arg(r.holder.pid)
+            .arg(&r.holder.user)
+            .arg(&r.holder.command)
+            .arg(r.started_ms)
+            .arg(r.duration.as_millis() as u64)
+            .arg(r.fence)
+            .arg(RECORD_TTL.as_millis() as u64),
+        None => call.arg(""),
+    };
+    let released: i64 = call
+        .invoke(con)
+        .with_context(|| format!("cannot release {}", keys.lock))?;
+    Ok(released == 1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn companion_keys_share_the_slot_of_an_untagged_key() {
+        let keys = Keys::new("prod:", "report:daily").unwrap();
+        assert_eq!(keys.lock, "prod:report:daily");
+        assert_eq!(keys.fence, "{prod:report:daily}:redlock:fence");
+        assert_eq!(keys.holder, "{prod:report:daily}:redlock:holder");
+        assert_eq!(keys.channel, "{prod:report:daily}:redlock:released");
+        assert_eq!(keys.name, "report:daily");
+    }
+
+    #[test]
+    fn a_key_with_a_hash_tag_keeps_it_for_its_companions() {
+        let keys = Keys::new("", "jobs:{report}:daily").unwrap();
+        assert_eq!(keys.fence, "jobs:{report}:daily:redlock:fence");
+        assert_eq!(slot_part(&keys.fence), "report");
+    }
+
+    #[test]
+    fn braces_that_cannot_share_a_slot_are_rejected() {
+        for key in ["a}b", "x{}y{z}", "}{"] {
+            let err = Keys::new("", key).unwrap_err();
+            assert_eq!(crate::exit::classify(&err), crate::exit::Exit::Usage, "{key}");
+        }
+        // An unmatched `{` is not a tag; wrapping the whole key keeps the slot.
+        assert!(Keys::new("", "a{b").is_ok());
+    }
+
+    #[test]
+    fn empty_keys_are_rejected() {
+        assert!(Keys::new("p:", "").is_err());
+    }
+
+    #[test]
+    fn tokens_are_distinct_uuid_v4() {
+        let (a, b) = (new_token(), new_token());
+        assert_ne!(a, b);
+        assert_eq!(a.len(), 36);
+        assert_eq!(&a[14..15], "4");
+    }
+
+    #[test]
+    fn busy_descriptions_name_the_holder() {
+        let busy = Busy {
+            pttl_ms: 25_000,
+            server_now_ms: 200_000,
+            host: Some("web-1".into()),
+            pid: Some("42".into()),
+            user: Some("bob".into()),
+            started_ms: Some(18_000),
+            fence: Some("7".into()),
+        };
+        assert_eq!(
+            busy.describe(),
+            "held by web-1 (pid 42, user bob, fence 7) for 3m 2s, expires in 25s"
+        );
+        let foreign = Busy {
+            pttl_ms: -1,
+            ..Busy::default()
+        };
+        assert!(foreign.describe().contains("no holder record"));
+    }
+}

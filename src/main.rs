@@ -1,0 +1,152 @@
+//! `redlock`: guard shell commands and cron jobs with a Redis lock.
+//!
+//! `main` is the only place an outcome becomes an exit status; everything below returns
+//! `anyhow::Result` and leaves the process alone, so destructors run.
+
+mod child;
+mod cli;
+mod commands;
+mod exit;
+mod heartbeat;
+mod lease;
+mod lock;
+mod log;
+mod server;
+mod signals;
+mod wait;
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Result;
+use clap::Parser;
+use clap::error::ErrorKind;
+
+use crate::cli::{Cli, Command, Global};
+use crate::exit::{Exit, Failure, classify};
+use crate::server::Server;
+
+/// What every subcommand needs from the global options, checked before anything is contacted.
+pub struct Context {
+    pub servers: Vec<Server>,
+    pub prefix: String,
+    pub timeout: Duration,
+}
+
+impl Context {
+    fn new(global: &Global) -> Result<Context> {
+        let password = match &global.password_file {
+            Some(path) => Some(server::read_password_file(path)?),
+            None => None,
+        };
+        let urls: Vec<&str> = if global.urls.is_empty() {
+            vec![server::DEFAULT_URL]
+        } else {
+            global.urls.iter().map(String::as_str).collect()
+        };
+        let servers = urls
+            .iter()
+            .map(|url| Server::parse(url, password.as_deref()))
+            .collect::<Result<Vec<_>>>()?;
+        if global.timeout.is_zero() {
+            return Err(Failure::usage("--timeout must be greater than 0"));
+        }
+        Ok(Context {
+            servers,
+            prefix: global.prefix.clone(),
+            timeout: global.timeout,
+        })
+    }
+
+    /// The one server of single-server mode.
+    pub fn server(&self) -> Result<Server> {
+        match self.servers.as_slice() {
+            [one] => Ok(one.clone()),
+            _ => Err(Failure::usage(
+                "several --url values (quorum mode) are not supported by this command",
+            )),
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(err) => return usage_error(err),
+    };
+    log::init(cli.global.verbose, cli.global.quiet, cli.global.log_format);
+    let result = Context::new(&cli.global).and_then(|ctx| dispatch(&ctx, cli.command));
+    let exit = match result {
+        Ok(exit) => exit,
+        Err(err) => {
+            let exit = classify(&err);
+            log::error(event_name(exit), &render(&err), &[("exit", exit.code().into())]);
+            exit
+        }
+    };
+    ExitCode::from(exit.code())
+}
+
+fn dispatch(ctx: &Context, command: Command) -> Result<Exit> {
+    match command {
+        Command::Run(args) => commands::run::run(ctx, args),
+        Command::Status(_) | Command::Release(_) | Command::Acquire(_) | Command::Extend(_) => {
+            Err(Failure::usage("this subcommand is not available yet"))
+        }
+    }
+}
+
+/// The error and its causes on one line, without the repetition some libraries produce when an
+/// error both displays and returns its source.
+fn render(err: &anyhow::Error) -> String {
+    let mut line = String::new();
+    for cause in err.chain() {
+        let text = cause.to_string();
+        if line.contains(&text) {
+            continue;
+        }
+        if !line.is_empty() {
+            line.push_str(": ");
+        }
+        line.push_str(&text);
+    }
+    line
+}
+
+fn event_name(exit: Exit) -> &'static str {
+    match exit {
+        Exit::Usage => "usage",
+        Exit::Unavailable => "unavailable",
+        Exit::Busy(_) => "busy",
+        Exit::LeaseLost => "lease_lost",
+        Exit::Permission => "permission",
+        Exit::Config => "server_config",
+        Exit::NotExecutable | Exit::NotFound => "spawn_failed",
+        _ => "error",
+    }
+}
+
+/// clap's own errors, reduced to the one `redlock:` line the contract promises (64).
+/// `--help` and `--version` are not errors.
+fn usage_error(err: clap::Error) -> ExitCode {
+    match err.kind() {
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
+            let _ = err.print();
+            return ExitCode::SUCCESS;
+        }
+        ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            eprint!("{}", err.render());
+            return ExitCode::from(Exit::Usage.code());
+        }
+        _ => {}
+    }
+    let text = err.render().to_string();
+    let first = text.lines().next().unwrap_or("invalid arguments");
+    let first = first.strip_prefix("error: ").unwrap_or(first);
+    log::error(
+        "usage",
+        &format!("{first} (see 'redlock --help')"),
+        &[("exit", Exit::Usage.code().into())],
+    );
+    ExitCode::from(Exit::Usage.code())
+}

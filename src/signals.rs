@@ -1,0 +1,137 @@
+//! Signal policy, in one place.
+//!
+//! redlock blocks every signal it cares about in the main thread *before* any other thread
+//! exists, so all threads inherit the mask and no signal ever runs a handler or kills redlock by
+//! its default action. The main thread then waits for them synchronously with `sigtimedwait`,
+//! which makes the supervisor one event loop over {signal, child exited, wake-up, timeout} — the
+//! design tini uses as PID 1. Blocked signals are queued even for PID 1, which otherwise drops
+//! signals it has no handler for.
+//!
+//! * INT, TERM, HUP, QUIT, USR1, USR2: forwarded to the child's process group as the same signal
+//!   while the child runs; while waiting for the lock they end redlock with 128+N, holding
+//!   nothing.
+//! * CHLD: a child (or an orphan reparented to redlock) changed state; reap.
+//! * The first real-time signal: a wake-up that other redlock threads send to the process when
+//!   they have news (lease lost, release notification). Its payload travels through shared
+//!   state; the signal is only the doorbell.
+//!
+//! The child gets an empty signal mask and default dispositions: std's spawn resets both.
+
+use std::time::Duration;
+
+use libc::c_int;
+
+/// Signals redlock passes on to the child's process group.
+pub const FORWARDED: [c_int; 6] = [
+    libc::SIGINT,
+    libc::SIGTERM,
+    libc::SIGHUP,
+    libc::SIGQUIT,
+    libc::SIGUSR1,
+    libc::SIGUSR2,
+];
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Event {
+    /// One of [`FORWARDED`] arrived.
+    Signal(c_int),
+    /// SIGCHLD: reap.
+    Child,
+    /// Another redlock thread rang the doorbell.
+    Wake,
+    Timeout,
+}
+
+pub struct Signals {
+    set: libc::sigset_t,
+}
+
+fn wake_signal() -> c_int {
+    libc::SIGRTMIN()
+}
+
+impl Signals {
+    /// Blocks redlock's signals in the calling thread. Call it first thing, before spawning any
+    /// thread, so every thread inherits the mask.
+    pub fn block() -> Signals {
+        // SAFETY: sigset_t is plain data; sigemptyset/sigaddset initialise it, and
+        // pthread_sigmask only reads it. None of these can fail with valid signal numbers.
+        unsafe {
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            for sig in FORWARDED
+                .into_iter()
+                .chain([libc::SIGCHLD, wake_signal()])
+            {
+                libc::sigaddset(&mut set, sig);
+            }
+            libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+            Signals { set }
+        }
+    }
+
+    /// Waits until a signal arrives or `timeout` passes (`None`: no limit).
+    pub fn wait(&self, timeout: Option<Duration>) -> Event {
+        let ts = timeout.map(|d| {
+            let d = d.min(Duration::from_secs(24 * 3600));
+            libc::timespec {
+                tv_sec: d.as_secs() as libc::time_t,
+                tv_nsec: d.subsec_nanos() as libc::c_long,
+            }
+        });
+        loop {
+            // SAFETY: `self.set` is an initialised sigset; `ts` outlives the call; a null
+            // siginfo pointer is allowed.
+            let sig = unsafe {
+                libc::sigtimedwait(
+                    &self.set,
+                    std::ptr::null_mut(),
+                    ts.as_ref().map_or(std::ptr::null(), |t| t as *const _),
+                )
+            };
+            if sig >= 0 {
+                return match sig {
+                    libc::SIGCHLD => Event::Child,
+                    s if s == wake_signal() => Event::Wake,
+                    s => Event::Signal(s),
+                };
+            }
+            match std::io::Error::last_os_error().raw_os_error() {
+                Some(libc::EINTR) => continue,
+                // EAGAIN: the timeout passed.
+                _ => return Event::Timeout,
+            }
+        }
+    }
+
+    /// The next pending signal, without waiting.
+    pub fn poll(&self) -> Event {
+        self.wait(Some(Duration::ZERO))
+    }
+}
+
+/// Rings the main thread's doorbell. Safe to call from any thread, any number of times.
+pub fn wake() {
+    // SAFETY: kill with our own pid and a valid signal number has no memory effects.
+    unsafe {
+        libc::kill(libc::getpid(), wake_signal());
+    }
+}
+
+pub fn name(sig: c_int) -> String {
+    let name = match sig {
+        libc::SIGINT => "SIGINT",
+        libc::SIGTERM => "SIGTERM",
+        libc::SIGHUP => "SIGHUP",
+        libc::SIGQUIT => "SIGQUIT",
+        libc::SIGUSR1 => "SIGUSR1",
+        libc::SIGUSR2 => "SIGUSR2",
+        libc::SIGKILL => "SIGKILL",
+        libc::SIGSEGV => "SIGSEGV",
+        libc::SIGABRT => "SIGABRT",
+        libc::SIGPIPE => "SIGPIPE",
+        libc::SIGALRM => "SIGALRM",
+        _ => return format!("signal {sig}"),
+    };
+    name.to_string()
+}

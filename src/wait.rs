@@ -1,0 +1,182 @@
+//! Taking the lock, waiting for it when asked.
+//!
+//! A waiter is *notified*, not polling: after the first refusal it subscribes (on a second
+//! connection, in a small thread) to the lock's release channel, which the release script
+//! publishes on, and retries the moment a message arrives — about a network round trip after the
+//! holder's release. Once subscribed it retries once more, closing the window in which a release
+//! could have slipped between the refusal and the subscription. A bounded poll covers what
+//! sends no message: a holder that crashed and let its key expire (the retry is timed to the
+//! key's own PTTL), a foreign client's `DEL`, or a lost subscription.
+//!
+//! The wait itself is a `sigtimedwait`, so INT/TERM/… end it at once with 128+N and nothing held.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use anyhow::Result;
+use redis::Connection;
+
+use crate::lock::{self, Acquire, Busy, Holder, Keys};
+use crate::server::{Server, set_timeouts};
+use crate::signals::{self, Event, Signals};
+
+/// The longest a waiter goes without asking again.
+const MAX_POLL: Duration = Duration::from_secs(1);
+
+pub enum Taken {
+    Acquired {
+        fence: i64,
+        started_ms: i64,
+        /// When the successful acquire was sent: the lease is counted from here.
+        sent: Instant,
+    },
+    Busy(Busy),
+    /// A signal arrived while waiting.
+    Interrupted(libc::c_int),
+}
+
+pub struct Request<'a> {
+    pub server: &'a Server,
+    pub keys: &'a Keys,
+    pub token: &'a str,
+    pub ttl: Duration,
+    pub holder: &'a Holder,
+    pub wait: Option<Duration>,
+    pub timeout: Duration,
+}
+
+/// Tries to take the lock, and with `wait` keeps trying until it is free or the wait runs out.
+/// A refusal is counted once, by the last attempt.
+pub fn take(con: &mut Connection, req: &Request, signals: &Signals) -> Result<Taken> {
+    let start = Instant::now();
+    let wait = req.wait.filter(|w| !w.is_zero());
+    let sent = Instant::now();
+    let mut busy = match lock::acquire(con, req.keys, req.token, req.ttl, req.holder, wait.is_none())? {
+        Acquire::Acquired { fence, started_ms } => {
+            return Ok(Taken::Acquired {
+                fence,
+                started_ms,
+                sent,
+            });
+        }
+        Acquire::Busy(busy) => busy,
+    };
+    let Some(wait) = wait else {
+        return Ok(Taken::Busy(busy));
+    };
+    let until = start + wait;
+    let _listener = Listener::start(req.server.clone(), req.keys.channel.clone(), req.timeout);
+    crate::log::info(
+        "waiting",
+        &format!(
+            "{} is {}; waiting up to {}",
+            req.keys.lock,
+            busy.describe(),
+            crate::lease::fmt(wait)
+        ),
+        &[("key", (&req.keys.lock).into())],
+    );
+    loop {
+        let now = Instant::now();
+        if now >= until {
+            if let Err(e) = lock::count_busy(con, req.keys) {
+                crate::log::warn("count_failed", &format!("{e:#}"), &[]);
+            }
+            return Ok(Taken::Busy(busy));
+        }
+        let poll = match busy.pttl_ms {
+            ms if ms >= 0 => Duration::from_millis(ms as u64 + 1).min(MAX_POLL),
+            _ => MAX_POLL,
+        };
+        match signals.wait(Some(poll.min(until - now))) {
+            Event::Signal(sig) => return Ok(Taken::Interrupted(sig)),
+            Event::Child => {
+                crate::child::reap(0);
+                continue;
+            }
+            Event::Wake | Event::Timeout => {}
+        }
+        let sent = Instant::now();
+        let attempt = match lock::acquire(con, req.keys, req.token, req.ttl, req.holder, false) {
+            Ok(a) => a,
+            // A long wait may outlive one connection; one fresh connection per attempt.
+            Err(e) if !is_server_reply(&e) => {
+                *con = req.server.connect(req.timeout)?;
+                lock::acquire(con, req.keys, req.token, req.ttl, req.holder, false)?
+            }
+            Err(e) => return Err(e),
+        };
+        match attempt {
+            Acquire::Acquired { fence, started_ms } => {
+                return Ok(Taken::Acquired {
+                    fence,
+                    started_ms,
+                    sent,
+                });
+            }
+            Acquire::Busy(b) => busy = b,
+        }
+    }
+}
+
+fn is_server_reply(err: &anyhow::Error) -> bool {
+    err.chain()
+        .filter_map(|c| c.downcast_ref::<redis::RedisError>())
+        .any(|e| e.code().is_some())
+}
+
+/// The subscriber thread. It outlives nothing: dropping the listener tells it to stop.
+struct Listener {
+    done: Arc<AtomicBool>,
+}
+
+impl Listener {
+    fn start(server: Server, channel: String, timeout: Duration) -> Listener {
+        let done = Arc::new(AtomicBool::new(false));
+        let flag = Arc::clone(&done);
+        let spawned = thread::Builder::new()
+            .name("release-listener".into())
+            .stack_size(256 * 1024)
+            .spawn(move || listen(&server, &channel, timeout, &flag));
+        if spawned.is_err() {
+            // Without the listener the bounded poll still finds the lock free.
+            done.store(true, Ordering::Relaxed);
+        }
+        Listener { done }
+    }
+}
+
+impl Drop for Listener {
+    fn drop(&mut self) {
+        self.done.store(true, Ordering::Relaxed);
+    }
+}
+
+fn listen(server: &Server, channel: &str, timeout: Duration, done: &AtomicBool) {
+    // How often the thread looks at `done` while no message arrives.
+    let tick = Duration::from_millis(200);
+    while !done.load(Ordering::Relaxed) {
+        let Ok(mut con) = server.connect(timeout) else {
+            thread::sleep(tick);
+            continue;
+        };
+        let _ = set_timeouts(&con, timeout);
+        let mut pubsub = con.as_pubsub();
+        if pubsub.subscribe(channel).is_err() {
+            thread::sleep(tick);
+            continue;
+        }
+        // Subscribed: one more attempt closes the race with a release that came just before.
+        signals::wake();
+        let _ = pubsub.set_read_timeout(Some(tick));
+        while !done.load(Ordering::Relaxed) {
+            match pubsub.get_message() {
+                Ok(_) => signals::wake(),
+                Err(e) if e.is_timeout() => {}
+                Err(_) => break,
+            }
+        }
+    }
+}
