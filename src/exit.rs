@@ -122,10 +122,14 @@ pub fn classify_redis(err: &RedisError) -> Exit {
     match err.code() {
         Some("WRONGPASS" | "NOAUTH" | "NOPERM") => Exit::Permission,
         Some("WRONGTYPE") => Exit::Config,
-        Some("OOM" | "BUSY" | "READONLY" | "LOADING" | "MASTERDOWN" | "CLUSTERDOWN" | "TRYAGAIN") => {
-            Exit::Unavailable
-        }
-        Some(_) if err.detail().is_some_and(|d| d.contains("max number of clients")) => {
+        Some(
+            "OOM" | "BUSY" | "READONLY" | "LOADING" | "MASTERDOWN" | "CLUSTERDOWN" | "TRYAGAIN",
+        ) => Exit::Unavailable,
+        Some(_)
+            if err
+                .detail()
+                .is_some_and(|d| d.contains("max number of clients")) =>
+        {
             Exit::Unavailable
         }
         // Any other error reply (an unknown or renamed command, a script the server refuses)
@@ -177,7 +181,10 @@ mod tests {
     fn redis_errors_are_classified_by_their_code() {
         assert_eq!(classify_redis(&server_error("WRONGTYPE x")), Exit::Config);
         assert_eq!(classify_redis(&server_error("OOM x")), Exit::Unavailable);
-        assert_eq!(classify_redis(&server_error("WRONGPASS x")), Exit::Permission);
+        assert_eq!(
+            classify_redis(&server_error("WRONGPASS x")),
+            Exit::Permission
+        );
         assert_eq!(classify_redis(&server_error("NOAUTH x")), Exit::Permission);
         assert_eq!(classify_redis(&server_error("BUSY x")), Exit::Unavailable);
         let io = RedisError::from(std::io::Error::from(std::io::ErrorKind::ConnectionRefused));
@@ -192,6 +199,9 @@ mod tests {
     fn failures_win_over_everything_else() {
         let err = Failure::new(Exit::LeaseLost, "lost").context("while running");
         assert_eq!(classify(&err), Exit::LeaseLost);
-        assert_eq!(classify(&anyhow::anyhow!("something odd")), Exit::Unavailable);
+        assert_eq!(
+            classify(&anyhow::anyhow!("something odd")),
+            Exit::Unavailable
+        );
     }
 }

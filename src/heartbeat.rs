@@ -78,7 +78,8 @@ impl Heartbeat {
             .stack_size(256 * 1024)
             .spawn(move || {
                 let shared = Arc::clone(&worker.shared);
-                let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| worker.run()));
+                let result =
+                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| worker.run()));
                 if result.is_err() {
                     report_lost(&shared, "the heartbeat thread failed".into());
                 }

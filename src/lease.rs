@@ -149,7 +149,9 @@ mod tests {
     fn default_kill_after_scales_with_the_ttl_and_is_capped() {
         assert_eq!(Lease::new(1000 * MS, None).unwrap().kill_after, 200 * MS);
         assert_eq!(
-            Lease::new(Duration::from_secs(3600), None).unwrap().kill_after,
+            Lease::new(Duration::from_secs(3600), None)
+                .unwrap()
+                .kill_after,
             MAX_DEFAULT_KILL_AFTER
         );
         assert_eq!(Lease::new(MIN_TTL, None).unwrap().kill_after, 100 * MS);
@@ -162,7 +164,10 @@ mod tests {
             let t0 = Instant::now();
             let line = lease.from_sent(t0);
             let first_renewal = t0 + lease.interval();
-            assert!(line.term_at >= first_renewal + lease.interval() - MS, "{ttl_ms}");
+            assert!(
+                line.term_at >= first_renewal + lease.interval() - MS,
+                "{ttl_ms}"
+            );
             assert!(line.term_at < line.kill_at && line.kill_at < line.deadline);
             assert!(line.deadline < t0 + lease.ttl);
         }

@@ -450,7 +450,11 @@ mod tests {
     fn braces_that_cannot_share_a_slot_are_rejected() {
         for key in ["a}b", "x{}y{z}", "}{"] {
             let err = Keys::new("", key).unwrap_err();
-            assert_eq!(crate::exit::classify(&err), crate::exit::Exit::Usage, "{key}");
+            assert_eq!(
+                crate::exit::classify(&err),
+                crate::exit::Exit::Usage,
+                "{key}"
+            );
         }
         // An unmatched `{` is not a tag; wrapping the whole key keeps the slot.
         assert!(Keys::new("", "a{b").is_ok());

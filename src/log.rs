@@ -113,7 +113,10 @@ fn json_line(level: Level, event: &str, msg: &str, fields: &[(&str, Field)]) -> 
     };
     let mut out = String::with_capacity(128);
     out.push_str("{\"ts\":");
-    json_str(&mut out, &humantime::format_rfc3339_millis(SystemTime::now()).to_string());
+    json_str(
+        &mut out,
+        &humantime::format_rfc3339_millis(SystemTime::now()).to_string(),
+    );
     out.push_str(",\"level\":");
     json_str(&mut out, level);
     out.push_str(",\"event\":");

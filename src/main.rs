@@ -80,7 +80,11 @@ fn main() -> ExitCode {
         Ok(exit) => exit,
         Err(err) => {
             let exit = classify(&err);
-            log::error(event_name(exit), &render(&err), &[("exit", exit.code().into())]);
+            log::error(
+                event_name(exit),
+                &render(&err),
+                &[("exit", exit.code().into())],
+            );
             exit
         }
     };

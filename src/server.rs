@@ -48,11 +48,13 @@ impl Server {
         let info = url
             .into_connection_info()
             .map_err(|e| Failure::usage(format!("--url {name}: {}", describe_url_error(&e))))?;
-        if let redis::ConnectionAddr::Tcp(host, port) | redis::ConnectionAddr::TcpTls { host, port, .. } =
-            info.addr()
+        if let redis::ConnectionAddr::Tcp(host, port)
+        | redis::ConnectionAddr::TcpTls { host, port, .. } = info.addr()
         {
             if host.is_empty() || *port == 0 {
-                return Err(Failure::usage(format!("--url {name}: missing host or port")));
+                return Err(Failure::usage(format!(
+                    "--url {name}: missing host or port"
+                )));
             }
         }
         let mut settings = info.redis_settings().clone().set_skip_set_lib_name();
@@ -93,7 +95,10 @@ pub fn set_timeouts(con: &Connection, timeout: Duration) -> Result<()> {
 /// the operator named it, so guessing another way to authenticate would only hide the mistake.
 pub fn read_password_file(path: &Path) -> Result<String> {
     let text = std::fs::read_to_string(path).map_err(|e| {
-        Failure::usage(format!("cannot read --password-file {}: {e}", path.display()))
+        Failure::usage(format!(
+            "cannot read --password-file {}: {e}",
+            path.display()
+        ))
     })?;
     let password = text.lines().next().unwrap_or("").trim_end_matches('\r');
     if password.is_empty() {
@@ -153,7 +158,10 @@ mod tests {
         assert_eq!(redact("redis://:pw@host"), "redis://:***@host");
         assert_eq!(redact("redis://pw@host/1"), "redis://***@host/1");
         assert_eq!(redact("redis://host:6379"), "redis://host:6379");
-        assert_eq!(redact("redis+unix:///tmp/r.sock"), "redis+unix:///tmp/r.sock");
+        assert_eq!(
+            redact("redis+unix:///tmp/r.sock"),
+            "redis+unix:///tmp/r.sock"
+        );
     }
 
     #[test]

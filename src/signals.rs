@@ -59,10 +59,7 @@ impl Signals {
         unsafe {
             let mut set: libc::sigset_t = std::mem::zeroed();
             libc::sigemptyset(&mut set);
-            for sig in FORWARDED
-                .into_iter()
-                .chain([libc::SIGCHLD, wake_signal()])
-            {
+            for sig in FORWARDED.into_iter().chain([libc::SIGCHLD, wake_signal()]) {
                 libc::sigaddset(&mut set, sig);
             }
             libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());

@@ -53,7 +53,14 @@ pub fn take(con: &mut Connection, req: &Request, signals: &Signals) -> Result<Ta
     let start = Instant::now();
     let wait = req.wait.filter(|w| !w.is_zero());
     let sent = Instant::now();
-    let mut busy = match lock::acquire(con, req.keys, req.token, req.ttl, req.holder, wait.is_none())? {
+    let mut busy = match lock::acquire(
+        con,
+        req.keys,
+        req.token,
+        req.ttl,
+        req.holder,
+        wait.is_none(),
+    )? {
         Acquire::Acquired { fence, started_ms } => {
             return Ok(Taken::Acquired {
                 fence,

@@ -69,7 +69,11 @@ pub fn run(ctx: &Context, args: RunArgs) -> Result<Exit> {
                 Some(w) if !w.is_zero() => format!(" (waited {})", lease::fmt(w)),
                 _ => String::new(),
             };
-            let msg = format!("{} is {}{waited}; not running the command", keys.lock, busy.describe());
+            let msg = format!(
+                "{} is {}{waited}; not running the command",
+                keys.lock,
+                busy.describe()
+            );
             if code == 0 {
                 log::warn("busy", &msg, &[("key", (&keys.lock).into())]);
             } else {
@@ -80,7 +84,11 @@ pub fn run(ctx: &Context, args: RunArgs) -> Result<Exit> {
         Taken::Interrupted(sig) => {
             log::error(
                 "interrupted",
-                &format!("{} while waiting for {}; nothing held", signals::name(sig), keys.lock),
+                &format!(
+                    "{} while waiting for {}; nothing held",
+                    signals::name(sig),
+                    keys.lock
+                ),
                 &[],
             );
             return Ok(Exit::Signal(sig));
@@ -113,7 +121,10 @@ pub fn run(ctx: &Context, args: RunArgs) -> Result<Exit> {
         session.release(&mut con, None);
         log::error(
             "interrupted",
-            &format!("{} before the command started; lock released", signals::name(sig)),
+            &format!(
+                "{} before the command started; lock released",
+                signals::name(sig)
+            ),
             &[],
         );
         return Ok(Exit::Signal(sig));
@@ -164,10 +175,17 @@ pub fn run(ctx: &Context, args: RunArgs) -> Result<Exit> {
     };
     log::info(
         "exited",
-        &format!("command {} after {}", describe_status(end.status), lease::fmt(ran)),
+        &format!(
+            "command {} after {}",
+            describe_status(end.status),
+            lease::fmt(ran)
+        ),
         &[("exit", end.status.exit().code().into())],
     );
-    session.release(&mut con, Some(session.record(outcome, end.status.exit().code(), ran)));
+    session.release(
+        &mut con,
+        Some(session.record(outcome, end.status.exit().code(), ran)),
+    );
     if let Some(reason) = end.lost {
         return Err(Failure::new(
             Exit::LeaseLost,
@@ -231,7 +249,11 @@ impl Session<'_> {
             Ok(true) => match keep {
                 Some(k) => log::info(
                     "kept",
-                    &format!("{} kept for {} more (--hold-at-least)", self.keys.lock, lease::fmt(k)),
+                    &format!(
+                        "{} kept for {} more (--hold-at-least)",
+                        self.keys.lock,
+                        lease::fmt(k)
+                    ),
                     &[("key", self.keys.lock.as_str().into())],
                 ),
                 None => log::info(
@@ -427,7 +449,10 @@ mod tests {
 
     #[test]
     fn commands_display_as_a_shell_would_read_them() {
-        let argv: Vec<String> = ["echo", "a b", "it's"].iter().map(|s| s.to_string()).collect();
+        let argv: Vec<String> = ["echo", "a b", "it's"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
         assert_eq!(display_command(&argv, false), "echo 'a b' 'it'\\''s'");
     }
 }

@@ -1,0 +1,730 @@
+//! What `redlock run` costs: start-up, round trips, memory and lock hand-off.
+//!
+//! Run it with `cargo bench --bench run`. It needs `redis-server`, `flock` and `sh` on the PATH,
+//! starts its own `redis-server` (temp dir, `--save "" --appendonly no`, a free 127.0.0.1 port and a
+//! unix socket) and kills it at the end, also when the bench fails. The binary under test is the
+//! `redlock` that `cargo bench` builds with the bench profile (statically linked, see
+//! `.cargo/config.toml`). It prints one table per measurement and a summary against the targets;
+//! the summary only reports, the bench exits 0 whatever the figures are.
+//!
+//! 1. **Start-up cost.** Spawn-to-exit wall time of `true`, `flock -n FILE true` and
+//!    `redlock run --key bench:k --ttl 10s -- true` (over TCP and over the unix socket), in
+//!    interleaved rounds with a rotating order so drift in machine load hits every command alike.
+//!    Target: median redlock/flock ≤ 1.10.
+//! 2. **Round trips per run.** `INFO stats commandstats` before and after a series of runs, with a
+//!    `MONITOR` connection telling commands sent by clients from commands run inside Lua scripts
+//!    (both count in `total_commands_processed`). Target: 2 (acquire and release, one script each).
+//! 3. **Peak RSS** of the redlock process: `ru_maxrss` from `wait4`, and `VmHWM` read from
+//!    `/proc/$PPID/status` by the child just before it exits (the child's parent is redlock), once
+//!    for `-- true` and once for a child that outlives a few renewals (`--ttl 1s`, `sleep 1`).
+//!    `ru_maxrss` also covers the children redlock reaped, so the `VmHWM` column is the clean one.
+//!    Target: ≤ 3 MiB.
+//! 4. **Hand-off latency.** A holder runs `sh -c 'read x'`, a waiter runs with `--wait 10s` and is
+//!    subscribed to `{KEY}:redlock:released`; the bench ends the holder by writing a line to its
+//!    stdin and watches keyspace notifications of the lock key: the time from the holder's `del`
+//!    to the waiter's `set` (both received on one connection) is the hand-off. Target: median
+//!    ≤ 0.5 ms.
+//!
+//! Figures depend on the machine; quote them together with the CPU and kernel they came from.
+
+use std::collections::BTreeMap;
+use std::io::{self, BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::thread::sleep;
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_redlock");
+const WARMUP_ROUNDS: usize = 20;
+const ROUNDS: usize = 400;
+const COUNTED_RUNS: usize = 200;
+const HANDOFF_WARMUP: usize = 5;
+const HANDOFF_ITERATIONS: usize = 100;
+const IO_TIMEOUT: Duration = Duration::from_secs(5);
+const HANDOFF_KEY: &str = "bench:handoff";
+const RUN_TRUE: &str = "run --key bench:k --ttl 10s -- true";
+/// Prints the parent's (redlock's) name and memory high-water mark, using shell built-ins only so
+/// that nothing else is spawned while redlock waits for the child.
+const PROBE: &str = "read -r c < /proc/$PPID/comm; echo \"comm $c\"; \
+    while read -r k v u; do case $k in VmHWM:) echo \"VmHWM $v\";; esac; done < /proc/$PPID/status";
+
+type Res<T> = Result<T, String>;
+/// A summary line: figure, measured value, unit, target, whether a value meets it.
+type Target = (
+    &'static str,
+    Option<f64>,
+    &'static str,
+    &'static str,
+    fn(f64) -> bool,
+);
+
+fn main() {
+    let server = Server::start();
+    println!("redlock bench: {BIN}");
+    println!(
+        "redis-server on 127.0.0.1:{} and {}\n",
+        server.port,
+        server.socket.display()
+    );
+    let ratio = startup(&server);
+    let per_run = section("2. Round trips per run", round_trips(&server));
+    let peak_kib = section("3. Peak RSS of the redlock process", peak_rss(&server));
+    let handoff = section("4. Hand-off latency", handoff(&server));
+
+    println!("Summary (targets; reported only, the bench exits 0 either way)");
+    #[rustfmt::skip]
+    let rows: [Target; 4] = [
+        ("start-up redlock/flock (TCP, medians)", Some(ratio), "", "<= 1.10", |v| v <= 1.10),
+        ("hand-off median (del -> set)", handoff, " ms", "<= 0.5 ms", |v| v <= 0.5),
+        ("commands per run (client round trips)", per_run, "", "= 2", |v| v == 2.0),
+        ("peak RSS", peak_kib.map(|k| k / 1024.0), " MiB", "<= 3 MiB", |v| v <= 3.0),
+    ];
+    for (name, value, unit, target, meets) in rows {
+        let shown = value.map_or("n/a".into(), |v| format!("{v:.3}{unit}"));
+        let verdict = if value.is_some_and(meets) {
+            "PASS"
+        } else {
+            "FAIL"
+        };
+        println!("  {name:<40} {shown:>10}   {target:<9} {verdict}");
+    }
+}
+
+fn section<T>(title: &str, result: Res<T>) -> Option<T> {
+    result.map_err(|e| println!("{title}: FAILED: {e}\n")).ok()
+}
+
+// ---------------------------------------------------------------------------------------------
+// 1. Start-up cost
+
+fn startup(server: &Server) -> f64 {
+    let lockfile = server.dir.join("flock.lock");
+    std::fs::File::create(&lockfile).expect("create the flock file");
+    let mut flock = Command::new("flock");
+    flock.arg("-n").arg(&lockfile).arg("true");
+    let mut cases = [
+        ("true", Command::new("true")),
+        ("flock -n FILE true", flock),
+        (
+            "redlock run -- true (TCP)",
+            redlock(&server.url(), RUN_TRUE),
+        ),
+        (
+            "redlock run -- true (unix socket)",
+            redlock(&server.unix_url(), RUN_TRUE),
+        ),
+    ];
+    for (_, cmd) in &mut cases {
+        quiet(cmd);
+    }
+    let mut samples = vec![Vec::with_capacity(ROUNDS); cases.len()];
+    for round in 0..WARMUP_ROUNDS + ROUNDS {
+        for offset in 0..cases.len() {
+            let i = (round + offset) % cases.len();
+            let (name, cmd) = &mut cases[i];
+            let start = Instant::now();
+            let status = cmd.status();
+            let elapsed = start.elapsed();
+            assert_success(name, cmd, status);
+            if round >= WARMUP_ROUNDS {
+                samples[i].push(millis(elapsed));
+            }
+        }
+    }
+    println!(
+        "1. Start-up cost: spawn to exit, {ROUNDS} interleaved rounds after {WARMUP_ROUNDS} warm-up rounds"
+    );
+    println!(
+        "   {:<36} {:>9} {:>9} {:>9}",
+        "command", "median", "p90", "p99"
+    );
+    let mut medians = Vec::new();
+    for ((name, _), s) in cases.iter().zip(&mut samples) {
+        s.sort_by(f64::total_cmp);
+        let (p50, p90, p99) = (
+            percentile(s, 50.0),
+            percentile(s, 90.0),
+            percentile(s, 99.0),
+        );
+        println!("   {name:<36} {p50:>6.3} ms {p90:>6.3} ms {p99:>6.3} ms");
+        medians.push(p50);
+    }
+    let ratio = medians[2] / medians[1];
+    println!(
+        "   medians: redlock/flock {ratio:.3} (TCP), {:.3} (unix socket); flock/true {:.3}\n",
+        medians[3] / medians[1],
+        medians[1] / medians[0]
+    );
+    ratio
+}
+
+/// A run must succeed; when it did not, run it once more with stderr captured to say why.
+fn assert_success(name: &str, cmd: &mut Command, status: io::Result<ExitStatus>) {
+    match status {
+        Ok(s) if s.success() => {}
+        Ok(s) => {
+            let again = cmd.stderr(Stdio::piped()).output();
+            let why = again.map(|o| String::from_utf8_lossy(&o.stderr).into_owned());
+            panic!("`{name}` ended with {s}; once more it said: {why:?}");
+        }
+        Err(e) => panic!("`{name}` could not be started: {e}"),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// 2. Round trips per run
+
+fn round_trips(server: &Server) -> Res<f64> {
+    let mut conn = Conn::open(server.port)?;
+    let me = conn.cmd(&["CLIENT", "INFO"])?.text();
+    let me = me
+        .split(' ')
+        .find_map(|f| f.strip_prefix("addr="))
+        .unwrap_or("?")
+        .to_string();
+    let mut monitor = Conn::open(server.port)?;
+    monitor.cmd(&["MONITOR"])?;
+
+    let (total_before, stats_before) = info(&mut conn)?;
+    let mut run = redlock(&server.url(), RUN_TRUE);
+    quiet(&mut run);
+    for _ in 0..COUNTED_RUNS {
+        let status = run.status();
+        assert_success("redlock run -- true", &mut run, status);
+    }
+    let (total_after, stats_after) = info(&mut conn)?;
+
+    // Read the MONITOR stream up to our second INFO; sort what redlock sent from what its
+    // scripts ran.
+    let (mut from_clients, mut in_scripts) = (BTreeMap::new(), BTreeMap::new());
+    let mut own_infos = 0;
+    while own_infos < 2 {
+        let line = monitor.read()?.text();
+        let Some((source, name)) = parse_monitor_line(&line) else {
+            continue;
+        };
+        if source == me {
+            own_infos += usize::from(name == "info");
+        } else if source == "lua" {
+            *in_scripts.entry(name).or_insert(0u64) += 1;
+        } else {
+            *from_clients.entry(name).or_insert(0u64) += 1;
+        }
+    }
+    let total = total_after - total_before - 1; // our first INFO
+    let scripted: u64 = in_scripts.values().sum();
+    let per_run = (total - scripted) as f64 / COUNTED_RUNS as f64;
+    println!("2. Round trips per run: {COUNTED_RUNS} runs of `redlock run -- true` (TCP)");
+    println!(
+        "   total_commands_processed: {total} ({:.2} per run, script-internal calls included)",
+        total as f64 / COUNTED_RUNS as f64
+    );
+    println!(
+        "   commands sent by clients: {} ({per_run:.2} per run)",
+        total - scripted
+    );
+    println!(
+        "   {:<24} {:>8} {:>8} {:>14} {:>14}",
+        "commandstats delta", "calls", "per run", "from clients", "inside scripts"
+    );
+    for (name, after) in &stats_after {
+        let mut delta = after - stats_before.get(name).unwrap_or(&0);
+        if name == "info" {
+            delta -= 1;
+        }
+        if delta > 0 {
+            let seen = |m: &BTreeMap<String, u64>| m.get(name).copied().unwrap_or(0);
+            let per = delta as f64 / COUNTED_RUNS as f64;
+            println!(
+                "   {name:<24} {delta:>8} {per:>8.2} {:>14} {:>14}",
+                seen(&from_clients),
+                seen(&in_scripts)
+            );
+        }
+    }
+    println!();
+    Ok(per_run)
+}
+
+/// `total_commands_processed` and the `calls` of every command in `commandstats`.
+fn info(conn: &mut Conn) -> Res<(u64, BTreeMap<String, u64>)> {
+    let text = conn.cmd(&["INFO", "stats", "commandstats"])?.text();
+    let mut total = None;
+    let mut calls = BTreeMap::new();
+    for line in text.lines() {
+        if let Some(n) = line.strip_prefix("total_commands_processed:") {
+            total = n.trim().parse().ok();
+        } else if let Some((name, rest)) = line
+            .strip_prefix("cmdstat_")
+            .and_then(|l| l.split_once(':'))
+        {
+            let n = rest
+                .strip_prefix("calls=")
+                .and_then(|r| r.split(',').next());
+            calls.insert(
+                name.to_string(),
+                n.and_then(|n| n.parse().ok()).unwrap_or(0),
+            );
+        }
+    }
+    Ok((total.ok_or("INFO has no total_commands_processed")?, calls))
+}
+
+/// `1700000000.123456 [0 127.0.0.1:5000] "client" "setinfo" ...` → (`127.0.0.1:5000`,
+/// `client|setinfo`), named as `commandstats` names them.
+fn parse_monitor_line(line: &str) -> Option<(String, String)> {
+    let (_, rest) = line.split_once('[')?;
+    let (source, args) = rest.split_once(']')?;
+    let source = source
+        .split_once(' ')
+        .map_or(source, |(_, s)| s)
+        .to_string();
+    let mut words = args
+        .split('"')
+        .skip(1)
+        .step_by(2)
+        .map(str::to_ascii_lowercase);
+    let name = words.next()?;
+    const CONTAINERS: [&str; 8] = [
+        "client", "config", "script", "pubsub", "object", "memory", "command", "function",
+    ];
+    match words.next() {
+        Some(sub) if CONTAINERS.contains(&name.as_str()) => Some((source, format!("{name}|{sub}"))),
+        _ => Some((source, name)),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// 3. Peak RSS
+
+fn peak_rss(server: &Server) -> Res<f64> {
+    let url = server.url();
+    let mut conn = Conn::open(server.port)?;
+    println!("3. Peak RSS of the redlock process (max of 3 runs each)");
+    println!(
+        "   {:<40} {:>22} {:>22} {:>12}",
+        "run", "ru_maxrss (wait4)", "VmHWM (/proc)", "scripts/run"
+    );
+    #[rustfmt::skip]
+    let cases: [(&str, &str, &[&str], &str); 2] = [
+        ("run --ttl 10s -- true", "10s", &["true"], ""),
+        ("run --ttl 1s, child sleeps 1s (renewals)", "1s", &["sleep", "1"], "sleep 1; "),
+    ];
+    let mut peak = 0u64;
+    for (label, ttl, plain, probe_after) in cases {
+        let (mut maxrss, mut hwm) = (0, 0);
+        let scripts_before = script_calls(&mut conn)?;
+        for _ in 0..3 {
+            maxrss = maxrss.max(rusage_run(&url, ttl, plain)?.0);
+            let (_, out) = rusage_run(&url, ttl, &["sh", "-c", &format!("{probe_after}{PROBE}")])?;
+            if !out.lines().any(|l| l == "comm redlock") {
+                return Err(format!("the child's parent is not redlock: {out:?}"));
+            }
+            let kib = out
+                .lines()
+                .find_map(|l| l.strip_prefix("VmHWM "))
+                .and_then(|v| v.parse().ok());
+            hwm = hwm.max(kib.ok_or_else(|| format!("no VmHWM in {out:?}"))?);
+        }
+        let scripts = (script_calls(&mut conn)? - scripts_before) as f64 / 6.0;
+        let show = |kib: u64| format!("{kib} KiB ({:.2} MiB)", kib as f64 / 1024.0);
+        println!(
+            "   {label:<40} {:>22} {:>22} {scripts:>12.1}",
+            show(maxrss),
+            show(hwm)
+        );
+        peak = peak.max(hwm).max(maxrss);
+    }
+    println!("   ru_maxrss also counts the children redlock reaped; the summary takes the larger.");
+    println!("   scripts/run: script calls per run = acquire + release + renewals.\n");
+    Ok(peak as f64)
+}
+
+fn script_calls(conn: &mut Conn) -> Res<u64> {
+    let (_, calls) = info(conn)?;
+    let scripts = [
+        "eval",
+        "evalsha",
+        "eval_ro",
+        "evalsha_ro",
+        "fcall",
+        "fcall_ro",
+    ];
+    Ok(scripts.iter().filter_map(|s| calls.get(*s)).sum())
+}
+
+/// Runs redlock to completion and returns its `ru_maxrss` in KiB and its stdout.
+fn rusage_run(url: &str, ttl: &str, command: &[&str]) -> Res<(u64, String)> {
+    let mut cmd = redlock(url, &format!("run --key bench:rss --ttl {ttl} --"));
+    cmd.args(command)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = die_with_parent(&mut cmd).spawn().map_err(text)?;
+    let pid = child.id() as libc::pid_t;
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let mut status = 0;
+    // SAFETY: rusage is plain old data, for which all zero bytes are a valid value.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    loop {
+        // SAFETY: `pid` is our own unreaped child; both out-pointers are valid for writes.
+        let reaped = unsafe { libc::wait4(pid, &mut status, libc::WNOHANG, &mut usage) };
+        match reaped {
+            -1 => return Err(io::Error::last_os_error().to_string()),
+            0 if Instant::now() > deadline => {
+                let _ = child.kill();
+                // SAFETY: as above; reaps the child we just killed.
+                unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+                return Err(format!(
+                    "redlock run -- {command:?} did not finish within 15 s"
+                ));
+            }
+            0 => sleep(Duration::from_millis(1)),
+            _ => break,
+        }
+    }
+    let (mut out, mut err) = (String::new(), String::new());
+    let _ = child.stdout.take().map(|mut s| s.read_to_string(&mut out));
+    let _ = child.stderr.take().map(|mut s| s.read_to_string(&mut err));
+    if !(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0) {
+        return Err(format!(
+            "redlock run -- {command:?} ended with wait status {status:#x}: {err}"
+        ));
+    }
+    Ok((usage.ru_maxrss as u64, out))
+}
+
+// ---------------------------------------------------------------------------------------------
+// 4. Hand-off latency
+
+fn handoff(server: &Server) -> Res<f64> {
+    let url = server.url();
+    let mut ctl = Conn::open(server.port)?;
+    ctl.cmd(&["CONFIG", "SET", "notify-keyspace-events", "Kg$"])?;
+    let mut events = Conn::open(server.port)?;
+    events.cmd(&["SUBSCRIBE", &format!("__keyspace@0__:{HANDOFF_KEY}")])?;
+    let released = format!("{{{HANDOFF_KEY}}}:redlock:released");
+    let (mut handoffs, mut exits, mut totals) = (Vec::new(), Vec::new(), Vec::new());
+    let mut unsubscribed_waiters = 0;
+    for i in 0..HANDOFF_WARMUP + HANDOFF_ITERATIONS {
+        let mut holder = redlock(&url, &format!("run --key {HANDOFF_KEY} --ttl 10s -- sh -c"));
+        quiet(holder.arg("read x")).stdin(Stdio::piped());
+        let mut holder = Guard(die_with_parent(&mut holder).spawn().map_err(text)?);
+        next_event(&mut events, "set")
+            .map_err(|e| format!("the holder never took the lock: {e}"))?;
+
+        let mut waiter = redlock(
+            &url,
+            &format!("run --key {HANDOFF_KEY} --ttl 10s --wait 10s -- true"),
+        );
+        let mut waiter = Guard(die_with_parent(quiet(&mut waiter)).spawn().map_err(text)?);
+        let deadline = Instant::now() + Duration::from_secs(3);
+        while subscribers(&mut ctl, &released)? < 1 {
+            if Instant::now() > deadline {
+                unsubscribed_waiters += 1;
+                break;
+            }
+            sleep(Duration::from_micros(500));
+        }
+        sleep(Duration::from_millis(5)); // let the waiter finish its failed attempt and block
+
+        let told = Instant::now();
+        let stdin = holder.0.stdin.as_mut().ok_or("holder has no stdin")?;
+        stdin.write_all(b"\n").map_err(text)?;
+        let deleted = next_event(&mut events, "del")?;
+        let acquired = next_event(&mut events, "set")?;
+        for (who, guard) in [("waiter", &mut waiter), ("holder", &mut holder)] {
+            let status = wait_exit(&mut guard.0, Duration::from_secs(10))?;
+            if !status.success() {
+                return Err(format!("the {who} ended with {status}"));
+            }
+        }
+        if i >= HANDOFF_WARMUP {
+            handoffs.push(millis(acquired - deleted));
+            exits.push(millis(deleted - told));
+            totals.push(millis(acquired - told));
+        }
+    }
+    println!(
+        "4. Hand-off latency: {HANDOFF_ITERATIONS} iterations after {HANDOFF_WARMUP} warm-up, keyspace events of {HANDOFF_KEY}"
+    );
+    println!("   {:<52} {:>9} {:>9}", "interval", "median", "p99");
+    for (name, s) in [
+        ("release -> waiter acquires (del -> set)", &mut handoffs),
+        ("holder's child told to exit -> release (del)", &mut exits),
+        (
+            "holder's child told to exit -> waiter acquires (set)",
+            &mut totals,
+        ),
+    ] {
+        s.sort_by(f64::total_cmp);
+        println!(
+            "   {name:<52} {:>6.3} ms {:>6.3} ms",
+            percentile(s, 50.0),
+            percentile(s, 99.0)
+        );
+    }
+    if unsubscribed_waiters > 0 {
+        println!(
+            "   note: in {unsubscribed_waiters} iterations no waiter subscribed to {released} within 3 s"
+        );
+    }
+    println!();
+    Ok(percentile(&handoffs, 50.0))
+}
+
+/// The next keyspace event named `name` on a subscribed connection, with its time of receipt.
+fn next_event(events: &mut Conn, name: &str) -> Res<Instant> {
+    let deadline = Instant::now() + IO_TIMEOUT;
+    while Instant::now() < deadline {
+        let message = events.read()?.items();
+        let received = Instant::now();
+        if message.len() == 3 && message[0].text() == "message" && message[2].text() == name {
+            return Ok(received);
+        }
+    }
+    Err(format!("no `{name}` event within {IO_TIMEOUT:?}"))
+}
+
+fn subscribers(ctl: &mut Conn, channel: &str) -> Res<i64> {
+    match ctl.cmd(&["PUBSUB", "NUMSUB", channel])?.items().get(1) {
+        Some(Reply::Int(n)) => Ok(*n),
+        other => Err(format!(
+            "PUBSUB NUMSUB answered {:?}",
+            other.map(Reply::text)
+        )),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Processes
+
+/// `redlock --url URL ARGS`, with ARGS split at spaces.
+fn redlock(url: &str, args: &str) -> Command {
+    let mut cmd = Command::new(BIN);
+    cmd.arg("--url").arg(url).args(args.split(' '));
+    cmd
+}
+
+fn quiet(cmd: &mut Command) -> &mut Command {
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+}
+
+fn text(e: impl std::fmt::Display) -> String {
+    e.to_string()
+}
+
+/// The process gets SIGKILL when the bench dies, whichever way it dies. (Not used for the timed
+/// spawns: a `pre_exec` hook makes std fork instead of using posix_spawn.)
+fn die_with_parent(cmd: &mut Command) -> &mut Command {
+    // SAFETY: prctl is async-signal-safe and touches no memory shared with the parent.
+    unsafe {
+        cmd.pre_exec(
+            || match libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) {
+                -1 => Err(io::Error::last_os_error()),
+                _ => Ok(()),
+            },
+        )
+    }
+}
+
+/// Kills and reaps the process unless it already ended.
+struct Guard(Child);
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn wait_exit(child: &mut Child, limit: Duration) -> Res<ExitStatus> {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(status) = child.try_wait().map_err(text)? {
+            return Ok(status);
+        }
+        if Instant::now() > deadline {
+            return Err(format!("a process did not exit within {limit:?}"));
+        }
+        sleep(Duration::from_micros(200));
+    }
+}
+
+/// The bench's own redis-server; dropping it kills it and removes its directory.
+struct Server {
+    child: Child,
+    dir: PathBuf,
+    port: u16,
+    socket: PathBuf,
+}
+
+impl Server {
+    fn start() -> Server {
+        let dir = std::env::temp_dir().join(format!("redlock-bench-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("create the server's temp dir");
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let socket = dir.join("redis.sock");
+        let mut cmd = Command::new("redis-server");
+        let port_arg = port.to_string();
+        cmd.args(["--port", &port_arg, "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no"])
+            .arg("--dir")
+            .arg(&dir)
+            .arg("--unixsocket")
+            .arg(&socket)
+            .args(["--unixsocketperm", "700", "--logfile"])
+            .arg(dir.join("redis.log"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null());
+        let child = die_with_parent(&mut cmd)
+            .spawn()
+            .expect("start redis-server (is it installed?)");
+        let server = Server {
+            child,
+            dir,
+            port,
+            socket,
+        };
+        let deadline = Instant::now() + IO_TIMEOUT;
+        while !(server.socket.exists()
+            && Conn::open(port).and_then(|mut c| c.cmd(&["PING"])).is_ok())
+        {
+            assert!(
+                Instant::now() < deadline,
+                "redis-server did not answer; see {}/redis.log",
+                server.dir.display()
+            );
+            sleep(Duration::from_millis(10));
+        }
+        server
+    }
+
+    fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    fn unix_url(&self) -> String {
+        format!("redis+unix://{}", self.socket.display())
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// A minimal RESP2 client: enough for INFO, MONITOR, PUBSUB and SUBSCRIBE, with timeouts.
+
+enum Reply {
+    Status(String),
+    Error(String),
+    Int(i64),
+    Bulk(Option<Vec<u8>>),
+    Array(Option<Vec<Reply>>),
+}
+
+impl Reply {
+    fn text(&self) -> String {
+        match self {
+            Reply::Status(s) | Reply::Error(s) => s.clone(),
+            Reply::Int(n) => n.to_string(),
+            Reply::Bulk(Some(b)) => String::from_utf8_lossy(b).into_owned(),
+            Reply::Bulk(None) | Reply::Array(_) => String::new(),
+        }
+    }
+
+    fn items(self) -> Vec<Reply> {
+        match self {
+            Reply::Array(Some(items)) => items,
+            _ => Vec::new(),
+        }
+    }
+}
+
+struct Conn {
+    reader: BufReader<TcpStream>,
+    stream: TcpStream,
+}
+
+impl Conn {
+    fn open(port: u16) -> Res<Conn> {
+        let stream =
+            TcpStream::connect(("127.0.0.1", port)).map_err(|e| format!("connect: {e}"))?;
+        stream.set_nodelay(true).map_err(text)?;
+        stream.set_read_timeout(Some(IO_TIMEOUT)).map_err(text)?;
+        stream.set_write_timeout(Some(IO_TIMEOUT)).map_err(text)?;
+        let reader = BufReader::new(stream.try_clone().map_err(text)?);
+        Ok(Conn { reader, stream })
+    }
+
+    fn cmd(&mut self, args: &[&str]) -> Res<Reply> {
+        let mut packet = format!("*{}\r\n", args.len()).into_bytes();
+        for arg in args {
+            packet.extend(format!("${}\r\n{arg}\r\n", arg.len()).bytes());
+        }
+        self.stream
+            .write_all(&packet)
+            .map_err(|e| format!("{}: {e}", args[0]))?;
+        match self.read()? {
+            Reply::Error(e) => Err(format!("{}: {e}", args.join(" "))),
+            reply => Ok(reply),
+        }
+    }
+
+    fn read(&mut self) -> Res<Reply> {
+        let mut line = String::new();
+        match self.reader.read_line(&mut line) {
+            Ok(0) => return Err("the server closed the connection".into()),
+            Ok(_) => {}
+            Err(e) => return Err(format!("reading a reply: {e}")),
+        }
+        let line = line.trim_end_matches(['\r', '\n']);
+        let number = || {
+            line[1..]
+                .parse::<i64>()
+                .map_err(|_| format!("bad reply line {line:?}"))
+        };
+        Ok(match line.as_bytes().first() {
+            Some(b'+') => Reply::Status(line[1..].to_string()),
+            Some(b'-') => Reply::Error(line[1..].to_string()),
+            Some(b':') => Reply::Int(number()?),
+            Some(b'$') => match usize::try_from(number()?) {
+                Err(_) => Reply::Bulk(None),
+                Ok(len) => {
+                    let mut bytes = vec![0; len + 2];
+                    self.reader.read_exact(&mut bytes).map_err(text)?;
+                    bytes.truncate(len);
+                    Reply::Bulk(Some(bytes))
+                }
+            },
+            Some(b'*') => match usize::try_from(number()?) {
+                Err(_) => Reply::Array(None),
+                Ok(n) => Reply::Array(Some((0..n).map(|_| self.read()).collect::<Res<_>>()?)),
+            },
+            _ => return Err(format!("bad reply line {line:?}")),
+        })
+    }
+}
+
+fn millis(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+/// Nearest-rank percentile of sorted samples.
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    let rank = (p / 100.0 * (sorted.len() - 1) as f64).round() as usize;
+    sorted[rank]
+}
