@@ -6,14 +6,15 @@
 //!   redlock, which forwards it.
 //! * The child dies with redlock: `PR_SET_PDEATHSIG(SIGKILL)` is set in the child before exec,
 //!   so a `kill -9` of redlock never leaves it running unsupervised. The death signal follows the
-//!   thread that spawned the child, which is why only the main thread spawns.
+//!   thread that spawned the child, which is why only the main thread spawns. (Its own
+//!   descendants are not covered: they are stopped through the group while redlock lives.)
 //! * redlock is a child subreaper: orphaned descendants are reparented to it, so it can reap
 //!   them (and, as PID 1, every zombie) and knows when the whole group is gone.
 //! * stdio is inherited, never re-piped.
 
+use std::ffi::CString;
 use std::io;
-use std::os::unix::process::CommandExt;
-use std::process::Command;
+use std::os::unix::ffi::OsStrExt;
 
 use libc::{c_int, pid_t};
 
@@ -48,30 +49,154 @@ pub fn become_subreaper() {
 }
 
 /// Starts `argv` in a new process group with `env` added to redlock's environment.
+///
+/// This is `posix_spawnp` plus the one thing posix_spawn cannot do, `PR_SET_PDEATHSIG`:
+/// `clone(CLONE_VM | CLONE_VFORK)` runs [`exec_child`] on a small stack of its own while redlock
+/// is suspended until the child has exec'd or failed. Copying redlock's page tables with fork(2)
+/// (what `Command::pre_exec` forces) costs more than the rest of a short run's overhead. The
+/// child shares redlock's memory, so everything it needs is prepared here and it only calls
+/// async-signal-safe functions, allocating nothing.
 pub fn spawn(argv: &[String], env: &[(&str, &str)]) -> io::Result<Child> {
-    let mut cmd = Command::new(&argv[0]);
-    cmd.args(&argv[1..]).process_group(0);
+    let cstr = |s: &[u8]| {
+        CString::new(s)
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL byte in command"))
+    };
+    let args: Vec<CString> = argv
+        .iter()
+        .map(|a| cstr(a.as_bytes()))
+        .collect::<io::Result<_>>()?;
+    let mut envs: Vec<CString> = std::env::vars_os()
+        .filter(|(k, _)| !env.iter().any(|(name, _)| k.as_bytes() == name.as_bytes()))
+        .map(|(k, v)| cstr(&[k.as_bytes(), b"=", v.as_bytes()].concat()))
+        .collect::<io::Result<_>>()?;
     for (k, v) in env {
-        cmd.env(k, v);
+        envs.push(cstr(format!("{k}={v}").as_bytes())?);
     }
-    // SAFETY: getpid is async-signal-safe.
-    let parent = unsafe { libc::getpid() };
-    // SAFETY: the closure runs in the forked child before exec and calls only async-signal-safe
-    // functions (prctl, getppid, kill); it allocates nothing.
+    let paths = candidates(&argv[0])
+        .iter()
+        .map(|p| cstr(p.as_bytes()))
+        .collect::<io::Result<Vec<_>>>()?;
+
+    let nul = |v: &[CString]| {
+        let mut ptrs: Vec<*const libc::c_char> = v.iter().map(|c| c.as_ptr()).collect();
+        ptrs.push(std::ptr::null());
+        ptrs
+    };
+    let argv_ptrs = nul(&args);
+    let env_ptrs = nul(&envs);
+    let path_ptrs = nul(&paths);
+    let mut plan = ExecPlan {
+        paths: path_ptrs.as_ptr(),
+        argv: argv_ptrs.as_ptr(),
+        envp: env_ptrs.as_ptr(),
+        // SAFETY: getpid has no preconditions.
+        parent: unsafe { libc::getpid() },
+        errno: 0,
+    };
+    // Uninitialised memory is a fine stack; only the child's few frames touch it.
+    let mut stack: Vec<u8> = Vec::with_capacity(CHILD_STACK);
+    // SAFETY: the stack grows down from its (16-byte aligned) top; `plan`, the pointer arrays
+    // and the strings they point to outlive the child's use of them, because CLONE_VFORK
+    // suspends this thread until the child has exec'd or exited. Without CLONE_SIGHAND the
+    // child gets its own copy of the signal dispositions.
+    let pid = unsafe {
+        let top = stack.as_mut_ptr().add(CHILD_STACK);
+        let top = top.sub(top as usize % 16);
+        libc::clone(
+            exec_child,
+            top.cast(),
+            libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
+            (&mut plan as *mut ExecPlan).cast(),
+        )
+    };
+    if pid < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the child is done with `plan`; read what it wrote through our shared memory.
+    let errno = unsafe { std::ptr::read_volatile(&plan.errno) };
+    if errno != 0 {
+        let mut raw = 0;
+        // SAFETY: reaping our own child, which has exited.
+        unsafe { libc::waitpid(pid, &mut raw, 0) };
+        return Err(io::Error::from_raw_os_error(errno));
+    }
+    Ok(Child { pid })
+}
+
+const CHILD_STACK: usize = 32 * 1024;
+
+/// What the cloned child needs, prepared by the parent.
+#[repr(C)]
+struct ExecPlan {
+    /// NULL-terminated candidate paths for the program, in PATH order.
+    paths: *const *const libc::c_char,
+    argv: *const *const libc::c_char,
+    envp: *const *const libc::c_char,
+    parent: pid_t,
+    /// Written by the child when no exec succeeded.
+    errno: c_int,
+}
+
+/// Runs in the cloned child, in redlock's memory, before exec.
+extern "C" fn exec_child(arg: *mut libc::c_void) -> c_int {
+    // SAFETY: `arg` is the parent's `ExecPlan`, alive while the parent is suspended. Only
+    // async-signal-safe calls follow.
     unsafe {
-        cmd.pre_exec(move || {
-            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
-            // redlock may have died between fork and prctl; then nobody would ever kill us.
-            if libc::getppid() != parent {
-                libc::kill(libc::getpid(), libc::SIGKILL);
+        let plan = &mut *(arg as *mut ExecPlan);
+        libc::setpgid(0, 0);
+        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
+        // redlock may have died before prctl; then nobody would ever stop us.
+        if libc::getppid() != plan.parent {
+            libc::_exit(127);
+        }
+        // Before unblocking anything: the handlers std installed (SIGSEGV, SIGBUS) must not run
+        // in a child that shares redlock's memory, and SIGPIPE, which std ignores, must reach
+        // the command with its default action (an ignored disposition survives exec). Every
+        // other signal redlock cares about is blocked with its default disposition.
+        for sig in [libc::SIGSEGV, libc::SIGBUS, libc::SIGPIPE] {
+            libc::signal(sig, libc::SIG_DFL);
+        }
+        let mut empty: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut empty);
+        libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
+        // execvp's search: remember EACCES, keep looking past ENOENT/ENOTDIR, stop at anything
+        // else.
+        let mut errno = libc::ENOENT;
+        let mut denied = false;
+        let mut p = plan.paths;
+        while !(*p).is_null() {
+            libc::execve(*p, plan.argv, plan.envp);
+            errno = *libc::__errno_location();
+            match errno {
+                libc::EACCES => denied = true,
+                libc::ENOENT | libc::ENOTDIR | libc::ESTALE | libc::ENODEV | libc::ETIMEDOUT => {}
+                _ => break,
             }
-            Ok(())
-        });
+            p = p.add(1);
+        }
+        if denied && (errno == libc::ENOENT || errno == libc::ENOTDIR) {
+            errno = libc::EACCES;
+        }
+        std::ptr::write_volatile(&mut plan.errno, errno);
+        libc::_exit(127)
     }
-    let child = cmd.spawn()?;
-    Ok(Child {
-        pid: child.id() as pid_t,
-    })
+}
+
+/// Where execvp would look for `program`.
+fn candidates(program: &str) -> Vec<String> {
+    if program.contains('/') {
+        return vec![program.to_string()];
+    }
+    let path = std::env::var("PATH").unwrap_or_else(|_| "/bin:/usr/bin".to_string());
+    path.split(':')
+        .map(|dir| {
+            if dir.is_empty() {
+                program.to_string()
+            } else {
+                format!("{}/{program}", dir.trim_end_matches('/'))
+            }
+        })
+        .collect()
 }
 
 /// The exit status for a command that could not be started, tini's convention.
@@ -112,5 +237,26 @@ pub fn reap(pid: pid_t) -> Option<Status> {
                 found = Some(Status::Signaled(libc::WTERMSIG(raw)));
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn programs_are_looked_up_like_execvp_does() {
+        assert_eq!(candidates("./job.sh"), vec!["./job.sh"]);
+        assert_eq!(candidates("/bin/true"), vec!["/bin/true"]);
+    }
+
+    #[test]
+    fn spawn_reports_missing_and_non_executable_programs() {
+        let missing = spawn(&["/nonexistent/redlock-test".into()], &[])
+            .err()
+            .unwrap();
+        assert_eq!(spawn_failure_exit(&missing), Exit::NotFound);
+        let denied = spawn(&["/etc/hostname".into()], &[]).err().unwrap();
+        assert_eq!(spawn_failure_exit(&denied), Exit::NotExecutable);
     }
 }

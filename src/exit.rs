@@ -67,17 +67,17 @@ pub struct Failure {
     pub message: String,
 }
 
-impl Failure {
-    pub fn new(exit: Exit, message: impl Into<String>) -> anyhow::Error {
-        anyhow::Error::new(Failure {
-            exit,
-            message: message.into(),
-        })
-    }
+/// An error that ends redlock with `exit`.
+pub fn fail(exit: Exit, message: impl Into<String>) -> anyhow::Error {
+    anyhow::Error::new(Failure {
+        exit,
+        message: message.into(),
+    })
+}
 
-    pub fn usage(message: impl Into<String>) -> anyhow::Error {
-        Self::new(Exit::Usage, message)
-    }
+/// Bad input (64): said before anything is contacted.
+pub fn usage(message: impl Into<String>) -> anyhow::Error {
+    fail(Exit::Usage, message)
 }
 
 impl fmt::Display for Failure {
@@ -197,7 +197,7 @@ mod tests {
 
     #[test]
     fn failures_win_over_everything_else() {
-        let err = Failure::new(Exit::LeaseLost, "lost").context("while running");
+        let err = fail(Exit::LeaseLost, "lost").context("while running");
         assert_eq!(classify(&err), Exit::LeaseLost);
         assert_eq!(
             classify(&anyhow::anyhow!("something odd")),

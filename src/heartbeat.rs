@@ -1,12 +1,14 @@
 //! The renewal thread.
 //!
-//! It renews every ttl/3 on a connection of its own (opened at the first renewal, so a short
-//! run costs one connection), reconnects after any transport error, and bounds every connect,
+//! It renews every ttl/3 on a connection of its own, reconnects after any transport error, and bounds every connect,
 //! read and write by the time left before the kill point — never by a fixed timeout that could
 //! outlast the lease. What it learns goes into [`Shared`]: a new [`Timeline`] after each
 //! confirmed renewal, or the reason the lease is lost. A loss rings the main thread's doorbell
 //! ([`signals::wake`]); a renewal needs no wake-up because the main thread re-reads the timeline
 //! whenever its own timer fires.
+//!
+//! The thread and its connection are created only when the first renewal is due: a command
+//! that ends within ttl/3 costs no thread and no second connection.
 //!
 //! The main thread enforces the kill point by itself, so a heartbeat stuck in I/O (or stopped
 //! with the rest of redlock) can delay nothing. If the thread panicked, the panic is reported
@@ -42,6 +44,9 @@ impl Shared {
 
 pub struct Heartbeat {
     shared: Arc<Shared>,
+    /// The work to hand to the thread, until it is started.
+    pending: Option<Worker>,
+    first_renewal: Instant,
 }
 
 /// What the main thread needs to know about the lease right now.
@@ -51,7 +56,9 @@ pub struct Snapshot {
 }
 
 impl Heartbeat {
-    pub fn start(
+    /// Prepares the heartbeat for a lease confirmed at `timeline.sent`; the thread starts with
+    /// [`Heartbeat::start_if_due`].
+    pub fn new(
         server: Server,
         keys: Keys,
         token: String,
@@ -73,6 +80,27 @@ impl Heartbeat {
             token,
             lease,
         };
+        Heartbeat {
+            shared,
+            pending: Some(worker),
+            first_renewal: timeline.sent + lease.interval(),
+        }
+    }
+
+    /// When the thread must be running; `None` once it is.
+    pub fn due(&self) -> Option<Instant> {
+        self.pending.as_ref().map(|_| self.first_renewal)
+    }
+
+    /// Starts the renewal thread once the first renewal is due.
+    pub fn start_if_due(&mut self, now: Instant) {
+        if now < self.first_renewal {
+            return;
+        }
+        let Some(worker) = self.pending.take() else {
+            return;
+        };
+        let shared = Arc::clone(&self.shared);
         let spawned = thread::Builder::new()
             .name("heartbeat".into())
             .stack_size(256 * 1024)
@@ -87,7 +115,6 @@ impl Heartbeat {
         if let Err(e) = spawned {
             report_lost(&shared, format!("cannot start the heartbeat thread: {e}"));
         }
-        Heartbeat { shared }
     }
 
     pub fn snapshot(&self) -> Snapshot {
@@ -160,7 +187,7 @@ impl Worker {
             let outcome = self.renew(&mut con, budget);
             match outcome {
                 Renewal::Confirmed(sent) => {
-                    let renewed = self.lease.from_sent(sent);
+                    let renewed = self.lease.timeline(sent);
                     self.shared.lock().timeline = renewed;
                     if let Some(since) = failing_since.take() {
                         log::warn(

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Result;
 
-use crate::exit::Failure;
+use crate::exit::usage;
 
 /// The smallest TTL `run` accepts. Below it, renewal round trips and scheduling noise eat the
 /// margins that keep the child inside its lease.
@@ -45,12 +45,12 @@ impl Lease {
         let kill_after = match kill_after {
             None => (ttl / 5).min(MAX_DEFAULT_KILL_AFTER),
             Some(d) if d.is_zero() => {
-                return Err(Failure::usage(
+                return Err(usage(
                     "--kill-after must be greater than 0 (it is the grace between SIGTERM and SIGKILL)",
                 ));
             }
             Some(d) if d > max_kill_after => {
-                return Err(Failure::usage(format!(
+                return Err(usage(format!(
                     "--kill-after {} leaves no time to renew a {} lease; use at most {} or raise --ttl",
                     fmt(d),
                     fmt(ttl),
@@ -73,7 +73,7 @@ impl Lease {
     }
 
     /// The timeline of a lease whose acquire or extend was sent at `sent`.
-    pub fn from_sent(&self, sent: Instant) -> Timeline {
+    pub fn timeline(&self, sent: Instant) -> Timeline {
         let drift = self.drift();
         let deadline = sent + self.ttl - drift;
         let kill_at = deadline - drift;
@@ -101,14 +101,14 @@ pub struct Timeline {
 
 pub fn check_ttl(ttl: Duration) -> Result<()> {
     if ttl < MIN_TTL {
-        return Err(Failure::usage(format!(
+        return Err(usage(format!(
             "--ttl {} is too short to renew safely; the smallest TTL is {}",
             fmt(ttl),
             fmt(MIN_TTL)
         )));
     }
     if ttl > MAX_TTL {
-        return Err(Failure::usage(format!(
+        return Err(usage(format!(
             "--ttl {} is longer than 24h; redlock renews the lease, so a short TTL (e.g. 30s) \
              is safer, and a crash frees the lock sooner",
             fmt(ttl)
@@ -160,9 +160,9 @@ mod tests {
     #[test]
     fn every_accepted_lease_leaves_a_third_of_the_ttl_for_retries() {
         for ttl_ms in [500u64, 501, 999, 1000, 3000, 30_000, 3_600_000, 86_400_000] {
-            let lease = Lease::new(ttl_ms * MS, None).unwrap();
+            let lease = Lease::new(Duration::from_millis(ttl_ms), None).unwrap();
             let t0 = Instant::now();
-            let line = lease.from_sent(t0);
+            let line = lease.timeline(t0);
             let first_renewal = t0 + lease.interval();
             assert!(
                 line.term_at >= first_renewal + lease.interval() - MS,

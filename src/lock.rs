@@ -24,7 +24,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use redis::{Connection, Script, Value};
 
-use crate::exit::Failure;
+use crate::exit::usage;
 
 /// How long the last-run record and the counters outlive their last write.
 pub const RECORD_TTL: Duration = Duration::from_secs(30 * 24 * 3600);
@@ -48,12 +48,10 @@ impl Keys {
     /// make it impossible to put the companion keys in the lock's hash slot.
     pub fn new(prefix: &str, key: &str) -> Result<Keys> {
         if key.is_empty() {
-            return Err(Failure::usage("--key is empty"));
+            return Err(usage("--key is empty"));
         }
         if key.chars().any(|c| c.is_control()) {
-            return Err(Failure::usage(format!(
-                "key {key:?} contains control characters"
-            )));
+            return Err(usage(format!("key {key:?} contains control characters")));
         }
         let lock = format!("{prefix}{key}");
         let base = if hash_tag(&lock).is_some() {
@@ -64,7 +62,7 @@ impl Keys {
         let companion = |name: &str| format!("{base}:redlock:{name}");
         let fence = companion("fence");
         if slot_part(&fence) != slot_part(&lock) {
-            return Err(Failure::usage(format!(
+            return Err(usage(format!(
                 "key {lock:?}: its braces do not form a hash tag, so its companion keys cannot share \
                  its Redis Cluster slot; use a key without '{{' '}}' or with one tag like 'jobs:{{report}}'"
             )));
@@ -95,8 +93,31 @@ fn slot_part(key: &str) -> &str {
 }
 
 /// A lock token: a UUID v4 (122 random bits from the OS source), unique to one acquisition.
-pub fn new_token() -> String {
-    uuid::Uuid::new_v4().to_string()
+///
+/// The bytes come straight from getrandom(2): in a static binary the uuid crate's generator
+/// cannot find the libc wrapper and falls back to opening /dev/random and /dev/urandom.
+pub fn new_token() -> Result<String> {
+    let mut bytes = [0u8; 16];
+    let mut filled = 0;
+    while filled < bytes.len() {
+        // SAFETY: the pointer and length describe the unfilled tail of `bytes`.
+        let n = unsafe {
+            libc::getrandom(bytes[filled..].as_mut_ptr().cast(), bytes.len() - filled, 0)
+        };
+        if n > 0 {
+            filled += n as usize;
+        } else {
+            let err = std::io::Error::last_os_error();
+            if err.kind() != std::io::ErrorKind::Interrupted {
+                // getrandom(2) exists since Linux 3.17; without it there is no safe token.
+                return Err(err).context("cannot read random bytes for the lock token");
+            }
+        }
+    }
+    Ok(uuid::Builder::from_random_bytes(bytes)
+        .into_uuid()
+        .hyphenated()
+        .to_string())
 }
 
 /// Who is taking the lock, recorded in the holder hash for `redlock status`.
@@ -146,6 +167,10 @@ pub fn hostname() -> String {
     String::from_utf8_lossy(&buf[..len]).into_owned()
 }
 
+// The scripts need Redis >= 5 (effects replication, so TIME may precede writes). Each inner
+// call costs the server a few microseconds on every run, so they do only what the data layout
+// needs.
+
 /// Set-if-absent plus fence and holder record in one round trip. On a busy lock it returns the
 /// holder's record instead, and counts the refusal when asked to (only the final attempt of a
 /// run counts). `GET` on a key of another type raises WRONGTYPE, so a foreign key is reported
@@ -153,14 +178,12 @@ pub fn hostname() -> String {
 static ACQUIRE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r#"
-if redis.replicate_commands then redis.replicate_commands() end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   local fence = redis.call('INCR', KEYS[2])
-  redis.call('DEL', KEYS[3])
   redis.call('HSET', KEYS[3], 'host', ARGV[5], 'pid', ARGV[6], 'user', ARGV[7], 'cmd', ARGV[8],
-    'started', now, 'renewed', now, 'ttl', ARGV[2], 'fence', fence)
+    'started', now, 'renewed', now, 'ttl', ARGV[2], 'fence', fence, 'finished', 0)
   redis.call('PEXPIRE', KEYS[3], ARGV[2])
   return {1, fence, now}
 end
@@ -180,7 +203,6 @@ return {0, pttl, now, h[1], h[2], h[3], h[4], h[5]}
 static EXTEND: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r#"
-if redis.replicate_commands then redis.replicate_commands() end
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 if redis.call('EXISTS', KEYS[2]) == 1 then
@@ -197,19 +219,18 @@ return 1
 /// Compare-and-delete (or, with `--hold-at-least`, compare-and-pexpire) plus the run's record.
 /// Publishes on the release channel only when the key was deleted, so waiters wake exactly when
 /// the lock is free. The record is written even when the lock was no longer ours: a lost lease
-/// is exactly what `status` must be able to show.
+/// is exactly what `status` must be able to show. `pcall` because a key of another type is
+/// simply not ours.
 static RELEASE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r#"
-if redis.replicate_commands then redis.replicate_commands() end
 local released = 0
-if redis.call('TYPE', KEYS[1]).ok == 'string' and redis.call('GET', KEYS[1]) == ARGV[1] then
+if redis.pcall('GET', KEYS[1]) == ARGV[1] then
   local keep = tonumber(ARGV[3])
   if keep > 0 then
     redis.call('PEXPIRE', KEYS[1], keep)
-    if redis.call('EXISTS', KEYS[2]) == 1 then
+    if redis.call('PEXPIRE', KEYS[2], keep) == 1 then
       redis.call('HSET', KEYS[2], 'finished', 1)
-      redis.call('PEXPIRE', KEYS[2], keep)
     end
   else
     redis.call('DEL', KEYS[1], KEYS[2])
@@ -218,12 +239,9 @@ if redis.call('TYPE', KEYS[1]).ok == 'string' and redis.call('GET', KEYS[1]) == 
   released = 1
 end
 if ARGV[4] ~= '' then
-  local t = redis.call('TIME')
-  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  redis.call('DEL', KEYS[3])
   redis.call('HSET', KEYS[3], 'outcome', ARGV[4], 'exit', ARGV[5], 'host', ARGV[6],
-    'pid', ARGV[7], 'user', ARGV[8], 'cmd', ARGV[9], 'started', ARGV[10], 'ended', now,
-    'duration_ms', ARGV[11], 'fence', ARGV[12])
+    'pid', ARGV[7], 'user', ARGV[8], 'cmd', ARGV[9], 'started', ARGV[10],
+    'ended', ARGV[10] + ARGV[11], 'duration_ms', ARGV[11], 'fence', ARGV[12])
   redis.call('PEXPIRE', KEYS[3], ARGV[13])
   redis.call('HINCRBY', KEYS[4], 'runs', 1)
   if ARGV[4] == 'lease lost' then redis.call('HINCRBY', KEYS[4], 'lost', 1) end
@@ -467,7 +485,7 @@ mod tests {
 
     #[test]
     fn tokens_are_distinct_uuid_v4() {
-        let (a, b) = (new_token(), new_token());
+        let (a, b) = (new_token().unwrap(), new_token().unwrap());
         assert_ne!(a, b);
         assert_eq!(a.len(), 36);
         assert_eq!(&a[14..15], "4");

@@ -23,7 +23,7 @@ use clap::Parser;
 use clap::error::ErrorKind;
 
 use crate::cli::{Cli, Command, Global};
-use crate::exit::{Exit, Failure, classify};
+use crate::exit::{Exit, classify, usage};
 use crate::server::Server;
 
 /// What every subcommand needs from the global options, checked before anything is contacted.
@@ -49,7 +49,7 @@ impl Context {
             .map(|url| Server::parse(url, password.as_deref()))
             .collect::<Result<Vec<_>>>()?;
         if global.timeout.is_zero() {
-            return Err(Failure::usage("--timeout must be greater than 0"));
+            return Err(usage("--timeout must be greater than 0"));
         }
         Ok(Context {
             servers,
@@ -62,7 +62,7 @@ impl Context {
     pub fn server(&self) -> Result<Server> {
         match self.servers.as_slice() {
             [one] => Ok(one.clone()),
-            _ => Err(Failure::usage(
+            _ => Err(usage(
                 "several --url values (quorum mode) are not supported by this command",
             )),
         }
@@ -95,7 +95,7 @@ fn dispatch(ctx: &Context, command: Command) -> Result<Exit> {
     match command {
         Command::Run(args) => commands::run::run(ctx, args),
         Command::Status(_) | Command::Release(_) | Command::Acquire(_) | Command::Extend(_) => {
-            Err(Failure::usage("this subcommand is not available yet"))
+            Err(usage("this subcommand is not available yet"))
         }
     }
 }

@@ -12,7 +12,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use redis::{Connection, ConnectionInfo, IntoConnectionInfo};
 
-use crate::exit::Failure;
+use crate::exit::usage;
 
 pub const DEFAULT_URL: &str = "redis://127.0.0.1:6379";
 
@@ -34,28 +34,25 @@ impl Server {
         let name = redact(url);
         let url = url.trim();
         if url.is_empty() {
-            return Err(Failure::usage("--url is empty"));
+            return Err(usage("--url is empty"));
         }
         let scheme_ok = ["redis://", "rediss://", "redis+unix://", "unix://"]
             .iter()
             .any(|s| url.starts_with(s));
         if !scheme_ok {
-            return Err(Failure::usage(format!(
+            return Err(usage(format!(
                 "--url {name}: unsupported scheme; use redis://HOST:PORT, rediss://HOST:PORT or \
                  redis+unix:///PATH"
             )));
         }
         let info = url
             .into_connection_info()
-            .map_err(|e| Failure::usage(format!("--url {name}: {}", describe_url_error(&e))))?;
+            .map_err(|e| usage(format!("--url {name}: {}", describe_url_error(&e))))?;
         if let redis::ConnectionAddr::Tcp(host, port)
         | redis::ConnectionAddr::TcpTls { host, port, .. } = info.addr()
+            && (host.is_empty() || *port == 0)
         {
-            if host.is_empty() || *port == 0 {
-                return Err(Failure::usage(format!(
-                    "--url {name}: missing host or port"
-                )));
-            }
+            return Err(usage(format!("--url {name}: missing host or port")));
         }
         let mut settings = info.redis_settings().clone().set_skip_set_lib_name();
         if let Some(password) = password {
@@ -95,14 +92,14 @@ pub fn set_timeouts(con: &Connection, timeout: Duration) -> Result<()> {
 /// the operator named it, so guessing another way to authenticate would only hide the mistake.
 pub fn read_password_file(path: &Path) -> Result<String> {
     let text = std::fs::read_to_string(path).map_err(|e| {
-        Failure::usage(format!(
+        usage(format!(
             "cannot read --password-file {}: {e}",
             path.display()
         ))
     })?;
     let password = text.lines().next().unwrap_or("").trim_end_matches('\r');
     if password.is_empty() {
-        return Err(Failure::usage(format!(
+        return Err(usage(format!(
             "--password-file {} is empty",
             path.display()
         )));

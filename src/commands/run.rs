@@ -17,7 +17,7 @@ use libc::pid_t;
 use crate::Context;
 use crate::child::{self, Status};
 use crate::cli::RunArgs;
-use crate::exit::{BUSY, Exit, Failure};
+use crate::exit::{BUSY, Exit, fail, usage};
 use crate::heartbeat::Heartbeat;
 use crate::lease::{self, Lease, Timeline};
 use crate::lock::{self, Holder, Keys, RunRecord};
@@ -30,13 +30,13 @@ pub fn run(ctx: &Context, args: RunArgs) -> Result<Exit> {
     let lease = Lease::new(args.ttl, args.kill_after)?;
     let keys = Keys::new(&ctx.prefix, &args.key)?;
     let argv = command_line(&args)?;
-    if let Some(hold) = args.hold_at_least {
-        if hold > lease::MAX_TTL {
-            return Err(Failure::usage(format!(
-                "--hold-at-least {} is longer than 24h",
-                lease::fmt(hold)
-            )));
-        }
+    if let Some(hold) = args.hold_at_least
+        && hold > lease::MAX_TTL
+    {
+        return Err(usage(format!(
+            "--hold-at-least {} is longer than 24h",
+            lease::fmt(hold)
+        )));
     }
     let server = ctx.server()?;
     let display = display_command(&argv, args.shell.is_some());
@@ -46,7 +46,7 @@ pub fn run(ctx: &Context, args: RunArgs) -> Result<Exit> {
 
     let started = Instant::now();
     let mut con = server.connect(ctx.timeout)?;
-    let token = lock::new_token();
+    let token = lock::new_token()?;
     let holder = Holder::current(&display);
     let request = Request {
         server: &server,
@@ -144,7 +144,7 @@ pub fn run(ctx: &Context, args: RunArgs) -> Result<Exit> {
                 &mut con,
                 Some(session.record("failed", exit.code(), Duration::ZERO)),
             );
-            return Err(Failure::new(
+            return Err(fail(
                 exit,
                 format!("cannot run {}: {e}; lock released", argv[0]),
             ));
@@ -156,14 +156,14 @@ pub fn run(ctx: &Context, args: RunArgs) -> Result<Exit> {
         &[("pid", child.pid.into())],
     );
 
-    let heartbeat = Heartbeat::start(
+    let mut heartbeat = Heartbeat::new(
         server.clone(),
         keys.clone(),
         token.clone(),
         lease,
-        lease.from_sent(sent),
+        lease.timeline(sent),
     );
-    let end = supervise(&signals, child.pid, &heartbeat, lease);
+    let end = supervise(&signals, child.pid, &mut heartbeat, lease);
     heartbeat.stop();
 
     let ran = acquired_at.elapsed();
@@ -187,7 +187,7 @@ pub fn run(ctx: &Context, args: RunArgs) -> Result<Exit> {
         Some(session.record(outcome, end.status.exit().code(), ran)),
     );
     if let Some(reason) = end.lost {
-        return Err(Failure::new(
+        return Err(fail(
             Exit::LeaseLost,
             format!(
                 "lease on {} lost: {reason}; the command was stopped ({})",
@@ -290,13 +290,14 @@ enum Stop {
     Killed(Instant),
 }
 
-fn supervise(signals: &Signals, pid: pid_t, heartbeat: &Heartbeat, lease: Lease) -> End {
+fn supervise(signals: &Signals, pid: pid_t, heartbeat: &mut Heartbeat, lease: Lease) -> End {
     let pgid = pid;
     let mut status: Option<Status> = None;
     let mut lost: Option<String> = None;
     let mut stop = Stop::Running;
     loop {
         let now = Instant::now();
+        heartbeat.start_if_due(now);
         let lease_now = heartbeat.snapshot();
         let line: Timeline = lease_now.timeline;
 
@@ -316,10 +317,10 @@ fn supervise(signals: &Signals, pid: pid_t, heartbeat: &Heartbeat, lease: Lease)
                 stop = stop.terminate(pgid, line.kill_at);
             }
         }
-        if let Stop::Terminating(kill_at) = stop {
-            if now >= kill_at {
-                stop = stop.kill(pgid, now);
-            }
+        if let Stop::Terminating(kill_at) = stop
+            && now >= kill_at
+        {
+            stop = stop.kill(pgid, now);
         }
         if status.is_some() {
             if !child::group_alive(pgid) {
@@ -335,20 +336,24 @@ fn supervise(signals: &Signals, pid: pid_t, heartbeat: &Heartbeat, lease: Lease)
                 );
                 stop = stop.terminate(pgid, (now + lease.kill_after).min(line.kill_at));
             }
-            if let Stop::Killed(at) = stop {
-                if now >= at + Duration::from_secs(5) {
-                    log::warn(
-                        "unkillable",
-                        "processes of the command's group survive SIGKILL; releasing anyway",
-                        &[],
-                    );
-                    break;
-                }
+            if let Stop::Killed(at) = stop
+                && now >= at + Duration::from_secs(5)
+            {
+                log::warn(
+                    "unkillable",
+                    "processes of the command's group survive SIGKILL; releasing anyway",
+                    &[],
+                );
+                break;
             }
         }
 
         let next = match stop {
-            Stop::Running => Some(line.term_at),
+            Stop::Running => Some(
+                heartbeat
+                    .due()
+                    .map_or(line.term_at, |d| d.min(line.term_at)),
+            ),
             Stop::Terminating(kill_at) => Some(kill_at),
             // Descendants that are not our children die without telling us; look again soon.
             Stop::Killed(_) => Some(now + Duration::from_millis(20)),
@@ -414,15 +419,15 @@ fn describe_status(status: Status) -> String {
 /// `-c 'cmd'` → `sh -c cmd`; otherwise the words after `--`.
 fn command_line(args: &RunArgs) -> Result<Vec<String>> {
     match (&args.shell, args.command.is_empty()) {
-        (Some(_), false) => Err(Failure::usage(
+        (Some(_), false) => Err(usage(
             "give the command either with -c 'SHELL COMMAND' or after --, not both",
         )),
-        (Some(shell), true) if shell.trim().is_empty() => Err(Failure::usage("-c is empty")),
+        (Some(shell), true) if shell.trim().is_empty() => Err(usage("-c is empty")),
         (Some(shell), true) => Ok(vec!["/bin/sh".into(), "-c".into(), shell.clone()]),
-        (None, true) => Err(Failure::usage(
+        (None, true) => Err(usage(
             "missing command: give it after -- (redlock run --key K --ttl 30s -- CMD ARGS) or with -c",
         )),
-        (None, false) if args.command[0].is_empty() => Err(Failure::usage("the command is empty")),
+        (None, false) if args.command[0].is_empty() => Err(usage("the command is empty")),
         (None, false) => Ok(args.command.clone()),
     }
 }
