@@ -282,7 +282,21 @@ pub struct Busy {
 impl Busy {
     /// "held by host (pid 12, user bob) for 3m 2s, expires in 25s".
     pub fn describe(&self) -> String {
-        let mut out = match &self.host {
+        let mut out = self.describe_holder();
+        if self.pttl_ms >= 0 {
+            out.push_str(&format!(
+                ", expires in {}",
+                crate::lease::fmt(Duration::from_millis(self.pttl_ms as u64))
+            ));
+        } else {
+            out.push_str(", with no expiry");
+        }
+        out
+    }
+
+    /// "held by host (pid 12, user bob, fence 7) for 3m 2s".
+    pub fn describe_holder(&self) -> String {
+        match &self.host {
             Some(host) => {
                 let mut who = format!("held by {host}");
                 let details: Vec<String> = [
@@ -296,7 +310,9 @@ impl Busy {
                 if !details.is_empty() {
                     who.push_str(&format!(" ({})", details.join(", ")));
                 }
-                if let Some(started) = self.started_ms {
+                if let Some(started) = self.started_ms
+                    && self.server_now_ms > 0
+                {
                     let age = (self.server_now_ms - started).max(0) as u64;
                     who.push_str(&format!(
                         " for {}",
@@ -306,16 +322,7 @@ impl Busy {
                 who
             }
             None => "held by a client that left no holder record".to_string(),
-        };
-        if self.pttl_ms >= 0 {
-            out.push_str(&format!(
-                ", expires in {}",
-                crate::lease::fmt(Duration::from_millis(self.pttl_ms as u64))
-            ));
-        } else {
-            out.push_str(", with no expiry");
         }
-        out
     }
 }
 
@@ -443,6 +450,171 @@ pub fn release(
     Ok(released == 1)
 }
 
+/// Deletes the lock whoever holds it (`release --force`). Returns the token and holder record it
+/// removed, or `None` when there was no lock. A key of another type is not a lock and is left
+/// alone (WRONGTYPE, 78).
+static FORCE_RELEASE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r#"
+local token = redis.call('GET', KEYS[1])
+if not token then return false end
+local h = redis.call('HMGET', KEYS[2], 'host', 'pid', 'user', 'started', 'fence')
+redis.call('DEL', KEYS[1], KEYS[2])
+redis.call('PUBLISH', ARGV[1], 'released')
+redis.call('HINCRBY', KEYS[3], 'forced', 1)
+redis.call('PEXPIRE', KEYS[3], ARGV[2])
+return {token, h[1], h[2], h[3], h[4], h[5]}
+"#,
+    )
+});
+
+/// What `release --force` removed.
+#[derive(Debug, Clone)]
+pub struct Removed {
+    pub token: String,
+    pub holder: Busy,
+}
+
+pub fn force_release(con: &mut Connection, keys: &Keys) -> Result<Option<Removed>> {
+    let reply: Option<Vec<Value>> = FORCE_RELEASE
+        .key(&keys.lock)
+        .key(&keys.holder)
+        .key(&keys.stats)
+        .arg(&keys.channel)
+        .arg(RECORD_TTL.as_millis() as u64)
+        .invoke(con)
+        .with_context(|| format!("cannot release {}", keys.lock))?;
+    Ok(reply.map(|reply| {
+        let text = |i: usize| {
+            reply
+                .get(i)
+                .and_then(|v| redis::from_redis_value_ref::<Option<String>>(v).ok())
+                .flatten()
+        };
+        Removed {
+            token: text(0).unwrap_or_default(),
+            holder: Busy {
+                pttl_ms: 0,
+                server_now_ms: 0,
+                host: text(1),
+                pid: text(2),
+                user: text(3),
+                started_ms: text(4).and_then(|s| s.parse().ok()),
+                fence: text(5),
+            },
+        }
+    }))
+}
+
+/// Everything Redis knows about one lock, read with plain read commands (`+@read` is enough).
+#[derive(Debug, Clone, Default)]
+pub struct Inspection {
+    /// `string` for a lock, `none` when free, anything else is not a lock.
+    pub key_type: String,
+    pub token: Option<String>,
+    pub pttl_ms: i64,
+    pub fence: Option<i64>,
+    pub holder: Vec<(String, String)>,
+    pub last: Vec<(String, String)>,
+    pub stats: Vec<(String, String)>,
+}
+
+impl Inspection {
+    pub fn field<'a>(pairs: &'a [(String, String)], name: &str) -> Option<&'a str> {
+        pairs
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// Reads the lock and its companions for every key in one round trip. MGET (not GET) so that a
+/// key of another type reads as nil instead of failing the whole pipeline; TYPE tells the two
+/// apart.
+pub fn inspect(con: &mut Connection, keys: &[Keys]) -> Result<Vec<Inspection>> {
+    let mut pipe = redis::pipe();
+    for k in keys {
+        pipe.cmd("TYPE")
+            .arg(&k.lock)
+            .cmd("MGET")
+            .arg(&k.lock)
+            .arg(&k.fence)
+            .cmd("PTTL")
+            .arg(&k.lock)
+            .cmd("HGETALL")
+            .arg(&k.holder)
+            .cmd("HGETALL")
+            .arg(&k.last)
+            .cmd("HGETALL")
+            .arg(&k.stats);
+    }
+    let replies: Vec<Value> = pipe.query(con).context("cannot read the lock state")?;
+    let mut out = Vec::with_capacity(keys.len());
+    for chunk in replies.chunks(6) {
+        let [key_type, values, pttl, holder, last, stats] = chunk else {
+            anyhow::bail!("unexpected reply from the server");
+        };
+        let key_type: String = redis::from_redis_value_ref(key_type)?;
+        let (token, fence): (Option<String>, Option<String>) = redis::from_redis_value_ref(values)?;
+        let pairs = |v: &Value| -> Result<Vec<(String, String)>> {
+            let mut pairs: Vec<(String, String)> = redis::from_redis_value_ref(v)?;
+            pairs.sort();
+            Ok(pairs)
+        };
+        out.push(Inspection {
+            token: if key_type == "string" { token } else { None },
+            key_type,
+            pttl_ms: redis::from_redis_value_ref(pttl)?,
+            fence: fence.and_then(|f| f.parse().ok()),
+            holder: pairs(holder)?,
+            last: pairs(last)?,
+            stats: pairs(stats)?,
+        });
+    }
+    Ok(out)
+}
+
+/// Every lock redlock has created under `prefix`, found by SCANning for fence counters (the one
+/// companion that never expires). Never KEYS: SCAN does not block the server.
+pub fn scan_locks(con: &mut Connection, prefix: &str) -> Result<Vec<Keys>> {
+    let mut found = std::collections::BTreeMap::new();
+    let mut cursor: u64 = 0;
+    loop {
+        let (next, batch): (u64, Vec<String>) = redis::cmd("SCAN")
+            .arg(cursor)
+            .arg("MATCH")
+            .arg("*:redlock:fence")
+            .arg("COUNT")
+            .arg(1000)
+            .query(con)
+            .context("cannot list the locks (SCAN)")?;
+        for fence_key in batch {
+            if let Some(keys) = keys_of_fence(prefix, &fence_key) {
+                found.insert(keys.lock.clone(), keys);
+            }
+        }
+        if next == 0 {
+            break;
+        }
+        cursor = next;
+    }
+    Ok(found.into_values().collect())
+}
+
+/// The lock whose fence counter is `fence_key`, if it lies under `prefix`.
+fn keys_of_fence(prefix: &str, fence_key: &str) -> Option<Keys> {
+    let untagged = fence_key
+        .strip_prefix('{')
+        .and_then(|rest| rest.strip_suffix("}:redlock:fence"));
+    let tagged = fence_key.strip_suffix(":redlock:fence");
+    [untagged, tagged]
+        .into_iter()
+        .flatten()
+        .filter_map(|lock| lock.strip_prefix(prefix))
+        .filter_map(|name| Keys::new(prefix, name).ok())
+        .find(|keys| keys.fence == fence_key)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -481,6 +653,17 @@ mod tests {
     #[test]
     fn empty_keys_are_rejected() {
         assert!(Keys::new("p:", "").is_err());
+    }
+
+    #[test]
+    fn fence_keys_lead_back_to_their_lock_under_the_prefix_only() {
+        for (prefix, key) in [("", "a"), ("prod:", "report:daily"), ("p:", "jobs:{r}:x")] {
+            let keys = Keys::new(prefix, key).unwrap();
+            assert_eq!(keys_of_fence(prefix, &keys.fence), Some(keys.clone()));
+        }
+        let prod = Keys::new("prod:", "x").unwrap();
+        assert_eq!(keys_of_fence("staging:", &prod.fence), None);
+        assert_eq!(keys_of_fence("", "unrelated"), None);
     }
 
     #[test]

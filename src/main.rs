@@ -8,6 +8,7 @@ mod cli;
 mod commands;
 mod exit;
 mod heartbeat;
+mod json;
 mod lease;
 mod lock;
 mod log;
@@ -94,9 +95,10 @@ fn main() -> ExitCode {
 fn dispatch(ctx: &Context, command: Command) -> Result<Exit> {
     match command {
         Command::Run(args) => commands::run::run(ctx, args),
-        Command::Status(_) | Command::Release(_) | Command::Acquire(_) | Command::Extend(_) => {
-            Err(usage("this subcommand is not available yet"))
-        }
+        Command::Status(args) => commands::status::status(ctx, args),
+        Command::Release(args) => commands::release::release(ctx, args),
+        Command::Acquire(args) => commands::acquire::acquire(ctx, args),
+        Command::Extend(args) => commands::extend::extend(ctx, args),
     }
 }
 

@@ -1,4 +1,8 @@
 //! One module per subcommand. Each returns the [`Exit`](crate::exit::Exit) it ended with or an
 //! error that `main` classifies; none of them exits the process.
 
+pub mod acquire;
+pub mod extend;
+pub mod release;
 pub mod run;
+pub mod status;

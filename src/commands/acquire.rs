@@ -1,0 +1,102 @@
+//! `redlock acquire`: take a lock for a shell script that holds it across several steps.
+//!
+//! The first line of stdout is the token (keep it for `extend` and `release --token`); the
+//! fence follows on the second line. With `--json`, stdout is one object instead:
+//! `{"key", "redis_key", "token", "fence", "ttl_ms", "acquired_ms", "deadline_ms"}`, where
+//! `acquired_ms` is the server's clock when the lock was taken and `deadline_ms` when it expires
+//! unless extended. Nothing renews the lease: the script calls `redlock extend` (the lock
+//! expires by itself if the script dies). The holder record names the calling process.
+//! Busy → 75 (counted once, however long `--wait` waited); a signal while waiting → 128+N.
+
+use anyhow::Result;
+
+use crate::Context;
+use crate::cli::AcquireArgs;
+use crate::exit::{BUSY, Exit};
+use crate::json::Json;
+use crate::lease;
+use crate::lock::{self, Holder, Keys};
+use crate::log;
+use crate::signals::{self, Signals};
+use crate::wait::{self, Request, Taken};
+
+pub fn acquire(ctx: &Context, args: AcquireArgs) -> Result<Exit> {
+    lease::check_ttl(args.ttl)?;
+    let keys = Keys::new(&ctx.prefix, &args.key)?;
+    let server = ctx.server()?;
+    let signals = Signals::block();
+    let mut con = server.connect(ctx.timeout)?;
+    let token = lock::new_token()?;
+    let holder = calling_process();
+    let request = Request {
+        server: &server,
+        keys: &keys,
+        token: &token,
+        ttl: args.ttl,
+        holder: &holder,
+        wait: args.wait,
+        timeout: ctx.timeout,
+    };
+    match wait::take(&mut con, &request, &signals)? {
+        Taken::Acquired {
+            fence, started_ms, ..
+        } => {
+            let ttl_ms = args.ttl.as_millis() as i64;
+            if args.json {
+                let doc = Json::Obj(vec![
+                    ("key", Json::str(&keys.name)),
+                    ("redis_key", Json::str(&keys.lock)),
+                    ("token", Json::str(&token)),
+                    ("fence", Json::Num(fence.into())),
+                    ("ttl_ms", Json::Num(ttl_ms.into())),
+                    ("acquired_ms", Json::Num(started_ms.into())),
+                    ("deadline_ms", Json::Num((started_ms + ttl_ms).into())),
+                ]);
+                println!("{}", doc.render());
+            } else {
+                println!("{token}\n{fence}");
+            }
+            Ok(Exit::Success)
+        }
+        Taken::Busy(busy) => {
+            log::error(
+                "busy",
+                &format!("{} is {}", keys.lock, busy.describe()),
+                &[("key", (&keys.lock).into())],
+            );
+            Ok(Exit::Busy(BUSY))
+        }
+        Taken::Interrupted(sig) => {
+            log::error(
+                "interrupted",
+                &format!(
+                    "{} while waiting for {}; nothing held",
+                    signals::name(sig),
+                    keys.lock
+                ),
+                &[],
+            );
+            Ok(Exit::Signal(sig))
+        }
+    }
+}
+
+/// The script that called `redlock acquire` is the holder, not this short-lived process.
+fn calling_process() -> Holder {
+    // SAFETY: getppid has no preconditions.
+    let ppid = unsafe { libc::getppid() };
+    let command = std::fs::read(format!("/proc/{ppid}/cmdline"))
+        .ok()
+        .map(|raw| {
+            raw.split(|&b| b == 0)
+                .filter(|part| !part.is_empty())
+                .map(String::from_utf8_lossy)
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .filter(|c| !c.is_empty())
+        .unwrap_or_else(|| "redlock acquire".to_string());
+    let mut holder = Holder::current(&command);
+    holder.pid = ppid as u32;
+    holder
+}

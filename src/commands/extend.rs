@@ -1,0 +1,36 @@
+//! `redlock extend`: renew a lock taken with `redlock acquire`, only if TOKEN still holds it.
+//! 0 renewed, 1 not the holder (free, expired, or someone else's).
+
+use anyhow::Result;
+
+use crate::Context;
+use crate::cli::ExtendArgs;
+use crate::exit::Exit;
+use crate::lease;
+use crate::lock::{self, Keys};
+use crate::log;
+
+pub fn extend(ctx: &Context, args: ExtendArgs) -> Result<Exit> {
+    lease::check_ttl(args.ttl)?;
+    let keys = Keys::new(&ctx.prefix, &args.key)?;
+    let server = ctx.server()?;
+    let mut con = server.connect(ctx.timeout)?;
+    if lock::extend(&mut con, &keys, &args.token, args.ttl)? {
+        log::info(
+            "renewed",
+            &format!("renewed {} for {}", keys.lock, lease::fmt(args.ttl)),
+            &[],
+        );
+        Ok(Exit::Success)
+    } else {
+        log::warn(
+            "not_holder",
+            &format!(
+                "{} is not held by this token (expired, released or taken); not renewed",
+                keys.lock
+            ),
+            &[],
+        );
+        Ok(Exit::No)
+    }
+}

@@ -1,0 +1,346 @@
+//! `redlock status`: who holds a lock, since when, whether the holder is alive, how the last run
+//! ended, and how often runs were refused or lost their lease.
+//!
+//! Read-only by construction: one pipeline of TYPE/MGET/PTTL/HGETALL per batch of keys (and SCAN
+//! for `--all`), so a user with `+@read` can run it. Ages are computed against this host's clock,
+//! while the recorded instants are the server's (`redlock doctor` reports the offset).
+//!
+//! Exit status: 0 when every named key is held, 1 when one is free, 78 when a key holds another
+//! type (it is no lock, and nothing redlock does will change that), 69 when Redis cannot be
+//! asked. `--all` exits 0 unless it could not ask.
+//!
+//! `--json` prints one document:
+//!
+//! ```text
+//! {"now_ms": 1795238551756, "locks": [{
+//!    "key": "report:daily",            // as given, without the prefix
+//!    "redis_key": "prod:report:daily", // what is in Redis
+//!    "state": "held" | "free" | "wrong_type",
+//!    "type": "string" | "none" | "hash" | ...,
+//!    "ttl_left_ms": 29000 | null,      // null when free or without expiry
+//!    "fence": 17 | null,               // the fence counter's current value
+//!    "token": "…",                     // only with --show-token, and only when held
+//!    "holder": null | {"host", "pid", "user", "command", "started_ms", "renewed_ms",
+//!                      "ttl_ms", "fence", "finished", "age_ms", "since_renewal_ms"},
+//!    "last_run": null | {"outcome": "ok"|"failed"|"killed"|"lease lost", "exit", "host", "pid",
+//!                        "user", "command", "started_ms", "ended_ms", "duration_ms", "fence"},
+//!    "counters": {"runs", "busy", "lost", "failed", "forced"}}]}
+//! ```
+//!
+//! Numbers are integers; `*_ms` instants are milliseconds since the Unix epoch (server time).
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use anyhow::Result;
+
+use crate::Context;
+use crate::cli::StatusArgs;
+use crate::exit::Exit;
+use crate::json::Json;
+use crate::lease::fmt;
+use crate::lock::{self, Inspection, Keys};
+
+pub fn status(ctx: &Context, args: StatusArgs) -> Result<Exit> {
+    let keys = args
+        .keys
+        .iter()
+        .map(|k| Keys::new(&ctx.prefix, k))
+        .collect::<Result<Vec<_>>>()?;
+    let server = ctx.server()?;
+    let mut con = server.connect(ctx.timeout)?;
+    let keys = if args.all {
+        lock::scan_locks(&mut con, &ctx.prefix)?
+    } else {
+        keys
+    };
+    let mut inspections = Vec::with_capacity(keys.len());
+    for batch in keys.chunks(100) {
+        inspections.extend(lock::inspect(&mut con, batch)?);
+    }
+    let now_ms = now_ms();
+    let views: Vec<View> = keys
+        .iter()
+        .zip(&inspections)
+        .map(|(k, i)| View { keys: k, i, now_ms })
+        .collect();
+
+    if args.json {
+        let doc = Json::Obj(vec![
+            ("now_ms", Json::Num(now_ms.into())),
+            (
+                "locks",
+                Json::Arr(views.iter().map(|v| v.json(args.show_token)).collect()),
+            ),
+        ]);
+        println!("{}", doc.render());
+    } else if views.is_empty() {
+        println!("no locks under prefix {:?}", ctx.prefix);
+    } else {
+        for view in &views {
+            print!("{}", view.text(args.show_token));
+        }
+    }
+
+    if views.iter().any(|v| v.state() == "wrong_type") {
+        crate::log::error(
+            "wrong_type",
+            "a key holds another type of value and is no lock; see the output above",
+            &[],
+        );
+        return Ok(Exit::Config);
+    }
+    if args.all || views.iter().all(|v| v.state() == "held") {
+        Ok(Exit::Success)
+    } else {
+        Ok(Exit::No)
+    }
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+struct View<'a> {
+    keys: &'a Keys,
+    i: &'a Inspection,
+    now_ms: i64,
+}
+
+impl View<'_> {
+    fn state(&self) -> &'static str {
+        match self.i.key_type.as_str() {
+            "string" => "held",
+            "none" => "free",
+            _ => "wrong_type",
+        }
+    }
+
+    fn holder(&self, name: &str) -> Option<&str> {
+        // A holder record outliving its lock (the key was deleted by someone else) is stale.
+        if self.state() != "held" {
+            return None;
+        }
+        Inspection::field(&self.i.holder, name)
+    }
+
+    fn holder_num(&self, name: &str) -> Option<i64> {
+        self.holder(name).and_then(|v| v.parse().ok())
+    }
+
+    fn last(&self, name: &str) -> Option<&str> {
+        Inspection::field(&self.i.last, name)
+    }
+
+    fn last_num(&self, name: &str) -> Option<i64> {
+        self.last(name).and_then(|v| v.parse().ok())
+    }
+
+    fn counter(&self, name: &str) -> i64 {
+        Inspection::field(&self.i.stats, name)
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    }
+
+    fn ttl_left_ms(&self) -> Option<i64> {
+        (self.state() == "held" && self.i.pttl_ms >= 0).then_some(self.i.pttl_ms)
+    }
+
+    fn json(&self, show_token: bool) -> Json {
+        let mut fields = vec![
+            ("key", Json::str(&self.keys.name)),
+            ("redis_key", Json::str(&self.keys.lock)),
+            ("state", Json::str(self.state())),
+            ("type", Json::str(&self.i.key_type)),
+            ("ttl_left_ms", Json::opt_num(self.ttl_left_ms())),
+            ("fence", Json::opt_num(self.i.fence)),
+        ];
+        if show_token && self.state() == "held" {
+            fields.push(("token", Json::opt_str(self.i.token.as_deref())));
+        }
+        let holder = if self.holder("host").is_some() {
+            let started = self.holder_num("started");
+            let renewed = self.holder_num("renewed");
+            Json::Obj(vec![
+                ("host", Json::opt_str(self.holder("host"))),
+                ("pid", Json::opt_num(self.holder_num("pid"))),
+                ("user", Json::opt_str(self.holder("user"))),
+                ("command", Json::opt_str(self.holder("cmd"))),
+                ("started_ms", Json::opt_num(started)),
+                ("renewed_ms", Json::opt_num(renewed)),
+                ("ttl_ms", Json::opt_num(self.holder_num("ttl"))),
+                ("fence", Json::opt_num(self.holder_num("fence"))),
+                ("finished", Json::Bool(self.holder("finished") == Some("1"))),
+                ("age_ms", Json::opt_num(started.map(|s| self.now_ms - s))),
+                (
+                    "since_renewal_ms",
+                    Json::opt_num(renewed.map(|r| self.now_ms - r)),
+                ),
+            ])
+        } else {
+            Json::Null
+        };
+        fields.push(("holder", holder));
+        let last = if self.last("outcome").is_some() {
+            Json::Obj(vec![
+                ("outcome", Json::opt_str(self.last("outcome"))),
+                ("exit", Json::opt_num(self.last_num("exit"))),
+                ("host", Json::opt_str(self.last("host"))),
+                ("pid", Json::opt_num(self.last_num("pid"))),
+                ("user", Json::opt_str(self.last("user"))),
+                ("command", Json::opt_str(self.last("cmd"))),
+                ("started_ms", Json::opt_num(self.last_num("started"))),
+                ("ended_ms", Json::opt_num(self.last_num("ended"))),
+                ("duration_ms", Json::opt_num(self.last_num("duration_ms"))),
+                ("fence", Json::opt_num(self.last_num("fence"))),
+            ])
+        } else {
+            Json::Null
+        };
+        fields.push(("last_run", last));
+        fields.push((
+            "counters",
+            Json::Obj(
+                ["runs", "busy", "lost", "failed", "forced"]
+                    .into_iter()
+                    .map(|c| (c, Json::Num(self.counter(c).into())))
+                    .collect(),
+            ),
+        ));
+        Json::Obj(fields)
+    }
+
+    fn text(&self, show_token: bool) -> String {
+        let mut out = String::new();
+        let key = &self.keys.lock;
+        match self.state() {
+            "wrong_type" => {
+                out.push_str(&format!(
+                    "{key}: NOT A LOCK: the key holds a {}; redlock cannot use it until it is \
+                     deleted or another key is chosen\n",
+                    self.i.key_type
+                ));
+                return out;
+            }
+            "free" => out.push_str(&format!("{key}: free\n")),
+            _ => match self.holder("host") {
+                Some(host) => {
+                    let mut who = format!("{key}: held by {host}");
+                    let details: Vec<String> = [
+                        self.holder("pid").map(|p| format!("pid {p}")),
+                        self.holder("user").map(|u| format!("user {u}")),
+                    ]
+                    .into_iter()
+                    .flatten()
+                    .collect();
+                    if !details.is_empty() {
+                        who.push_str(&format!(" ({})", details.join(", ")));
+                    }
+                    if let Some(f) = self.holder("fence") {
+                        who.push_str(&format!(", fence {f}"));
+                    }
+                    out.push_str(&who);
+                    out.push('\n');
+                    if let Some(cmd) = self.holder("cmd") {
+                        out.push_str(&format!("  command   {cmd}\n"));
+                    }
+                    if let Some(started) = self.holder_num("started") {
+                        out.push_str(&format!(
+                            "  since     {} ({} ago)\n",
+                            instant(started),
+                            self.age(started)
+                        ));
+                    }
+                    out.push_str(&format!("  lease     {}\n", self.liveness()));
+                }
+                None => out.push_str(&format!(
+                    "{key}: held by a client that left no holder record (not redlock?); {}\n",
+                    self.expiry()
+                )),
+            },
+        }
+        if show_token && let Some(token) = &self.i.token {
+            out.push_str(&format!("  token     {token}\n"));
+        }
+        if let Some(outcome) = self.last("outcome") {
+            let mut line = format!("  last run  {outcome}");
+            if let Some(exit) = self.last("exit") {
+                line.push_str(&format!(" (exit {exit})"));
+            }
+            if let Some(host) = self.last("host") {
+                line.push_str(&format!(" on {host}"));
+            }
+            if let Some(started) = self.last_num("started") {
+                line.push_str(&format!(", started {}", instant(started)));
+            }
+            if let Some(ms) = self.last_num("duration_ms") {
+                line.push_str(&format!(
+                    ", took {}",
+                    fmt(Duration::from_millis(ms.max(0) as u64))
+                ));
+            }
+            out.push_str(&line);
+            out.push('\n');
+        }
+        if let Some(fence) = self.i.fence {
+            out.push_str(&format!("  fence     {fence} (last issued)\n"));
+        }
+        out.push_str(&format!(
+            "  counters  runs {}, busy {}, lease lost {}, failed {}, forced releases {}\n",
+            self.counter("runs"),
+            self.counter("busy"),
+            self.counter("lost"),
+            self.counter("failed"),
+            self.counter("forced")
+        ));
+        out
+    }
+
+    fn age(&self, since_ms: i64) -> String {
+        fmt(Duration::from_millis(
+            ((self.now_ms - since_ms).max(0) / 1000 * 1000) as u64,
+        ))
+    }
+
+    fn expiry(&self) -> String {
+        match self.ttl_left_ms() {
+            Some(ms) => format!("expires in {}", fmt(Duration::from_millis(ms as u64))),
+            None => "no expiry: it will never free itself".to_string(),
+        }
+    }
+
+    /// Whether the holder is alive, as far as its renewals tell.
+    fn liveness(&self) -> String {
+        let expiry = self.expiry();
+        if self.holder("finished") == Some("1") {
+            return format!("command finished; kept until expiry by --hold-at-least, {expiry}");
+        }
+        let (Some(renewed), Some(ttl)) = (self.holder_num("renewed"), self.holder_num("ttl"))
+        else {
+            return expiry;
+        };
+        let since = (self.now_ms - renewed).max(0);
+        let interval = ttl / 3;
+        if since <= interval + interval / 2 + 1000 {
+            format!(
+                "alive: renewed {} ago (every {}), {expiry}",
+                fmt(Duration::from_millis(since as u64)),
+                fmt(Duration::from_millis(interval as u64))
+            )
+        } else {
+            format!(
+                "NOT RENEWED for {} (a run renews every {}): the holder may be stalled or cut \
+                 off; {expiry}",
+                fmt(Duration::from_millis(since as u64)),
+                fmt(Duration::from_millis(interval as u64))
+            )
+        }
+    }
+}
+
+/// Milliseconds since the epoch as RFC 3339, to the second.
+pub fn instant(ms: i64) -> String {
+    let t = UNIX_EPOCH + Duration::from_millis(ms.max(0) as u64);
+    humantime::format_rfc3339_seconds(t).to_string()
+}
