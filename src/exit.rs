@@ -132,6 +132,8 @@ pub fn classify_redis(err: &RedisError) -> Exit {
         {
             Exit::Unavailable
         }
+        // A server with requirepass answers an unauthenticated client's large request this way.
+        Some(_) if err.detail().is_some_and(|d| d.contains("unauthenticated")) => Exit::Permission,
         // Any other error reply (an unknown or renamed command, a script the server refuses)
         // means the server is not set up for redlock.
         Some(_) => Exit::Config,
@@ -187,6 +189,12 @@ mod tests {
         );
         assert_eq!(classify_redis(&server_error("NOAUTH x")), Exit::Permission);
         assert_eq!(classify_redis(&server_error("BUSY x")), Exit::Unavailable);
+        assert_eq!(
+            classify_redis(&server_error(
+                "ERR Protocol error: unauthenticated multibulk length"
+            )),
+            Exit::Permission
+        );
         let io = RedisError::from(std::io::Error::from(std::io::ErrorKind::ConnectionRefused));
         assert_eq!(classify_redis(&io), Exit::Unavailable);
         assert!(!is_definitive(&io));

@@ -234,7 +234,12 @@ impl Session<'_> {
             lock::release(con, self.keys, self.token, keep, record.as_ref())
         };
         // The main connection sat idle while the command ran; the server may have dropped it.
+        // A timeout, though, means the server is not answering: a second try would only double
+        // the wait before redlock can exit.
         let result = attempt(con).or_else(|first| {
+            if is_timeout(&first) {
+                return Err(first);
+            }
             let fresh = self.ctx.server().and_then(|s| s.connect(self.ctx.timeout));
             match fresh {
                 Ok(mut fresh) => {
@@ -274,6 +279,12 @@ impl Session<'_> {
             ),
         }
     }
+}
+
+fn is_timeout(err: &anyhow::Error) -> bool {
+    err.chain()
+        .filter_map(|c| c.downcast_ref::<redis::RedisError>())
+        .any(|e| e.is_timeout())
 }
 
 struct End {

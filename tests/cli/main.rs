@@ -1,0 +1,16 @@
+//! Integration tests for the `redlock` binary: each test starts its own `redis-server`
+//! (see `support`) and runs the real binary against it, as cron or a container would.
+
+mod support;
+
+mod harness;
+mod run;
+mod run_contention;
+mod run_errors;
+mod run_heartbeat;
+mod run_lease_loss;
+mod run_release;
+mod run_security;
+mod run_signals;
+mod run_stress;
+mod run_usage;

@@ -1,0 +1,143 @@
+//! Redis failures before the command starts are reported by their class (69, 77, 78), never
+//! as "busy", and the command never starts.
+
+use std::time::Duration;
+
+use crate::support::{RedisServer, Redlock, TempDir, free_port, says};
+
+#[test]
+fn unreachable_server_exits_69_quickly() {
+    let port = free_port();
+    let outcome = Redlock::without_url()
+        .args([
+            "--url",
+            &format!("redis://127.0.0.1:{port}"),
+            "run",
+            "--key",
+            "job",
+        ])
+        .args(["--ttl", "1s", "--", "true"])
+        .exits_with(69);
+    outcome
+        .error_mentions(says::UNAVAILABLE)
+        .error_does_not_mention("busy");
+    assert!(
+        outcome.elapsed < Duration::from_secs(3),
+        "a refused connection took {:?} to report",
+        outcome.elapsed
+    );
+}
+
+#[test]
+fn server_that_stops_answering_exits_69_after_redlock_timeout() {
+    let server = RedisServer::start();
+    server.pause();
+    let outcome = Redlock::new(&server)
+        .env("REDLOCK_TIMEOUT", "1s")
+        .args(["run", "--key", "job", "--ttl", "1s", "--", "true"])
+        .run();
+    server.resume();
+    outcome.expect_code(69);
+    outcome.error_mentions(says::UNAVAILABLE);
+    assert!(
+        outcome.elapsed < Duration::from_secs(5),
+        "a 1s timeout took {:?}",
+        outcome.elapsed
+    );
+}
+
+#[test]
+fn read_only_replica_exits_69_and_does_not_claim_busy() {
+    let primary = RedisServer::start();
+    let replica =
+        RedisServer::start_with(&["--replicaof", "127.0.0.1", &primary.port().to_string()]);
+    let scratch = TempDir::new("replica");
+    let marker = scratch.join("started");
+    Redlock::new(&replica)
+        .args(["run", "--key", "job", "--ttl", "1s", "--", "touch"])
+        .arg(&marker)
+        .exits_with(69)
+        .error_mentions(says::READ_ONLY)
+        .error_does_not_mention("busy");
+    assert!(!marker.exists(), "the command ran");
+}
+
+#[test]
+fn server_out_of_memory_exits_69() {
+    let server = RedisServer::start();
+    let _: () = server.query(&["SET", "filler", &"x".repeat(10_000)]);
+    server.config_set("maxmemory-policy", "noeviction");
+    server.config_set("maxmemory", "1");
+    let scratch = TempDir::new("oom");
+    let marker = scratch.join("started");
+    Redlock::new(&server)
+        .args(["run", "--key", "job", "--ttl", "1s", "--", "touch"])
+        .arg(&marker)
+        .exits_with(69)
+        .error_mentions(says::OUT_OF_MEMORY)
+        .error_does_not_mention("busy");
+    assert!(!marker.exists(), "the command ran");
+    assert!(!server.exists("job"));
+}
+
+#[test]
+fn acl_user_without_script_permission_exits_77() {
+    let server = RedisServer::start();
+    server.acl_setuser(
+        "cron",
+        &[
+            "on",
+            ">cron-pw",
+            "~*",
+            "&*",
+            "+@all",
+            "-eval",
+            "-evalsha",
+            "-eval_ro",
+            "-evalsha_ro",
+            "-fcall",
+            "-fcall_ro",
+        ],
+    );
+    let scratch = TempDir::new("acl");
+    let marker = scratch.join("started");
+    Redlock::without_url()
+        .args(["--url", &server.url_with_user("cron", "cron-pw"), "run"])
+        .args(["--key", "job", "--ttl", "1s", "--", "touch"])
+        .arg(&marker)
+        .exits_with(77)
+        .error_mentions(says::DENIED)
+        .never_shows("cron-pw");
+    assert!(!marker.exists(), "the command ran");
+}
+
+#[test]
+fn lock_key_of_another_type_exits_78() {
+    let server = RedisServer::start();
+    let _: i64 = server.query(&["HSET", "job", "field", "value"]);
+    Redlock::new(&server)
+        .args(["run", "--key", "job", "--ttl", "1s", "--", "true"])
+        .exits_with(78)
+        .error_mentions(says::WRONG_TYPE);
+    assert_eq!(
+        server.query::<String>(&["TYPE", "job"]),
+        "hash",
+        "redlock touched a key it does not own"
+    );
+}
+
+#[test]
+fn lock_key_of_another_type_exits_78_at_once_even_with_wait() {
+    let server = RedisServer::start();
+    let _: i64 = server.query(&["HSET", "job", "field", "value"]);
+    let outcome = Redlock::new(&server)
+        .args([
+            "run", "--key", "job", "--ttl", "1s", "--wait", "5s", "--", "true",
+        ])
+        .exits_with(78);
+    assert!(
+        outcome.elapsed < Duration::from_secs(2),
+        "waited {:?} on a key that will never be a lock",
+        outcome.elapsed
+    );
+}

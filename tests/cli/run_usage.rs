@@ -1,0 +1,262 @@
+//! Usage errors: rejected with 64 before Redis is contacted at all.
+
+use crate::support::{Outcome, RedisServer, Redlock, TempDir};
+
+/// Runs `redlock --url SERVER run ARGS...`, expects 64 with one `redlock:` line, and checks
+/// the server was never even connected to.
+fn rejected(args: &[&str]) -> Outcome {
+    let server = RedisServer::start();
+    let connections = server.connections_received();
+    let outcome = Redlock::new(&server).arg("run").args(args).exits_with(64);
+    outcome.error_line();
+    assert_eq!(
+        server.connections_received(),
+        connections,
+        "redlock connected to Redis before rejecting its arguments\n{outcome}"
+    );
+    let keys: i64 = server.query(&["DBSIZE"]);
+    assert_eq!(keys, 0, "redlock wrote to Redis\n{outcome}");
+    outcome
+}
+
+/// Runs `redlock run ARGS...` and expects it to be accepted (the command ran, exit 0).
+fn accepted(args: &[&str]) {
+    let server = RedisServer::start();
+    Redlock::new(&server).arg("run").args(args).exits_with(0);
+}
+
+#[test]
+fn ttl_below_500ms_is_rejected() {
+    rejected(&["--key", "job", "--ttl", "499ms", "--", "true"]);
+}
+
+#[test]
+fn ttl_of_500ms_is_accepted() {
+    accepted(&["--key", "job", "--ttl", "500ms", "--", "true"]);
+}
+
+#[test]
+fn ttl_above_24h_is_rejected() {
+    rejected(&["--key", "job", "--ttl", "24h 1s", "--", "true"]);
+}
+
+#[test]
+fn ttl_in_months_is_rejected() {
+    rejected(&["--key", "job", "--ttl", "5M", "--", "true"]);
+}
+
+#[test]
+fn ttl_of_24h_is_accepted() {
+    accepted(&["--key", "job", "--ttl", "24h", "--", "true"]);
+}
+
+#[test]
+fn zero_ttl_is_rejected() {
+    rejected(&["--key", "job", "--ttl", "0s", "--", "true"]);
+}
+
+#[test]
+fn negative_ttl_is_rejected() {
+    rejected(&["--key", "job", "--ttl", "-1s", "--", "true"]);
+}
+
+#[test]
+fn ttl_without_a_unit_is_rejected() {
+    rejected(&["--key", "job", "--ttl", "30", "--", "true"]);
+}
+
+#[test]
+fn garbage_ttl_is_rejected() {
+    rejected(&["--key", "job", "--ttl", "soon", "--", "true"]);
+}
+
+#[test]
+fn overflowing_ttl_is_rejected() {
+    rejected(&[
+        "--key",
+        "job",
+        "--ttl",
+        "99999999999999999999h",
+        "--",
+        "true",
+    ]);
+}
+
+#[test]
+fn negative_wait_is_rejected() {
+    rejected(&["--key", "job", "--ttl", "1s", "--wait", "-5s", "--", "true"]);
+}
+
+#[test]
+fn garbage_wait_is_rejected() {
+    rejected(&[
+        "--key", "job", "--ttl", "1s", "--wait", "a while", "--", "true",
+    ]);
+}
+
+#[test]
+fn overflowing_wait_is_rejected() {
+    rejected(&[
+        "--key",
+        "job",
+        "--ttl",
+        "1s",
+        "--wait",
+        "99999999999999999999h",
+        "--",
+        "true",
+    ]);
+}
+
+#[test]
+fn garbage_hold_at_least_is_rejected() {
+    rejected(&[
+        "--key",
+        "job",
+        "--ttl",
+        "1s",
+        "--hold-at-least",
+        "x",
+        "--",
+        "true",
+    ]);
+}
+
+#[test]
+fn kill_after_leaving_no_time_to_renew_is_rejected() {
+    // TTL 3s: TTL/3 = 1000ms, drift = 32ms, so at most 936ms.
+    rejected(&[
+        "--key",
+        "job",
+        "--ttl",
+        "3s",
+        "--kill-after",
+        "1s",
+        "--",
+        "true",
+    ]);
+}
+
+#[test]
+fn kill_after_that_leaves_time_to_renew_is_accepted() {
+    accepted(&[
+        "--key",
+        "job",
+        "--ttl",
+        "3s",
+        "--kill-after",
+        "900ms",
+        "--",
+        "true",
+    ]);
+}
+
+#[test]
+fn negative_kill_after_is_rejected() {
+    rejected(&[
+        "--key",
+        "job",
+        "--ttl",
+        "3s",
+        "--kill-after",
+        "-1s",
+        "--",
+        "true",
+    ]);
+}
+
+#[test]
+fn empty_key_is_rejected() {
+    rejected(&["--key", "", "--ttl", "1s", "--", "true"]);
+}
+
+#[test]
+fn missing_key_is_rejected() {
+    rejected(&["--ttl", "1s", "--", "true"]);
+}
+
+#[test]
+fn missing_ttl_is_rejected() {
+    rejected(&["--key", "job", "--", "true"]);
+}
+
+#[test]
+fn missing_command_is_rejected() {
+    rejected(&["--key", "job", "--ttl", "1s"]);
+}
+
+#[test]
+fn shell_command_and_command_together_are_rejected() {
+    rejected(&["--key", "job", "--ttl", "1s", "-c", "true", "--", "true"]);
+}
+
+#[test]
+fn conflict_exit_code_out_of_range_is_rejected() {
+    rejected(&[
+        "--key",
+        "job",
+        "--ttl",
+        "1s",
+        "--conflict-exit-code",
+        "256",
+        "--",
+        "true",
+    ]);
+}
+
+#[test]
+fn unknown_flag_is_rejected() {
+    rejected(&["--key", "job", "--ttl", "1s", "--frobnicate", "--", "true"]);
+}
+
+#[test]
+fn unreadable_password_file_is_rejected() {
+    let scratch = TempDir::new("pwfile");
+    let missing = scratch.join("no-such-file");
+    rejected(&[
+        "--key",
+        "job",
+        "--ttl",
+        "1s",
+        "--password-file",
+        missing.to_str().expect("utf-8 path"),
+        "--",
+        "true",
+    ]);
+}
+
+#[test]
+fn url_with_another_scheme_is_rejected() {
+    Redlock::without_url()
+        .args([
+            "--url", "http://x", "run", "--key", "job", "--ttl", "1s", "--", "true",
+        ])
+        .exits_with(64)
+        .error_line();
+}
+
+#[test]
+fn url_with_an_impossible_port_is_rejected() {
+    Redlock::without_url()
+        .args([
+            "--url",
+            "redis://:99999",
+            "run",
+            "--key",
+            "job",
+            "--ttl",
+            "1s",
+        ])
+        .args(["--", "true"])
+        .exits_with(64)
+        .error_line();
+}
+
+#[test]
+fn malformed_url_in_redlock_url_is_rejected() {
+    Redlock::without_url()
+        .env("REDLOCK_URL", "not a url")
+        .args(["run", "--key", "job", "--ttl", "1s", "--", "true"])
+        .exits_with(64)
+        .error_line();
+}
