@@ -80,6 +80,34 @@ pub struct Global {
     )]
     pub timeout: Duration,
 
+    /// CA certificate(s) (PEM) to verify rediss:// servers with, instead of the system's
+    #[arg(long, global = true, env = "REDLOCK_TLS_CA_FILE", value_name = "PATH")]
+    pub tls_ca_file: Option<PathBuf>,
+
+    /// Client certificate (PEM) for servers that require one (with --tls-key-file)
+    #[arg(
+        long,
+        global = true,
+        env = "REDLOCK_TLS_CERT_FILE",
+        value_name = "PATH",
+        requires = "tls_key_file"
+    )]
+    pub tls_cert_file: Option<PathBuf>,
+
+    /// Private key (PEM) of the client certificate
+    #[arg(
+        long,
+        global = true,
+        env = "REDLOCK_TLS_KEY_FILE",
+        value_name = "PATH",
+        requires = "tls_cert_file"
+    )]
+    pub tls_key_file: Option<PathBuf>,
+
+    /// Do not verify the server's certificate (rediss:// only; prints a warning)
+    #[arg(long, global = true, env = "REDLOCK_TLS_INSECURE")]
+    pub tls_insecure: bool,
+
     /// Print a timeline of what redlock does on stderr
     #[arg(short, long, global = true, conflicts_with = "quiet")]
     pub verbose: bool,

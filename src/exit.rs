@@ -116,7 +116,6 @@ pub fn classify_redis(err: &RedisError) -> Exit {
             | ServerErrorKind::Moved
             | ServerErrorKind::Ask,
         ) => return Exit::Unavailable,
-        ErrorKind::InvalidClientConfig => return Exit::Usage,
         _ => {}
     }
     match err.code() {
@@ -131,6 +130,14 @@ pub fn classify_redis(err: &RedisError) -> Exit {
                 .is_some_and(|d| d.contains("max number of clients")) =>
         {
             Exit::Unavailable
+        }
+        // An ACL denial inside a script is an ERR, not a NOPERM.
+        Some(_)
+            if err.detail().is_some_and(|d| {
+                d.contains("executing the script can't") || d.contains("No permissions")
+            }) =>
+        {
+            Exit::Permission
         }
         // A server with requirepass answers an unauthenticated client's large request this way.
         Some(_) if err.detail().is_some_and(|d| d.contains("unauthenticated")) => Exit::Permission,
@@ -192,6 +199,12 @@ mod tests {
         assert_eq!(
             classify_redis(&server_error(
                 "ERR Protocol error: unauthenticated multibulk length"
+            )),
+            Exit::Permission
+        );
+        assert_eq!(
+            classify_redis(&server_error(
+                "ERR The user executing the script can't run this command or subcommand"
             )),
             Exit::Permission
         );

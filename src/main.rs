@@ -45,10 +45,24 @@ impl Context {
         } else {
             global.urls.iter().map(String::as_str).collect()
         };
+        let tls = server::Tls::load(
+            global.tls_ca_file.as_deref(),
+            global.tls_cert_file.as_deref(),
+            global.tls_key_file.as_deref(),
+            global.tls_insecure,
+        )?;
         let servers = urls
             .iter()
-            .map(|url| Server::parse(url, password.as_deref()))
+            .map(|url| Server::parse(url, password.as_deref(), &tls))
             .collect::<Result<Vec<_>>>()?;
+        if tls.insecure && servers.iter().any(Server::is_tls) {
+            log::warn(
+                "tls_insecure",
+                "--tls-insecure: the server's certificate is not verified; anyone between here \
+                 and Redis can impersonate it and see the password",
+                &[],
+            );
+        }
         if global.timeout.is_zero() {
             return Err(usage("--timeout must be greater than 0"));
         }

@@ -10,7 +10,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use redis::{Connection, ConnectionInfo, IntoConnectionInfo};
+use redis::{Client, Connection, ConnectionAddr, IntoConnectionInfo, TlsCertificates};
 
 use crate::exit::usage;
 
@@ -18,8 +18,48 @@ pub const DEFAULT_URL: &str = "redis://127.0.0.1:6379";
 
 #[derive(Clone)]
 pub struct Server {
-    info: ConnectionInfo,
+    client: Client,
     name: String,
+}
+
+/// How to talk TLS to `rediss://` servers. Verification is on unless `insecure`; without a CA
+/// file the system's trust store is used.
+#[derive(Clone, Default)]
+pub struct Tls {
+    pub ca: Option<Vec<u8>>,
+    /// Client certificate and key, PEM.
+    pub identity: Option<(Vec<u8>, Vec<u8>)>,
+    pub insecure: bool,
+}
+
+impl Tls {
+    /// Reads the certificate files now, so a wrong path is a usage error (64) before anything
+    /// is contacted.
+    pub fn load(
+        ca: Option<&Path>,
+        cert: Option<&Path>,
+        key: Option<&Path>,
+        insecure: bool,
+    ) -> Result<Tls> {
+        let read = |flag: &str, path: &Path| {
+            std::fs::read(path)
+                .map_err(|e| usage(format!("cannot read {flag} {}: {e}", path.display())))
+        };
+        let ca = ca.map(|p| read("--tls-ca-file", p)).transpose()?;
+        let identity = match (cert, key) {
+            (Some(c), Some(k)) => Some((read("--tls-cert-file", c)?, read("--tls-key-file", k)?)),
+            _ => None,
+        };
+        Ok(Tls {
+            ca,
+            identity,
+            insecure,
+        })
+    }
+
+    fn configured(&self) -> bool {
+        self.ca.is_some() || self.identity.is_some()
+    }
 }
 
 impl std::fmt::Debug for Server {
@@ -30,7 +70,7 @@ impl std::fmt::Debug for Server {
 
 impl Server {
     /// Parses one URL; `password` (from `--password-file`) wins over one in the URL.
-    pub fn parse(url: &str, password: Option<&str>) -> Result<Server> {
+    pub fn parse(url: &str, password: Option<&str>, tls: &Tls) -> Result<Server> {
         let name = redact(url);
         let url = url.trim();
         if url.is_empty() {
@@ -59,8 +99,47 @@ impl Server {
             settings = settings.set_password(password);
         }
         let tcp = redis::io::tcp::TcpSettings::default().set_nodelay(true);
-        let info = info.set_redis_settings(settings).set_tcp_settings(tcp);
-        Ok(Server { info, name })
+        let mut info = info.set_redis_settings(settings).set_tcp_settings(tcp);
+        let is_tls = matches!(info.addr(), ConnectionAddr::TcpTls { .. });
+        if let ConnectionAddr::TcpTls { host, port, .. } = info.addr().clone()
+            && tls.insecure
+        {
+            info = info.set_addr(ConnectionAddr::TcpTls {
+                host,
+                port,
+                insecure: true,
+                tls_params: None,
+            });
+        }
+        let client = if is_tls && tls.configured() {
+            let certs = TlsCertificates {
+                client_tls: tls
+                    .identity
+                    .clone()
+                    .map(|(cert, key)| redis::ClientTlsConfig {
+                        client_cert: cert,
+                        client_key: key,
+                    }),
+                root_cert: tls.ca.clone(),
+            };
+            Client::build_with_tls(info, certs).map_err(|e| {
+                usage(format!(
+                    "--url {name}: cannot use the TLS certificate files: {}",
+                    describe_url_error(&e)
+                ))
+            })?
+        } else {
+            Client::open(info)
+                .map_err(|e| usage(format!("--url {name}: {}", describe_url_error(&e))))?
+        };
+        Ok(Server { client, name })
+    }
+
+    pub fn is_tls(&self) -> bool {
+        matches!(
+            self.client.get_connection_info().addr(),
+            ConnectionAddr::TcpTls { .. }
+        )
     }
 
     /// The URL as it may be shown to people: without its password.
@@ -71,9 +150,8 @@ impl Server {
     /// A connection whose connect, read and write operations each give up after `timeout`.
     pub fn connect(&self, timeout: Duration) -> Result<Connection> {
         let timeout = timeout.max(Duration::from_millis(1));
-        let client = redis::Client::open(self.info.clone())
-            .with_context(|| format!("cannot use {}", self.name))?;
-        let con = client
+        let con = self
+            .client
             .get_connection_with_timeout(timeout)
             .with_context(|| format!("cannot connect to {}", self.name))?;
         set_timeouts(&con, timeout)?;
@@ -170,11 +248,17 @@ mod tests {
             "",
             "localhost:6379",
         ] {
-            let err = Server::parse(url, None).unwrap_err();
+            let err = Server::parse(url, None, &Tls::default()).unwrap_err();
             assert_eq!(classify(&err), Exit::Usage, "{url}: {err:#}");
             assert!(!format!("{err:#}").contains("hunter2"), "{err:#}");
         }
-        assert!(Server::parse("redis://127.0.0.1:6379", None).is_ok());
-        assert!(Server::parse("redis+unix:///tmp/x.sock", None).is_ok());
+        let tls = Tls::default();
+        assert!(Server::parse("redis://127.0.0.1:6379", None, &tls).is_ok());
+        assert!(Server::parse("redis+unix:///tmp/x.sock", None, &tls).is_ok());
+        assert!(
+            Server::parse("rediss://localhost:6380", None, &tls)
+                .unwrap()
+                .is_tls()
+        );
     }
 }

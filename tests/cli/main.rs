@@ -14,3 +14,4 @@ mod run_security;
 mod run_signals;
 mod run_stress;
 mod run_usage;
+mod tls;
