@@ -148,6 +148,62 @@ pub enum Command {
     Acquire(AcquireArgs),
     /// Renew a lock held by TOKEN (0 renewed, 1 not the holder)
     Extend(ExtendArgs),
+    /// Check the server for lock hazards and print each finding with its fix
+    #[command(
+        long_about = DOCTOR_LONG_ABOUT,
+        after_help = "Exit status: 0 every check ok, 1 warnings only, 77 a permission is missing, \
+            69 the server is a replica (or unreachable), 78 the server is too old for the \
+            scripts; when several checks fail, the first one printed decides."
+    )]
+    Doctor,
+    /// Write the man pages and shell completions under DIR (for packagers)
+    #[command(name = "generate-docs", hide = true)]
+    GenerateDocs(GenerateDocsArgs),
+}
+
+const DOCTOR_LONG_ABOUT: &str = "\
+Check the server for lock hazards and print each finding with its fix.
+
+Every check prints one line on stdout that starts with ok, warn or fail, names the check, says \
+what was found and, unless it is ok, what to do about it (after \"fix:\"). Nothing is changed on \
+the server except a probe lock that is taken and released again.
+
+version: the Redis version from INFO. Before 5.0 the lock scripts cannot run (they need effects \
+replication): fail. Before 6.2: warn, that version is no longer maintained upstream.
+
+role: a replica (role:slave) is a fail: locks must be taken on the primary, and a replica \
+refuses writes anyway.
+
+maxmemory-policy: any policy other than noeviction lets Redis evict lock keys under memory \
+pressure, so a second holder can take a lock that is still in use: warn. When CONFIG GET is not \
+permitted for this user, the policy could not be checked; that is a warning that names the ACL \
+to grant (+config|get).
+
+persistence: with neither AOF nor RDB snapshots a restart forgets every lock (warn); with RDB \
+alone it forgets the locks taken since the last snapshot (warn). AOF without appendfsync always \
+is ok, with a note that a crash can forget the last second of locks.
+
+latency: the median of 10 PINGs; above 10ms it is a warning, because every acquire and every \
+renewal pays it, and renewals must finish well within a third of the TTL.
+
+clock: the offset between this host's clock and the server's (TIME, corrected by half the \
+round trip). Leases do not depend on it (they are measured on the monotonic clock), but the \
+holder ages that status shows compare the server's instants with this host's clock: above \
+500ms it is a warning.
+
+permissions: a real probe lock under the prefix (PREFIX + redlock:doctor: + a random id, TTL \
+2s) is acquired, refused to a second contender, extended, read back with the status pipeline \
+and released, exactly as run and status do, and a short SCAN runs as status --all does; a \
+subscription to its release channel (used by --wait) is tried too. Every key it created is deleted afterwards. A \
+permission error is a fail that names the missing command, key pattern or channel pattern and \
+the ACL SETUSER rule that grants it. A missing subscription permission is only a warning: \
+waiters then poll.";
+
+#[derive(Debug, Args)]
+pub struct GenerateDocsArgs {
+    /// Directory under which man/ and completions/ are written (created when missing)
+    #[arg(value_name = "DIR")]
+    pub dir: PathBuf,
 }
 
 #[derive(Debug, Args)]

@@ -113,6 +113,8 @@ fn dispatch(ctx: &Context, command: Command) -> Result<Exit> {
         Command::Release(args) => commands::release::release(ctx, args),
         Command::Acquire(args) => commands::acquire::acquire(ctx, args),
         Command::Extend(args) => commands::extend::extend(ctx, args),
+        Command::Doctor => commands::doctor::doctor(ctx),
+        Command::GenerateDocs(args) => commands::generate::generate_docs(&args),
     }
 }
 

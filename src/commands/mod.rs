@@ -2,7 +2,9 @@
 //! error that `main` classifies; none of them exits the process.
 
 pub mod acquire;
+pub mod doctor;
 pub mod extend;
+pub mod generate;
 pub mod release;
 pub mod run;
 pub mod status;

@@ -3,6 +3,8 @@
 
 mod support;
 
+mod docs;
+mod doctor;
 mod harness;
 mod run;
 mod run_contention;

@@ -1,0 +1,143 @@
+# Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
+function __fish_redlock_global_optspecs
+    string join \n url= password-file= prefix= timeout= tls-ca-file= tls-cert-file= tls-key-file= tls-insecure v/verbose q/quiet log-format= h/help V/version
+end
+
+function __fish_redlock_needs_command
+    # Figure out if the current invocation already has a command.
+    set -l cmd (commandline -opc)
+    set -e cmd[1]
+    argparse -s (__fish_redlock_global_optspecs) -- $cmd 2>/dev/null
+    or return
+    if set -q argv[1]
+        # Also print the command, so this can be used to figure out what it is.
+        echo $argv[1]
+        return 1
+    end
+    return 0
+end
+
+function __fish_redlock_using_subcommand
+    set -l cmd (__fish_redlock_needs_command)
+    test -z "$cmd"
+    and return 1
+    contains -- $cmd[1] $argv
+end
+
+complete -c redlock -n "__fish_redlock_needs_command" -l url -d 'Redis server URL: redis://, rediss:// or redis+unix://; repeat it for a quorum of independent masters' -r
+complete -c redlock -n "__fish_redlock_needs_command" -l password-file -d 'File holding the Redis password (first line); wins over a password in the URL' -r -F
+complete -c redlock -n "__fish_redlock_needs_command" -l prefix -d 'Namespace prepended to every key, so staging never blocks production' -r
+complete -c redlock -n "__fish_redlock_needs_command" -l timeout -d 'Connect and command timeout for talking to Redis outside the heartbeat' -r
+complete -c redlock -n "__fish_redlock_needs_command" -l tls-ca-file -d 'CA certificate(s) (PEM) to verify rediss:// servers with, instead of the system\'s' -r -F
+complete -c redlock -n "__fish_redlock_needs_command" -l tls-cert-file -d 'Client certificate (PEM) for servers that require one (with --tls-key-file)' -r -F
+complete -c redlock -n "__fish_redlock_needs_command" -l tls-key-file -d 'Private key (PEM) of the client certificate' -r -F
+complete -c redlock -n "__fish_redlock_needs_command" -l log-format -d 'Format of redlock\'s own messages on stderr' -r -f -a "text\t'`redlock: message` lines'
+json\t'One JSON object per line'"
+complete -c redlock -n "__fish_redlock_needs_command" -l tls-insecure -d 'Do not verify the server\'s certificate (rediss:// only; prints a warning)'
+complete -c redlock -n "__fish_redlock_needs_command" -s v -l verbose -d 'Print a timeline of what redlock does on stderr'
+complete -c redlock -n "__fish_redlock_needs_command" -s q -l quiet -d 'Print only the final error line'
+complete -c redlock -n "__fish_redlock_needs_command" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c redlock -n "__fish_redlock_needs_command" -s V -l version -d 'Print version'
+complete -c redlock -n "__fish_redlock_needs_command" -f -a "run" -d 'Run a command while holding the lock'
+complete -c redlock -n "__fish_redlock_needs_command" -f -a "status" -d 'Show who holds a lock, since when, and how its last run ended (0 held, 1 free)'
+complete -c redlock -n "__fish_redlock_needs_command" -f -a "release" -d 'Release a lock by its token, or force it (0 released, 1 nothing released)'
+complete -c redlock -n "__fish_redlock_needs_command" -f -a "acquire" -d 'Take the lock and print its token, for shell scripts'
+complete -c redlock -n "__fish_redlock_needs_command" -f -a "extend" -d 'Renew a lock held by TOKEN (0 renewed, 1 not the holder)'
+complete -c redlock -n "__fish_redlock_needs_command" -f -a "doctor" -d 'Check the server for lock hazards and print each finding with its fix'
+complete -c redlock -n "__fish_redlock_using_subcommand run" -l key -d 'The lock key (the prefix is prepended)' -r
+complete -c redlock -n "__fish_redlock_using_subcommand run" -l ttl -d 'Lease length; renewed every TTL/3 while the command runs' -r
+complete -c redlock -n "__fish_redlock_using_subcommand run" -l wait -d 'Wait up to this long for a busy lock instead of giving up at once' -r
+complete -c redlock -n "__fish_redlock_using_subcommand run" -l conflict-exit-code -d 'Exit status when the lock is busy (instead of 75); 0 counts a skipped run as success' -r
+complete -c redlock -n "__fish_redlock_using_subcommand run" -l kill-after -d 'Grace between SIGTERM and SIGKILL when redlock must stop the command\'s process group [default: TTL/5, at most 10s]' -r
+complete -c redlock -n "__fish_redlock_using_subcommand run" -l hold-at-least -d 'Keep the lock at least this long after acquiring it, even when the command ends sooner' -r
+complete -c redlock -n "__fish_redlock_using_subcommand run" -s c -d 'Run this through `sh -c` instead of a command after `--`' -r
+complete -c redlock -n "__fish_redlock_using_subcommand run" -l url -d 'Redis server URL: redis://, rediss:// or redis+unix://; repeat it for a quorum of independent masters' -r
+complete -c redlock -n "__fish_redlock_using_subcommand run" -l password-file -d 'File holding the Redis password (first line); wins over a password in the URL' -r -F
+complete -c redlock -n "__fish_redlock_using_subcommand run" -l prefix -d 'Namespace prepended to every key, so staging never blocks production' -r
+complete -c redlock -n "__fish_redlock_using_subcommand run" -l timeout -d 'Connect and command timeout for talking to Redis outside the heartbeat' -r
+complete -c redlock -n "__fish_redlock_using_subcommand run" -l tls-ca-file -d 'CA certificate(s) (PEM) to verify rediss:// servers with, instead of the system\'s' -r -F
+complete -c redlock -n "__fish_redlock_using_subcommand run" -l tls-cert-file -d 'Client certificate (PEM) for servers that require one (with --tls-key-file)' -r -F
+complete -c redlock -n "__fish_redlock_using_subcommand run" -l tls-key-file -d 'Private key (PEM) of the client certificate' -r -F
+complete -c redlock -n "__fish_redlock_using_subcommand run" -l log-format -d 'Format of redlock\'s own messages on stderr' -r -f -a "text\t'`redlock: message` lines'
+json\t'One JSON object per line'"
+complete -c redlock -n "__fish_redlock_using_subcommand run" -l tls-insecure -d 'Do not verify the server\'s certificate (rediss:// only; prints a warning)'
+complete -c redlock -n "__fish_redlock_using_subcommand run" -s v -l verbose -d 'Print a timeline of what redlock does on stderr'
+complete -c redlock -n "__fish_redlock_using_subcommand run" -s q -l quiet -d 'Print only the final error line'
+complete -c redlock -n "__fish_redlock_using_subcommand run" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c redlock -n "__fish_redlock_using_subcommand status" -l url -d 'Redis server URL: redis://, rediss:// or redis+unix://; repeat it for a quorum of independent masters' -r
+complete -c redlock -n "__fish_redlock_using_subcommand status" -l password-file -d 'File holding the Redis password (first line); wins over a password in the URL' -r -F
+complete -c redlock -n "__fish_redlock_using_subcommand status" -l prefix -d 'Namespace prepended to every key, so staging never blocks production' -r
+complete -c redlock -n "__fish_redlock_using_subcommand status" -l timeout -d 'Connect and command timeout for talking to Redis outside the heartbeat' -r
+complete -c redlock -n "__fish_redlock_using_subcommand status" -l tls-ca-file -d 'CA certificate(s) (PEM) to verify rediss:// servers with, instead of the system\'s' -r -F
+complete -c redlock -n "__fish_redlock_using_subcommand status" -l tls-cert-file -d 'Client certificate (PEM) for servers that require one (with --tls-key-file)' -r -F
+complete -c redlock -n "__fish_redlock_using_subcommand status" -l tls-key-file -d 'Private key (PEM) of the client certificate' -r -F
+complete -c redlock -n "__fish_redlock_using_subcommand status" -l log-format -d 'Format of redlock\'s own messages on stderr' -r -f -a "text\t'`redlock: message` lines'
+json\t'One JSON object per line'"
+complete -c redlock -n "__fish_redlock_using_subcommand status" -l all -d 'Every lock redlock created under the prefix (found with SCAN)'
+complete -c redlock -n "__fish_redlock_using_subcommand status" -l json -d 'One JSON document on stdout'
+complete -c redlock -n "__fish_redlock_using_subcommand status" -l show-token -d 'Include the holder\'s token'
+complete -c redlock -n "__fish_redlock_using_subcommand status" -l tls-insecure -d 'Do not verify the server\'s certificate (rediss:// only; prints a warning)'
+complete -c redlock -n "__fish_redlock_using_subcommand status" -s v -l verbose -d 'Print a timeline of what redlock does on stderr'
+complete -c redlock -n "__fish_redlock_using_subcommand status" -s q -l quiet -d 'Print only the final error line'
+complete -c redlock -n "__fish_redlock_using_subcommand status" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c redlock -n "__fish_redlock_using_subcommand release" -l token -d 'Release only if this is the holder\'s token' -r
+complete -c redlock -n "__fish_redlock_using_subcommand release" -l url -d 'Redis server URL: redis://, rediss:// or redis+unix://; repeat it for a quorum of independent masters' -r
+complete -c redlock -n "__fish_redlock_using_subcommand release" -l password-file -d 'File holding the Redis password (first line); wins over a password in the URL' -r -F
+complete -c redlock -n "__fish_redlock_using_subcommand release" -l prefix -d 'Namespace prepended to every key, so staging never blocks production' -r
+complete -c redlock -n "__fish_redlock_using_subcommand release" -l timeout -d 'Connect and command timeout for talking to Redis outside the heartbeat' -r
+complete -c redlock -n "__fish_redlock_using_subcommand release" -l tls-ca-file -d 'CA certificate(s) (PEM) to verify rediss:// servers with, instead of the system\'s' -r -F
+complete -c redlock -n "__fish_redlock_using_subcommand release" -l tls-cert-file -d 'Client certificate (PEM) for servers that require one (with --tls-key-file)' -r -F
+complete -c redlock -n "__fish_redlock_using_subcommand release" -l tls-key-file -d 'Private key (PEM) of the client certificate' -r -F
+complete -c redlock -n "__fish_redlock_using_subcommand release" -l log-format -d 'Format of redlock\'s own messages on stderr' -r -f -a "text\t'`redlock: message` lines'
+json\t'One JSON object per line'"
+complete -c redlock -n "__fish_redlock_using_subcommand release" -l force -d 'Delete the lock whoever holds it, and say whom it removed'
+complete -c redlock -n "__fish_redlock_using_subcommand release" -l tls-insecure -d 'Do not verify the server\'s certificate (rediss:// only; prints a warning)'
+complete -c redlock -n "__fish_redlock_using_subcommand release" -s v -l verbose -d 'Print a timeline of what redlock does on stderr'
+complete -c redlock -n "__fish_redlock_using_subcommand release" -s q -l quiet -d 'Print only the final error line'
+complete -c redlock -n "__fish_redlock_using_subcommand release" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c redlock -n "__fish_redlock_using_subcommand acquire" -l key -d 'The lock key (the prefix is prepended)' -r
+complete -c redlock -n "__fish_redlock_using_subcommand acquire" -l ttl -d 'Lease length; keep it alive with `redlock extend`' -r
+complete -c redlock -n "__fish_redlock_using_subcommand acquire" -l wait -d 'Wait up to this long for a busy lock' -r
+complete -c redlock -n "__fish_redlock_using_subcommand acquire" -l url -d 'Redis server URL: redis://, rediss:// or redis+unix://; repeat it for a quorum of independent masters' -r
+complete -c redlock -n "__fish_redlock_using_subcommand acquire" -l password-file -d 'File holding the Redis password (first line); wins over a password in the URL' -r -F
+complete -c redlock -n "__fish_redlock_using_subcommand acquire" -l prefix -d 'Namespace prepended to every key, so staging never blocks production' -r
+complete -c redlock -n "__fish_redlock_using_subcommand acquire" -l timeout -d 'Connect and command timeout for talking to Redis outside the heartbeat' -r
+complete -c redlock -n "__fish_redlock_using_subcommand acquire" -l tls-ca-file -d 'CA certificate(s) (PEM) to verify rediss:// servers with, instead of the system\'s' -r -F
+complete -c redlock -n "__fish_redlock_using_subcommand acquire" -l tls-cert-file -d 'Client certificate (PEM) for servers that require one (with --tls-key-file)' -r -F
+complete -c redlock -n "__fish_redlock_using_subcommand acquire" -l tls-key-file -d 'Private key (PEM) of the client certificate' -r -F
+complete -c redlock -n "__fish_redlock_using_subcommand acquire" -l log-format -d 'Format of redlock\'s own messages on stderr' -r -f -a "text\t'`redlock: message` lines'
+json\t'One JSON object per line'"
+complete -c redlock -n "__fish_redlock_using_subcommand acquire" -l json -d 'Print {"token", "fence", "deadline_ms", ...} as one JSON object'
+complete -c redlock -n "__fish_redlock_using_subcommand acquire" -l tls-insecure -d 'Do not verify the server\'s certificate (rediss:// only; prints a warning)'
+complete -c redlock -n "__fish_redlock_using_subcommand acquire" -s v -l verbose -d 'Print a timeline of what redlock does on stderr'
+complete -c redlock -n "__fish_redlock_using_subcommand acquire" -s q -l quiet -d 'Print only the final error line'
+complete -c redlock -n "__fish_redlock_using_subcommand acquire" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c redlock -n "__fish_redlock_using_subcommand extend" -l key -d 'The lock key' -r
+complete -c redlock -n "__fish_redlock_using_subcommand extend" -l token -d 'The token `redlock acquire` printed' -r
+complete -c redlock -n "__fish_redlock_using_subcommand extend" -l ttl -d 'New lease length, from now' -r
+complete -c redlock -n "__fish_redlock_using_subcommand extend" -l url -d 'Redis server URL: redis://, rediss:// or redis+unix://; repeat it for a quorum of independent masters' -r
+complete -c redlock -n "__fish_redlock_using_subcommand extend" -l password-file -d 'File holding the Redis password (first line); wins over a password in the URL' -r -F
+complete -c redlock -n "__fish_redlock_using_subcommand extend" -l prefix -d 'Namespace prepended to every key, so staging never blocks production' -r
+complete -c redlock -n "__fish_redlock_using_subcommand extend" -l timeout -d 'Connect and command timeout for talking to Redis outside the heartbeat' -r
+complete -c redlock -n "__fish_redlock_using_subcommand extend" -l tls-ca-file -d 'CA certificate(s) (PEM) to verify rediss:// servers with, instead of the system\'s' -r -F
+complete -c redlock -n "__fish_redlock_using_subcommand extend" -l tls-cert-file -d 'Client certificate (PEM) for servers that require one (with --tls-key-file)' -r -F
+complete -c redlock -n "__fish_redlock_using_subcommand extend" -l tls-key-file -d 'Private key (PEM) of the client certificate' -r -F
+complete -c redlock -n "__fish_redlock_using_subcommand extend" -l log-format -d 'Format of redlock\'s own messages on stderr' -r -f -a "text\t'`redlock: message` lines'
+json\t'One JSON object per line'"
+complete -c redlock -n "__fish_redlock_using_subcommand extend" -l tls-insecure -d 'Do not verify the server\'s certificate (rediss:// only; prints a warning)'
+complete -c redlock -n "__fish_redlock_using_subcommand extend" -s v -l verbose -d 'Print a timeline of what redlock does on stderr'
+complete -c redlock -n "__fish_redlock_using_subcommand extend" -s q -l quiet -d 'Print only the final error line'
+complete -c redlock -n "__fish_redlock_using_subcommand extend" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c redlock -n "__fish_redlock_using_subcommand doctor" -l url -d 'Redis server URL: redis://, rediss:// or redis+unix://; repeat it for a quorum of independent masters' -r
+complete -c redlock -n "__fish_redlock_using_subcommand doctor" -l password-file -d 'File holding the Redis password (first line); wins over a password in the URL' -r -F
+complete -c redlock -n "__fish_redlock_using_subcommand doctor" -l prefix -d 'Namespace prepended to every key, so staging never blocks production' -r
+complete -c redlock -n "__fish_redlock_using_subcommand doctor" -l timeout -d 'Connect and command timeout for talking to Redis outside the heartbeat' -r
+complete -c redlock -n "__fish_redlock_using_subcommand doctor" -l tls-ca-file -d 'CA certificate(s) (PEM) to verify rediss:// servers with, instead of the system\'s' -r -F
+complete -c redlock -n "__fish_redlock_using_subcommand doctor" -l tls-cert-file -d 'Client certificate (PEM) for servers that require one (with --tls-key-file)' -r -F
+complete -c redlock -n "__fish_redlock_using_subcommand doctor" -l tls-key-file -d 'Private key (PEM) of the client certificate' -r -F
+complete -c redlock -n "__fish_redlock_using_subcommand doctor" -l log-format -d 'Format of redlock\'s own messages on stderr' -r -f -a "text\t'`redlock: message` lines'
+json\t'One JSON object per line'"
+complete -c redlock -n "__fish_redlock_using_subcommand doctor" -l tls-insecure -d 'Do not verify the server\'s certificate (rediss:// only; prints a warning)'
+complete -c redlock -n "__fish_redlock_using_subcommand doctor" -s v -l verbose -d 'Print a timeline of what redlock does on stderr'
+complete -c redlock -n "__fish_redlock_using_subcommand doctor" -s q -l quiet -d 'Print only the final error line'
+complete -c redlock -n "__fish_redlock_using_subcommand doctor" -s h -l help -d 'Print help (see more with \'--help\')'

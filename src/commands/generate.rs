@@ -1,0 +1,691 @@
+//! `redlock generate-docs DIR` (hidden): the man pages and shell completions, rendered from the
+//! clap definition in `cli.rs`, so they cannot drift from the flags the binary accepts.
+//!
+//! Writes `DIR/man/redlock.1`, one `DIR/man/redlock-SUBCOMMAND.1` per visible subcommand, and
+//! `DIR/completions/` for bash, zsh, fish, elvish and PowerShell. The pages get the sections
+//! clap cannot know about — EXIT STATUS, ENVIRONMENT, EXAMPLES, SEE ALSO — from the tables
+//! below, which follow DESIGN.md §3 (the exit-status contract) word for word where they can.
+//!
+//! Invariant: the output depends on nothing but the binary: no date, no environment (clap_mangen
+//! names each option's environment variable, never its current value), no terminal width. The
+//! copies checked in at the repository root are compared byte for byte by `tests/cli/docs.rs`;
+//! `cargo run -- generate-docs .` refreshes them.
+
+use std::fs;
+use std::io::Write as _;
+use std::path::Path;
+
+use anyhow::{Context as _, Result};
+use clap::CommandFactory;
+use clap_complete::Shell;
+use clap_mangen::Man;
+use clap_mangen::roff::{Roff, bold, roman};
+
+use crate::cli::{Cli, GenerateDocsArgs};
+use crate::exit::Exit;
+use crate::log;
+
+const SHELLS: [Shell; 5] = [
+    Shell::Bash,
+    Shell::Zsh,
+    Shell::Fish,
+    Shell::Elvish,
+    Shell::PowerShell,
+];
+
+pub fn generate_docs(args: &GenerateDocsArgs) -> Result<Exit> {
+    let mut cmd = Cli::command();
+    cmd.build();
+    let man = args.dir.join("man");
+    let completions = args.dir.join("completions");
+    for dir in [&man, &completions] {
+        fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    }
+
+    write(&man.join("redlock.1"), &page(&cmd, None)?)?;
+    for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
+        let name = format!("redlock-{}.1", sub.get_name());
+        write(&man.join(name), &page(sub, Some(sub.get_name()))?)?;
+    }
+
+    let mut visible = without_hidden_subcommands(&Cli::command());
+    for shell in SHELLS {
+        let path = clap_complete::generate_to(shell, &mut visible, "redlock", &completions)
+            .with_context(|| format!("cannot write the {shell} completions"))?;
+        log::info("generated", &format!("wrote {}", path.display()), &[]);
+    }
+    Ok(Exit::Success)
+}
+
+fn write(path: &Path, bytes: &[u8]) -> Result<()> {
+    let mut file =
+        fs::File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
+    file.write_all(bytes)
+        .and_then(|()| file.flush())
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    log::info("generated", &format!("wrote {}", path.display()), &[]);
+    Ok(())
+}
+
+/// The completion scripts offer what `--help` shows: clap_complete would also offer hidden
+/// subcommands, and there is no way to remove one from a `Command`, so this is a copy without.
+/// `cmd` must not be built yet: building adds `--help` and `--version`, which the copy would
+/// then get twice.
+fn without_hidden_subcommands(cmd: &clap::Command) -> clap::Command {
+    let bare = match cmd.get_about() {
+        Some(about) => clap::Command::new("redlock").about(about.clone()),
+        None => clap::Command::new("redlock"),
+    };
+    bare.version(env!("CARGO_PKG_VERSION"))
+        .disable_help_subcommand(true)
+        .subcommand_required(cmd.is_subcommand_required_set())
+        .args(cmd.get_arguments().cloned())
+        .subcommands(cmd.get_subcommands().filter(|s| !s.is_hide_set()).cloned())
+}
+
+/// One man page: clap_mangen's sections, then ours, in the order man-pages(7) suggests.
+/// `sub` is the subcommand's name, `None` for the main page.
+fn page(cmd: &clap::Command, sub: Option<&str>) -> Result<Vec<u8>> {
+    let version = env!("CARGO_PKG_VERSION");
+    let man = Man::new(cmd.clone()).source(format!("redlock {version}"));
+    let text = extra(sub);
+    let mut out = Vec::new();
+    man.render_title(&mut out)?;
+    // Each render_* call starts with roff's apostrophe preamble; the title already wrote it.
+    let preamble = Roff::new().render();
+    let mut section = |render: &dyn Fn(&mut Vec<u8>) -> std::io::Result<()>| -> Result<()> {
+        let mut buf = Vec::new();
+        render(&mut buf)?;
+        out.extend_from_slice(buf.strip_prefix(preamble.as_bytes()).unwrap_or(&buf));
+        Ok(())
+    };
+    section(&|w| man.render_name_section(w))?;
+    section(&|w| man.render_synopsis_section(w))?;
+    section(&|w| man.render_description_section(w))?;
+    if cmd.get_arguments().any(|a| !a.is_hide_set()) {
+        section(&|w| man.render_options_section(w))?;
+    }
+    if cmd.get_subcommands().any(|s| !s.is_hide_set()) {
+        section(&|w| man.render_subcommands_section(w))?;
+    }
+    section(&|w| render_extra(&text, w))?;
+    if cmd.get_version().is_some() {
+        section(&|w| man.render_version_section(w))?;
+    }
+    Ok(out)
+}
+
+/// What clap cannot know: the words for the sections after OPTIONS.
+struct Extra {
+    exit: &'static [(&'static str, &'static str)],
+    exit_note: &'static str,
+    env_intro: &'static str,
+    env: &'static [(&'static str, &'static str)],
+    /// (what it does, the command lines)
+    examples: &'static [(&'static str, &'static str)],
+    see_also: &'static [&'static str],
+}
+
+fn render_extra(text: &Extra, w: &mut Vec<u8>) -> std::io::Result<()> {
+    let mut roff = Roff::new();
+    roff.control("SH", ["EXIT STATUS"]);
+    for (status, meaning) in text.exit {
+        roff.control("TP", []);
+        roff.text([bold(*status)]);
+        roff.text([roman(*meaning)]);
+    }
+    if !text.exit_note.is_empty() {
+        roff.control("PP", []);
+        roff.text([roman(text.exit_note)]);
+    }
+    if !text.env.is_empty() {
+        roff.control("SH", ["ENVIRONMENT"]);
+        if !text.env_intro.is_empty() {
+            roff.text([roman(text.env_intro)]);
+        }
+        for (name, meaning) in text.env {
+            roff.control("TP", []);
+            roff.text([bold(*name)]);
+            roff.text([roman(*meaning)]);
+        }
+    }
+    roff.control("SH", ["EXAMPLES"]);
+    for (i, (what, lines)) in text.examples.iter().enumerate() {
+        if i > 0 {
+            roff.control("PP", []);
+        }
+        roff.text([roman(*what)]);
+        roff.control("PP", []);
+        roff.control("RS", ["4"]);
+        roff.control("nf", []);
+        for line in lines.lines() {
+            roff.text([roman(line)]);
+        }
+        roff.control("fi", []);
+        roff.control("RE", []);
+    }
+    roff.control("SH", ["SEE ALSO"]);
+    roff.text([roman(text.see_also.join(", "))]);
+    roff.to_writer(w)
+}
+
+const NOTE_STDERR: &str = "Every non-zero status from redlock itself comes with one line on \
+    stderr, starting redlock:, that says what happened and what to do.";
+
+const USAGE: (&str, &str) = (
+    "64",
+    "Usage error or bad input (bad duration, empty key, missing command, malformed URL, \
+     unreadable password file); nothing was contacted.",
+);
+const UNAVAILABLE: (&str, &str) = (
+    "69",
+    "Redis (or the quorum) unreachable, timed out, a read-only replica, out of memory, or in a \
+     transient state (LOADING, MASTERDOWN, BUSY, CLUSTERDOWN, TRYAGAIN).",
+);
+const PERMISSION: (&str, &str) = ("77", "Authentication or ACL permission denied.");
+const MISCONFIGURED: (&str, &str) = (
+    "78",
+    "Server-side misconfiguration, e.g. the lock key exists with another type (WRONGTYPE), or \
+     a command redlock needs is renamed or missing.",
+);
+
+const SEE_ALSO_ALL: &[&str] = &[
+    "redlock(1)",
+    "redlock-run(1)",
+    "redlock-status(1)",
+    "redlock-release(1)",
+    "redlock-acquire(1)",
+    "redlock-extend(1)",
+    "redlock-doctor(1)",
+    "crontab(5)",
+];
+
+fn extra(sub: Option<&str>) -> Extra {
+    let see_also = |me: &str| -> &'static [&'static str] {
+        // Every page but its own; the list is short enough to spell out.
+        match me {
+            "run" => &SEE_ALSO_RUN,
+            "status" => &SEE_ALSO_STATUS,
+            "release" => &SEE_ALSO_RELEASE,
+            "acquire" => &SEE_ALSO_ACQUIRE,
+            "extend" => &SEE_ALSO_EXTEND,
+            "doctor" => &SEE_ALSO_DOCTOR,
+            _ => &SEE_ALSO_ALL[1..],
+        }
+    };
+    match sub {
+        None => Extra {
+            exit: &[
+                (
+                    "the command's status",
+                    "redlock run: the command ran while the lease was held the whole time.",
+                ),
+                (
+                    "128+N",
+                    "The command was killed by signal N (shell convention); also redlock itself \
+                     when signal N ended it while it waited for the lock (nothing is held then).",
+                ),
+                (
+                    "0, 1",
+                    "The other subcommands: status 0 held, 1 free; release 0 released, 1 nothing \
+                     released (free, or the token is not the holder's); acquire 0 acquired; \
+                     extend 0 renewed, 1 not the holder; doctor 0 every check ok, 1 warnings \
+                     only.",
+                ),
+                USAGE,
+                (
+                    "69",
+                    "Redis (or the quorum) unreachable, timed out, a read-only replica, out of \
+                     memory, or in a transient state (LOADING, MASTERDOWN, BUSY, CLUSTERDOWN, \
+                     TRYAGAIN); the command never started.",
+                ),
+                (
+                    "75",
+                    "Lock busy: held by someone else and not acquired within --wait. \
+                     --conflict-exit-code N replaces it (0 allowed).",
+                ),
+                (
+                    "76",
+                    "Lease lost while the command ran; redlock terminated the command.",
+                ),
+                PERMISSION,
+                MISCONFIGURED,
+                (
+                    "126",
+                    "The command is not executable (nothing left locked).",
+                ),
+                ("127", "The command was not found (nothing left locked)."),
+            ],
+            exit_note: NOTE_STDERR,
+            env_intro: "Each global option has an environment fallback; a flag on the command \
+                line wins over it.",
+            env: &[
+                (
+                    "REDLOCK_URL",
+                    "Redis URL(s), comma-separated: redis://, rediss:// (certificates are \
+                     verified) or redis+unix://. Several URLs form a quorum over independent \
+                     masters. Default redis://127.0.0.1:6379. Same as --url.",
+                ),
+                (
+                    "REDLOCK_PASSWORD_FILE",
+                    "A file whose first line is the Redis password, kept out of argv, crontabs \
+                     and ps; it wins over a password in the URL. Same as --password-file.",
+                ),
+                (
+                    "REDLOCK_PREFIX",
+                    "Namespace prepended to every key, so staging never blocks production. Same \
+                     as --prefix.",
+                ),
+                (
+                    "REDLOCK_TIMEOUT",
+                    "Connect and command timeout for talking to Redis outside the heartbeat \
+                     (default 3s). Same as --timeout.",
+                ),
+                (
+                    "REDLOCK_LOG_FORMAT",
+                    "text (redlock: lines) or json (one object per line) for redlock's own \
+                     messages on stderr. Same as --log-format.",
+                ),
+                (
+                    "REDLOCK_KEY",
+                    "Set for the command redlock run starts: the key as given, without the \
+                     prefix, so redlock extend --key \"$REDLOCK_KEY\" works under the same \
+                     REDLOCK_PREFIX.",
+                ),
+                (
+                    "REDLOCK_TOKEN",
+                    "Set for the command: the lock's token, for redlock extend and redlock \
+                     release --token.",
+                ),
+                (
+                    "REDLOCK_FENCE",
+                    "Set for the command: the fencing token, a decimal integer that only grows \
+                     with each acquisition of the key. Storage that remembers the highest fence \
+                     it saw can reject the writes of a holder that lost its lease.",
+                ),
+            ],
+            examples: &[
+                (
+                    "The same crontab on every host: exactly one host runs the job each time, \
+                     and a crashed host frees the lock within a minute.",
+                    "REDLOCK_URL=redis://locks.internal:6379\n\
+                     REDLOCK_PASSWORD_FILE=/etc/redlock/password\n\
+                     */10 * * * * redlock run --key billing-sync --ttl 1m -- /usr/local/bin/billing-sync",
+                ),
+                (
+                    "Count a run skipped because another host holds the lock as a success \
+                     instead of 75:",
+                    "redlock run --key billing-sync --ttl 1m --conflict-exit-code 0 -- /usr/local/bin/billing-sync",
+                ),
+                (
+                    "Run a shell pipeline with -c, waiting up to five minutes for the lock:",
+                    "redlock run --key backup --ttl 30s --wait 5m -c 'pg_dump app | gzip > /var/backups/app.sql.gz'",
+                ),
+                (
+                    "Hold a lock across the steps of a shell script: acquire prints the token \
+                     on its first line, extend renews it, release ends it.",
+                    "lock=$(redlock acquire --key deploy --ttl 10m) || exit\n\
+                     token=$(echo \"$lock\" | head -n 1)\n\
+                     trap 'redlock release deploy --token \"$token\"' EXIT\n\
+                     ./migrate\n\
+                     redlock extend --key deploy --token \"$token\" --ttl 10m || exit\n\
+                     ./switch-traffic",
+                ),
+                (
+                    "Who holds a lock, since when, and whether the holder is alive; then the \
+                     same as JSON, for every lock under the prefix:",
+                    "redlock status billing-sync\n\
+                     redlock status --all --json | jq '.locks[] | {key, state, holder}'",
+                ),
+                (
+                    "Check that the server is fit for locks (eviction policy, persistence, \
+                     replica, clock, ACL permissions):",
+                    "redlock doctor",
+                ),
+            ],
+            see_also: see_also(""),
+        },
+        Some("run") => Extra {
+            exit: &[
+                (
+                    "the command's status",
+                    "The command ran while the lease was held the whole time.",
+                ),
+                (
+                    "128+N",
+                    "The command was killed by signal N; or a signal N ended redlock while it \
+                     waited for the lock, with nothing held.",
+                ),
+                USAGE,
+                (
+                    "69",
+                    "Redis (or the quorum) unreachable, timed out, a read-only replica, out of \
+                     memory, or in a transient state; the command never started.",
+                ),
+                (
+                    "75",
+                    "Lock busy: held by someone else and not acquired within --wait. \
+                     --conflict-exit-code N replaces it (0 allowed).",
+                ),
+                (
+                    "76",
+                    "Lease lost while the command ran (the key expired or was taken, or \
+                     renewals kept failing): redlock sent SIGTERM, then SIGKILL --kill-after \
+                     later, to the command's process group before the lease ran out. 76 even \
+                     when the command itself exited 0.",
+                ),
+                PERMISSION,
+                MISCONFIGURED,
+                (
+                    "126",
+                    "The command is not executable (nothing left locked).",
+                ),
+                ("127", "The command was not found (nothing left locked)."),
+            ],
+            exit_note: NOTE_STDERR,
+            env_intro: "The command runs in its own process group, with redlock's stdin, stdout \
+                and stderr and its environment plus:",
+            env: &[
+                ("REDLOCK_KEY", "The key as given, without the prefix."),
+                ("REDLOCK_TOKEN", "The lock's token (a UUID)."),
+                (
+                    "REDLOCK_FENCE",
+                    "The fencing token: a decimal integer that only grows with each acquisition \
+                     of the key.",
+                ),
+            ],
+            examples: &[
+                (
+                    "A crontab line for every host; the others exit 75 while one runs the job:",
+                    "*/10 * * * * redlock run --key billing-sync --ttl 1m -- /usr/local/bin/billing-sync",
+                ),
+                (
+                    "The same, counting a skipped run as success:",
+                    "*/10 * * * * redlock run --key billing-sync --ttl 1m --conflict-exit-code 0 -- /usr/local/bin/billing-sync",
+                ),
+                (
+                    "A shell command, waiting up to five minutes for the lock:",
+                    "redlock run --key backup --ttl 30s --wait 5m -c 'pg_dump app | gzip > /var/backups/app.sql.gz'",
+                ),
+                (
+                    "Run each tick of a schedule once even when the hosts' clocks differ by \
+                     seconds: the lock stays taken for four minutes, so a host whose clock lags \
+                     finds it busy, and is free again for the next tick.",
+                    "*/5 * * * * redlock run --key heartbeat-mail --ttl 30s --hold-at-least 4m -- send-heartbeat",
+                ),
+                (
+                    "As a Kubernetes CronJob's entrypoint, configured from the environment and \
+                     a Secret mounted as a file:",
+                    "command: [redlock, run, --key, nightly-report, --ttl, 2m, --, python, -m, report]\n\
+                     env:\n\
+                     - {name: REDLOCK_URL, value: \"rediss://redis.prod:6380\"}\n\
+                     - {name: REDLOCK_PASSWORD_FILE, value: /run/secrets/redis/password}",
+                ),
+            ],
+            see_also: see_also("run"),
+        },
+        Some("status") => Extra {
+            exit: &[
+                (
+                    "0",
+                    "Every named key is held (with --all: the locks were listed).",
+                ),
+                ("1", "At least one named key is free."),
+                USAGE,
+                UNAVAILABLE,
+                PERMISSION,
+                (
+                    "78",
+                    "A key holds another type of value: it is no lock, and nothing redlock does \
+                     will change that.",
+                ),
+            ],
+            exit_note: "status never says free when it could not ask: an unreachable server is \
+                69. It needs only read commands, so a read-only ACL user can run it.",
+            env_intro: "",
+            env: &[],
+            examples: &[
+                (
+                    "Who holds a lock, since when, whether the holder still renews it, and how \
+                     the last run ended:",
+                    "redlock status billing-sync",
+                ),
+                (
+                    "In a script: is the lock held?",
+                    "if redlock status -q billing-sync > /dev/null; then echo busy; fi",
+                ),
+                (
+                    "Every lock under the prefix, as one JSON document:",
+                    "redlock status --all --json | jq '.locks[] | {key, state, holder}'",
+                ),
+                (
+                    "Include the holder's token, to release it by token:",
+                    "redlock status --show-token billing-sync",
+                ),
+            ],
+            see_also: see_also("status"),
+        },
+        Some("release") => Extra {
+            exit: &[
+                ("0", "Released."),
+                (
+                    "1",
+                    "Nothing released: the lock is free, or (with --token) held with another \
+                     token.",
+                ),
+                USAGE,
+                UNAVAILABLE,
+                PERMISSION,
+                (
+                    "78",
+                    "With --force: the key holds another type of value and was left alone.",
+                ),
+            ],
+            exit_note: "A redlock run whose lock was removed with --force notices at its next \
+                renewal, stops its command and exits 76.",
+            env_intro: "",
+            env: &[],
+            examples: &[
+                (
+                    "Release a lock taken with redlock acquire, only if it is still ours:",
+                    "redlock release deploy --token \"$token\"",
+                ),
+                (
+                    "During an incident, remove a stuck lock whoever holds it, and print whom \
+                     it removed:",
+                    "redlock status billing-sync\nredlock release billing-sync --force",
+                ),
+            ],
+            see_also: see_also("release"),
+        },
+        Some("acquire") => Extra {
+            exit: &[
+                (
+                    "0",
+                    "Acquired: the token is the first line of stdout, the fence the second \
+                     (with --json, one object).",
+                ),
+                USAGE,
+                UNAVAILABLE,
+                (
+                    "75",
+                    "Lock busy: held by someone else and not acquired within --wait.",
+                ),
+                PERMISSION,
+                MISCONFIGURED,
+                (
+                    "128+N",
+                    "Signal N arrived while waiting for the lock; nothing is held.",
+                ),
+            ],
+            exit_note: NOTE_STDERR,
+            env_intro: "",
+            env: &[],
+            examples: &[
+                (
+                    "Hold a lock across several steps of a script; nothing renews it but \
+                     extend, so it expires by itself if the script dies:",
+                    "lock=$(redlock acquire --key deploy --ttl 10m) || exit\n\
+                     token=$(echo \"$lock\" | head -n 1)\n\
+                     trap 'redlock release deploy --token \"$token\"' EXIT\n\
+                     ./migrate\n\
+                     redlock extend --key deploy --token \"$token\" --ttl 10m || exit\n\
+                     ./switch-traffic",
+                ),
+                (
+                    "The token, fence and deadline as JSON:",
+                    "redlock acquire --key deploy --ttl 10m --json | jq -r .token",
+                ),
+            ],
+            see_also: see_also("acquire"),
+        },
+        Some("extend") => Extra {
+            exit: &[
+                ("0", "Renewed: the lock now expires TTL from now."),
+                (
+                    "1",
+                    "Not the holder: the lock expired, was released, or is held with another \
+                     token. Stop the work it protects.",
+                ),
+                USAGE,
+                UNAVAILABLE,
+                PERMISSION,
+                MISCONFIGURED,
+            ],
+            exit_note: NOTE_STDERR,
+            env_intro: "",
+            env: &[],
+            examples: &[
+                (
+                    "Renew between two long steps of a script, and stop if the lock is lost:",
+                    "redlock extend --key deploy --token \"$token\" --ttl 10m || exit",
+                ),
+                (
+                    "From inside a command started by redlock run (which renews by itself; \
+                     this stretches the lease further):",
+                    "redlock extend --key \"$REDLOCK_KEY\" --token \"$REDLOCK_TOKEN\" --ttl 5m",
+                ),
+            ],
+            see_also: see_also("extend"),
+        },
+        Some("doctor") => Extra {
+            exit: &[
+                ("0", "Every check is ok."),
+                ("1", "Some checks warned, none failed."),
+                USAGE,
+                (
+                    "69",
+                    "The server is unreachable or timed out, is a replica, or refused the probe \
+                     lock's writes (read-only, out of memory).",
+                ),
+                (
+                    "77",
+                    "The password was rejected, or the user lacks a permission redlock run or \
+                     status needs (the fail line names it).",
+                ),
+                (
+                    "78",
+                    "The server is too old for redlock's scripts (before 5.0), or a command \
+                     redlock needs is renamed or missing.",
+                ),
+            ],
+            exit_note: "When several checks fail, the first one printed decides the status.",
+            env_intro: "",
+            env: &[],
+            examples: &[
+                (
+                    "Check the server cron jobs use, as the user they use:",
+                    "REDLOCK_URL=redis://cron@locks.internal:6379 REDLOCK_PASSWORD_FILE=/etc/redlock/password redlock doctor",
+                ),
+                (
+                    "A server without persistence, where a restart would forget every lock:",
+                    "$ redlock doctor\n\
+                     ok   version: Redis 7.0.15\n\
+                     ok   role: primary\n\
+                     ok   maxmemory-policy: noeviction\n\
+                     warn persistence: neither AOF nor RDB snapshots are on: ...; fix: ...\n\
+                     ok   latency: median round trip 0.09ms over 10 PINGs (slowest 0.20ms)\n\
+                     ok   clock: this host's clock and the server's agree within 1ms ...\n\
+                     ok   permissions: user cron can acquire, extend and release a lock ...\n\
+                     redlock: 1 warning; see the fix on each line above",
+                ),
+                (
+                    "Check only the namespace a deployment uses:",
+                    "redlock doctor --prefix prod:",
+                ),
+            ],
+            see_also: see_also("doctor"),
+        },
+        Some(_) => Extra {
+            exit: &[("0", "Done."), USAGE],
+            exit_note: "",
+            env_intro: "",
+            env: &[],
+            examples: &[],
+            see_also: see_also(""),
+        },
+    }
+}
+
+const SEE_ALSO_RUN: [&str; 4] = [
+    "redlock(1)",
+    "redlock-status(1)",
+    "redlock-doctor(1)",
+    "crontab(5)",
+];
+const SEE_ALSO_STATUS: [&str; 3] = ["redlock(1)", "redlock-release(1)", "redlock-run(1)"];
+const SEE_ALSO_RELEASE: [&str; 3] = ["redlock(1)", "redlock-status(1)", "redlock-acquire(1)"];
+const SEE_ALSO_ACQUIRE: [&str; 3] = ["redlock(1)", "redlock-extend(1)", "redlock-release(1)"];
+const SEE_ALSO_EXTEND: [&str; 3] = ["redlock(1)", "redlock-acquire(1)", "redlock-release(1)"];
+const SEE_ALSO_DOCTOR: [&str; 3] = ["redlock(1)", "redlock-run(1)", "redlock-status(1)"];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_visible_subcommand_has_its_own_exit_status_and_examples() {
+        let mut cmd = Cli::command();
+        cmd.build();
+        for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
+            let text = extra(Some(sub.get_name()));
+            assert!(text.exit.len() > 2, "{} has no EXIT STATUS", sub.get_name());
+            assert!(
+                !text.examples.is_empty(),
+                "{} has no EXAMPLES",
+                sub.get_name()
+            );
+        }
+    }
+
+    #[test]
+    fn pages_carry_the_preamble_once_and_no_date() {
+        let mut cmd = Cli::command();
+        cmd.build();
+        let page = String::from_utf8(page(&cmd, None).unwrap()).unwrap();
+        let preamble = Roff::new().render();
+        assert_eq!(page.matches(preamble.trim()).count(), 1, "{page}");
+        assert!(page.starts_with(&preamble));
+        let sections: Vec<&str> = page
+            .lines()
+            .filter_map(|l| l.strip_prefix(".SH "))
+            .map(|s| s.trim_matches('"'))
+            .collect();
+        for section in ["EXIT STATUS", "ENVIRONMENT", "EXAMPLES", "SEE ALSO"] {
+            assert!(
+                sections.contains(&section),
+                "{section} missing from {sections:?}"
+            );
+        }
+        assert!(page.contains("REDLOCK_FENCE") && page.contains("\\fB75\\fR"));
+    }
+
+    #[test]
+    fn completions_leave_out_hidden_subcommands() {
+        let mut visible = without_hidden_subcommands(&Cli::command());
+        let mut out = Vec::new();
+        clap_complete::generate(Shell::Bash, &mut visible, "redlock", &mut out);
+        let script = String::from_utf8(out).unwrap();
+        assert!(script.contains("doctor") && !script.contains("generate-docs"));
+    }
+}
