@@ -18,10 +18,9 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crate::exit::is_definitive;
 use crate::lease::{Lease, Timeline};
-use crate::lock::{self, Keys};
-use crate::server::{Server, set_timeouts};
+use crate::lock::Keys;
+use crate::nodes::{Nodes, Renewal};
 use crate::{log, signals};
 
 #[derive(Debug)]
@@ -59,7 +58,7 @@ impl Heartbeat {
     /// Prepares the heartbeat for a lease confirmed at `timeline.sent`; the thread starts with
     /// [`Heartbeat::start_if_due`].
     pub fn new(
-        server: Server,
+        nodes: Nodes,
         keys: Keys,
         token: String,
         lease: Lease,
@@ -75,7 +74,7 @@ impl Heartbeat {
         });
         let worker = Worker {
             shared: Arc::clone(&shared),
-            server,
+            nodes,
             keys,
             token,
             lease,
@@ -145,15 +144,14 @@ fn report_lost(shared: &Shared, reason: String) {
 
 struct Worker {
     shared: Arc<Shared>,
-    server: Server,
+    nodes: Nodes,
     keys: Keys,
     token: String,
     lease: Lease,
 }
 
 impl Worker {
-    fn run(self) {
-        let mut con = None;
+    fn run(mut self) {
         let mut failing_since: Option<Instant> = None;
         let interval = self.lease.interval();
         let retry = (interval / 10).clamp(Duration::from_millis(10), Duration::from_secs(1));
@@ -184,9 +182,10 @@ impl Worker {
             let Some(budget) = timeline.term_at.checked_duration_since(now) else {
                 return;
             };
-            let outcome = self.renew(&mut con, budget);
-            match outcome {
-                Renewal::Confirmed(sent) => {
+            self.nodes.set_timeout(budget);
+            let sent = Instant::now();
+            match self.nodes.extend(&self.keys, &self.token, self.lease.ttl) {
+                Renewal::Confirmed => {
                     let renewed = self.lease.timeline(sent);
                     self.shared.lock().timeline = renewed;
                     if let Some(since) = failing_since.take() {
@@ -213,15 +212,15 @@ impl Worker {
                     return;
                 }
                 Renewal::Failed(err) => {
-                    con = None;
                     if failing_since.is_none() {
                         failing_since = Some(now);
                         log::warn(
                             "renewal_failed",
                             &format!(
-                                "cannot renew {}: {err:#}; retrying, the command is stopped in {} \
+                                "cannot renew {}: {}; retrying, the command is stopped in {} \
                                  unless a renewal succeeds",
                                 self.keys.lock,
+                                crate::nodes::render(&err),
                                 crate::lease::fmt(budget)
                             ),
                             &[("key", (&self.keys.lock).into())],
@@ -232,37 +231,4 @@ impl Worker {
             }
         }
     }
-
-    fn renew(&self, con: &mut Option<redis::Connection>, budget: Duration) -> Renewal {
-        let c = match con {
-            Some(c) => c,
-            None => match self.server.connect(budget) {
-                Ok(c) => con.insert(c),
-                Err(e) => return Renewal::Failed(e),
-            },
-        };
-        if let Err(e) = set_timeouts(c, budget) {
-            return Renewal::Failed(e);
-        }
-        let sent = Instant::now();
-        match lock::extend(c, &self.keys, &self.token, self.lease.ttl) {
-            Ok(true) => Renewal::Confirmed(sent),
-            Ok(false) => Renewal::Lost(format!(
-                "{} was deleted or taken by another holder",
-                self.keys.lock
-            )),
-            Err(e) => match e.downcast_ref::<redis::RedisError>() {
-                Some(redis_err) if is_definitive(redis_err) => {
-                    Renewal::Lost(format!("the server refused the renewal: {redis_err}"))
-                }
-                _ => Renewal::Failed(e),
-            },
-        }
-    }
-}
-
-enum Renewal {
-    Confirmed(Instant),
-    Lost(String),
-    Failed(anyhow::Error),
 }

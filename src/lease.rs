@@ -117,7 +117,8 @@ pub fn check_ttl(ttl: Duration) -> Result<()> {
     Ok(())
 }
 
-fn drift(ttl: Duration) -> Duration {
+/// Clock-rate allowance for a TTL: ttl/100 + 2 ms.
+pub fn drift(ttl: Duration) -> Duration {
     ttl / 100 + Duration::from_millis(2)
 }
 

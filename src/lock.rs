@@ -450,6 +450,34 @@ pub fn release(
     Ok(released == 1)
 }
 
+/// Quorum fencing: raises this node's counter to at least the fence handed out (see nodes.rs),
+/// and records that fence in our holder record if we hold the lock here.
+static RAISE_FENCE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r#"
+local current = tonumber(redis.call('GET', KEYS[1]) or '0')
+local fence = tonumber(ARGV[1])
+if current < fence then redis.call('SET', KEYS[1], fence) end
+if redis.pcall('GET', KEYS[2]) == ARGV[2] and redis.call('EXISTS', KEYS[3]) == 1 then
+  redis.call('HSET', KEYS[3], 'fence', fence)
+end
+return 1
+"#,
+    )
+});
+
+pub fn raise_fence(con: &mut Connection, keys: &Keys, token: &str, fence: i64) -> Result<()> {
+    RAISE_FENCE
+        .key(&keys.fence)
+        .key(&keys.lock)
+        .key(&keys.holder)
+        .arg(fence)
+        .arg(token)
+        .invoke::<i64>(con)
+        .context("cannot raise the fence counter")?;
+    Ok(())
+}
+
 /// Deletes the lock whoever holds it (`release --force`). Returns the token and holder record it
 /// removed, or `None` when there was no lock. A key of another type is not a lock and is left
 /// alone (WRONGTYPE, 78).
@@ -471,7 +499,6 @@ return {token, h[1], h[2], h[3], h[4], h[5]}
 /// What `release --force` removed.
 #[derive(Debug, Clone)]
 pub struct Removed {
-    pub token: String,
     pub holder: Busy,
 }
 
@@ -492,7 +519,6 @@ pub fn force_release(con: &mut Connection, keys: &Keys) -> Result<Option<Removed
                 .flatten()
         };
         Removed {
-            token: text(0).unwrap_or_default(),
             holder: Busy {
                 pttl_ms: 0,
                 server_now_ms: 0,

@@ -12,6 +12,7 @@ mod json;
 mod lease;
 mod lock;
 mod log;
+mod nodes;
 mod server;
 mod signals;
 mod wait;
@@ -73,6 +74,11 @@ impl Context {
         })
     }
 
+    /// The lock's servers, each bounded by `timeout` per connect and command.
+    pub fn nodes(&self, timeout: Duration) -> nodes::Nodes {
+        nodes::Nodes::new(&self.servers, timeout)
+    }
+
     /// The one server of single-server mode.
     pub fn server(&self) -> Result<Server> {
         match self.servers.as_slice() {
@@ -97,7 +103,7 @@ fn main() -> ExitCode {
             let exit = classify(&err);
             log::error(
                 event_name(exit),
-                &render(&err),
+                &nodes::render(&err),
                 &[("exit", exit.code().into())],
             );
             exit
@@ -116,23 +122,6 @@ fn dispatch(ctx: &Context, command: Command) -> Result<Exit> {
         Command::Doctor => commands::doctor::doctor(ctx),
         Command::GenerateDocs(args) => commands::generate::generate_docs(&args),
     }
-}
-
-/// The error and its causes on one line, without the repetition some libraries produce when an
-/// error both displays and returns its source.
-fn render(err: &anyhow::Error) -> String {
-    let mut line = String::new();
-    for cause in err.chain() {
-        let text = cause.to_string();
-        if line.contains(&text) {
-            continue;
-        }
-        if !line.is_empty() {
-            line.push_str(": ");
-        }
-        line.push_str(&text);
-    }
-    line
 }
 
 fn event_name(exit: Exit) -> &'static str {

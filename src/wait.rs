@@ -16,9 +16,9 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
-use redis::Connection;
 
-use crate::lock::{self, Acquire, Busy, Holder, Keys};
+use crate::lock::{Acquire, Busy, Holder, Keys};
+use crate::nodes::{Nodes, is_server_reply};
 use crate::server::{Server, set_timeouts};
 use crate::signals::{self, Event, Signals};
 
@@ -38,29 +38,30 @@ pub enum Taken {
 }
 
 pub struct Request<'a> {
-    pub server: &'a Server,
     pub keys: &'a Keys,
     pub token: &'a str,
     pub ttl: Duration,
     pub holder: &'a Holder,
     pub wait: Option<Duration>,
+    /// Connect timeout of the release listeners.
     pub timeout: Duration,
 }
 
 /// Tries to take the lock, and with `wait` keeps trying until it is free or the wait runs out.
 /// A refusal is counted once, by the last attempt.
-pub fn take(con: &mut Connection, req: &Request, signals: &Signals) -> Result<Taken> {
+pub fn take(nodes: &mut Nodes, req: &Request, signals: &Signals) -> Result<Taken> {
     let start = Instant::now();
     let wait = req.wait.filter(|w| !w.is_zero());
     let sent = Instant::now();
-    let mut busy = match lock::acquire(
-        con,
+    let first = nodes.acquire(
         req.keys,
         req.token,
         req.ttl,
         req.holder,
         wait.is_none(),
-    )? {
+        sent,
+    )?;
+    let mut busy = match first {
         Acquire::Acquired { fence, started_ms } => {
             return Ok(Taken::Acquired {
                 fence,
@@ -74,7 +75,10 @@ pub fn take(con: &mut Connection, req: &Request, signals: &Signals) -> Result<Ta
         return Ok(Taken::Busy(busy));
     };
     let until = start + wait;
-    let _listener = Listener::start(req.server.clone(), req.keys.channel.clone(), req.timeout);
+    let _listeners: Vec<Listener> = nodes
+        .servers()
+        .map(|server| Listener::start(server.clone(), req.keys.channel.clone(), req.timeout))
+        .collect();
     crate::log::info(
         "waiting",
         &format!(
@@ -88,15 +92,20 @@ pub fn take(con: &mut Connection, req: &Request, signals: &Signals) -> Result<Ta
     loop {
         let now = Instant::now();
         if now >= until {
-            if let Err(e) = lock::count_busy(con, req.keys) {
-                crate::log::warn("count_failed", &format!("{e:#}"), &[]);
-            }
+            nodes.count_busy(req.keys);
             return Ok(Taken::Busy(busy));
         }
-        let poll = match busy.pttl_ms {
+        let mut poll = match busy.pttl_ms {
             ms if ms >= 0 => Duration::from_millis(ms as u64 + 1).min(MAX_POLL),
             _ => MAX_POLL,
         };
+        if nodes.is_quorum() {
+            // Contenders that split the nodes between them back off for different times.
+            poll = poll.min(jitter(
+                Duration::from_millis(20),
+                Duration::from_millis(200),
+            ));
+        }
         match signals.wait(Some(poll.min(until - now))) {
             Event::Signal(sig) => return Ok(Taken::Interrupted(sig)),
             Event::Child => {
@@ -106,12 +115,21 @@ pub fn take(con: &mut Connection, req: &Request, signals: &Signals) -> Result<Ta
             Event::Wake | Event::Timeout => {}
         }
         let sent = Instant::now();
-        let attempt = match lock::acquire(con, req.keys, req.token, req.ttl, req.holder, false) {
+        let attempt = match nodes.acquire(req.keys, req.token, req.ttl, req.holder, false, sent) {
             Ok(a) => a,
-            // A long wait may outlive one connection; one fresh connection per attempt.
+            // A long wait may outlive one connection; the failed one was dropped, so this
+            // attempt reconnects.
             Err(e) if !is_server_reply(&e) => {
-                *con = req.server.connect(req.timeout)?;
-                lock::acquire(con, req.keys, req.token, req.ttl, req.holder, false)?
+                let sent = Instant::now();
+                let retry = nodes.acquire(req.keys, req.token, req.ttl, req.holder, false, sent)?;
+                if let Acquire::Acquired { fence, started_ms } = retry {
+                    return Ok(Taken::Acquired {
+                        fence,
+                        started_ms,
+                        sent,
+                    });
+                }
+                retry
             }
             Err(e) => return Err(e),
         };
@@ -128,10 +146,13 @@ pub fn take(con: &mut Connection, req: &Request, signals: &Signals) -> Result<Ta
     }
 }
 
-fn is_server_reply(err: &anyhow::Error) -> bool {
-    err.chain()
-        .filter_map(|c| c.downcast_ref::<redis::RedisError>())
-        .any(|e| e.code().is_some())
+/// A random duration in [lo, hi), from the OS random source.
+fn jitter(lo: Duration, hi: Duration) -> Duration {
+    let mut bytes = [0u8; 4];
+    // SAFETY: the buffer is valid for its length; a short read only makes the delay less random.
+    unsafe { libc::getrandom(bytes.as_mut_ptr().cast(), bytes.len(), 0) };
+    let span = (hi - lo).as_micros() as u64;
+    lo + Duration::from_micros(u64::from(u32::from_le_bytes(bytes)) % span.max(1))
 }
 
 /// The subscriber thread. It outlives nothing: dropping the listener tells it to stop.

@@ -23,13 +23,12 @@ use crate::wait::{self, Request, Taken};
 pub fn acquire(ctx: &Context, args: AcquireArgs) -> Result<Exit> {
     lease::check_ttl(args.ttl)?;
     let keys = Keys::new(&ctx.prefix, &args.key)?;
-    let server = ctx.server()?;
     let signals = Signals::block();
-    let mut con = server.connect(ctx.timeout)?;
+    let mut nodes = ctx.nodes(ctx.timeout);
+    nodes.connect()?;
     let token = lock::new_token()?;
     let holder = calling_process();
     let request = Request {
-        server: &server,
         keys: &keys,
         token: &token,
         ttl: args.ttl,
@@ -37,7 +36,7 @@ pub fn acquire(ctx: &Context, args: AcquireArgs) -> Result<Exit> {
         wait: args.wait,
         timeout: ctx.timeout,
     };
-    match wait::take(&mut con, &request, &signals)? {
+    match wait::take(&mut nodes, &request, &signals)? {
         Taken::Acquired {
             fence, started_ms, ..
         } => {

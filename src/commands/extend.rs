@@ -7,15 +7,21 @@ use crate::Context;
 use crate::cli::ExtendArgs;
 use crate::exit::Exit;
 use crate::lease;
-use crate::lock::{self, Keys};
+use crate::lock::Keys;
 use crate::log;
+use crate::nodes::Renewal;
 
 pub fn extend(ctx: &Context, args: ExtendArgs) -> Result<Exit> {
     lease::check_ttl(args.ttl)?;
     let keys = Keys::new(&ctx.prefix, &args.key)?;
-    let server = ctx.server()?;
-    let mut con = server.connect(ctx.timeout)?;
-    if lock::extend(&mut con, &keys, &args.token, args.ttl)? {
+    let mut nodes = ctx.nodes(ctx.timeout);
+    nodes.connect()?;
+    let renewed = match nodes.extend(&keys, &args.token, args.ttl) {
+        Renewal::Confirmed => true,
+        Renewal::Lost(_) => false,
+        Renewal::Failed(e) => return Err(e),
+    };
+    if renewed {
         log::info(
             "renewed",
             &format!("renewed {} for {}", keys.lock, lease::fmt(args.ttl)),

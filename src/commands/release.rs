@@ -10,26 +10,36 @@ use anyhow::Result;
 use crate::Context;
 use crate::cli::ReleaseArgs;
 use crate::exit::Exit;
-use crate::lock::{self, Keys};
+use crate::lock::Keys;
 use crate::log;
 
 pub fn release(ctx: &Context, args: ReleaseArgs) -> Result<Exit> {
     let keys = Keys::new(&ctx.prefix, &args.key)?;
-    let server = ctx.server()?;
-    let mut con = server.connect(ctx.timeout)?;
+    let mut nodes = ctx.nodes(ctx.timeout);
+    nodes.connect()?;
     if args.force {
-        return match lock::force_release(&mut con, &keys)? {
-            Some(removed) => {
-                // stdout, so a runbook can keep what was removed.
-                println!(
-                    "removed {}: {} (token {})",
-                    keys.lock,
-                    removed.holder.describe_holder(),
-                    removed.token
-                );
-                Ok(Exit::Success)
-            }
-            None => {
+        let removed = nodes.force_release(&keys)?;
+        let quorum = nodes.is_quorum();
+        let mut any = false;
+        for (node, removed) in &removed {
+            let Some(removed) = removed else { continue };
+            any = true;
+            // stdout, so a runbook can keep what was removed.
+            let on = if quorum {
+                format!(" on {node}")
+            } else {
+                String::new()
+            };
+            // The token stays hidden: DESIGN §6 shows it only with --show-token or by acquire.
+            println!(
+                "removed {}{on}: {}",
+                keys.lock,
+                removed.holder.describe_holder()
+            );
+        }
+        return match any {
+            true => Ok(Exit::Success),
+            false => {
                 log::warn(
                     "not_held",
                     &format!("{} is not held; nothing removed", keys.lock),
@@ -40,7 +50,7 @@ pub fn release(ctx: &Context, args: ReleaseArgs) -> Result<Exit> {
         };
     }
     let token = args.token.unwrap_or_default();
-    if lock::release(&mut con, &keys, &token, None, None)? {
+    if nodes.release(&keys, &token, None, None)? {
         log::info("released", &format!("released {}", keys.lock), &[]);
         Ok(Exit::Success)
     } else {

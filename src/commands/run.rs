@@ -22,6 +22,7 @@ use crate::heartbeat::Heartbeat;
 use crate::lease::{self, Lease, Timeline};
 use crate::lock::{self, Holder, Keys, RunRecord};
 use crate::log;
+use crate::nodes::{Nodes, is_server_reply, is_timeout};
 use crate::signals::{self, Event, Signals};
 use crate::wait::{self, Request, Taken};
 
@@ -38,18 +39,17 @@ pub fn run(ctx: &Context, args: RunArgs) -> Result<Exit> {
             lease::fmt(hold)
         )));
     }
-    let server = ctx.server()?;
     let display = display_command(&argv, args.shell.is_some());
 
     let signals = Signals::block();
     child::become_subreaper();
 
     let started = Instant::now();
-    let mut con = server.connect(ctx.timeout)?;
+    let mut nodes = ctx.nodes(node_timeout(ctx, lease.ttl));
+    nodes.connect()?;
     let token = lock::new_token()?;
     let holder = Holder::current(&display);
     let request = Request {
-        server: &server,
         keys: &keys,
         token: &token,
         ttl: lease.ttl,
@@ -57,7 +57,7 @@ pub fn run(ctx: &Context, args: RunArgs) -> Result<Exit> {
         wait: args.wait,
         timeout: ctx.timeout,
     };
-    let (fence, started_ms, sent) = match wait::take(&mut con, &request, &signals)? {
+    let (fence, started_ms, sent) = match wait::take(&mut nodes, &request, &signals)? {
         Taken::Acquired {
             fence,
             started_ms,
@@ -106,7 +106,6 @@ pub fn run(ctx: &Context, args: RunArgs) -> Result<Exit> {
     );
 
     let session = Session {
-        ctx,
         keys: &keys,
         token: &token,
         holder: &holder,
@@ -118,7 +117,7 @@ pub fn run(ctx: &Context, args: RunArgs) -> Result<Exit> {
 
     // A signal that arrived during the acquire round trip: honour it before starting anything.
     if let Event::Signal(sig) = signals.poll() {
-        session.release(&mut con, None);
+        session.release(&mut nodes, None);
         log::error(
             "interrupted",
             &format!(
@@ -141,7 +140,7 @@ pub fn run(ctx: &Context, args: RunArgs) -> Result<Exit> {
         Err(e) => {
             let exit = child::spawn_failure_exit(&e);
             session.release(
-                &mut con,
+                &mut nodes,
                 Some(session.record("failed", exit.code(), Duration::ZERO)),
             );
             return Err(fail(
@@ -157,7 +156,7 @@ pub fn run(ctx: &Context, args: RunArgs) -> Result<Exit> {
     );
 
     let mut heartbeat = Heartbeat::new(
-        server.clone(),
+        ctx.nodes(node_timeout(ctx, lease.ttl)),
         keys.clone(),
         token.clone(),
         lease,
@@ -183,7 +182,7 @@ pub fn run(ctx: &Context, args: RunArgs) -> Result<Exit> {
         &[("exit", end.status.exit().code().into())],
     );
     session.release(
-        &mut con,
+        &mut nodes,
         Some(session.record(outcome, end.status.exit().code(), ran)),
     );
     if let Some(reason) = end.lost {
@@ -201,7 +200,6 @@ pub fn run(ctx: &Context, args: RunArgs) -> Result<Exit> {
 
 /// The state a run carries from acquire to release.
 struct Session<'a> {
-    ctx: &'a Context,
     keys: &'a Keys,
     token: &'a str,
     holder: &'a Holder,
@@ -225,29 +223,21 @@ impl Session<'_> {
 
     /// Releases the lock (or, under `--hold-at-least`, leaves it to expire then). Failure here
     /// is a warning, not an error: the command has run, and the lease expires by itself.
-    fn release(&self, con: &mut redis::Connection, record: Option<RunRecord>) {
+    fn release(&self, nodes: &mut Nodes, record: Option<RunRecord>) {
         let keep = self
             .hold_at_least
             .and_then(|d| d.checked_sub(self.acquired_at.elapsed()))
             .filter(|d| !d.is_zero());
-        let attempt = |con: &mut redis::Connection| {
-            lock::release(con, self.keys, self.token, keep, record.as_ref())
-        };
-        // The main connection sat idle while the command ran; the server may have dropped it.
-        // A timeout, though, means the server is not answering: a second try would only double
-        // the wait before redlock can exit.
-        let result = attempt(con).or_else(|first| {
-            if is_timeout(&first) {
-                return Err(first);
-            }
-            let fresh = self.ctx.server().and_then(|s| s.connect(self.ctx.timeout));
-            match fresh {
-                Ok(mut fresh) => {
-                    let r = attempt(&mut fresh);
-                    *con = fresh;
-                    r
-                }
-                Err(_) => Err(first),
+        let attempt =
+            |nodes: &mut Nodes| nodes.release(self.keys, self.token, keep, record.as_ref());
+        // The connection sat idle while the command ran; the server may have dropped it, and
+        // the failed attempt dropped it too, so a second attempt reconnects. A timeout or a
+        // refusal, though, would only repeat: one try.
+        let result = attempt(nodes).or_else(|first| {
+            if is_timeout(&first) || is_server_reply(&first) {
+                Err(first)
+            } else {
+                attempt(nodes)
             }
         });
         match result {
@@ -281,10 +271,17 @@ impl Session<'_> {
     }
 }
 
-fn is_timeout(err: &anyhow::Error) -> bool {
-    err.chain()
-        .filter_map(|c| c.downcast_ref::<redis::RedisError>())
-        .any(|e| e.is_timeout())
+/// Per-node timeout: the configured one for a single server; for a quorum, far below the TTL
+/// (a tenth of it, at least 50 ms), so a dead node cannot eat the lease.
+fn node_timeout(ctx: &Context, ttl: Duration) -> Duration {
+    if ctx.servers.len() > 1 {
+        (ttl / 10).clamp(
+            Duration::from_millis(50),
+            ctx.timeout.max(Duration::from_millis(50)),
+        )
+    } else {
+        ctx.timeout
+    }
 }
 
 struct End {

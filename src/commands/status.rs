@@ -46,22 +46,63 @@ pub fn status(ctx: &Context, args: StatusArgs) -> Result<Exit> {
         .iter()
         .map(|k| Keys::new(&ctx.prefix, k))
         .collect::<Result<Vec<_>>>()?;
-    let server = ctx.server()?;
-    let mut con = server.connect(ctx.timeout)?;
+    let mut nodes = ctx.nodes(ctx.timeout);
+    nodes.connect()?;
     let keys = if args.all {
-        lock::scan_locks(&mut con, &ctx.prefix)?
+        let found = nodes.each(|c| lock::scan_locks(c, &ctx.prefix));
+        let mut all = std::collections::BTreeMap::new();
+        for keys in answered(&nodes, found)?.into_iter().flatten() {
+            all.insert(keys.lock.clone(), keys);
+        }
+        all.into_values().collect()
     } else {
         keys
     };
-    let mut inspections = Vec::with_capacity(keys.len());
+    let mut per_node: Vec<Result<Vec<Inspection>>> =
+        (0..nodes.len()).map(|_| Ok(Vec::new())).collect();
     for batch in keys.chunks(100) {
-        inspections.extend(lock::inspect(&mut con, batch)?);
+        for (node, result) in per_node
+            .iter_mut()
+            .zip(nodes.each(|c| lock::inspect(c, batch)))
+        {
+            match (node.as_mut(), result) {
+                (Ok(all), Ok(mut some)) => all.append(&mut some),
+                (Ok(_), Err(e)) => *node = Err(e),
+                (Err(_), _) => {}
+            }
+        }
     }
+    let names: Vec<String> = nodes.servers().map(|s| s.name().to_string()).collect();
+    let majority = nodes.majority();
+    let per_node = if nodes.is_quorum() {
+        let per_node = answered_keep_errors(&nodes, per_node)?;
+        for (server, result) in nodes.servers().zip(&per_node) {
+            if let Err(e) = result {
+                crate::log::warn("node_failed", &crate::nodes::node_error(server, e), &[]);
+            }
+        }
+        per_node
+    } else {
+        vec![Ok(per_node.into_iter().next().expect("one node")?)]
+    };
     let now_ms = now_ms();
     let views: Vec<View> = keys
         .iter()
-        .zip(&inspections)
-        .map(|(k, i)| View { keys: k, i, now_ms })
+        .enumerate()
+        .map(|(i, k)| {
+            let answers: Vec<(&str, Result<&Inspection, String>)> = names
+                .iter()
+                .zip(&per_node)
+                .map(|(name, r)| {
+                    let answer = match r {
+                        Ok(all) => Ok(&all[i]),
+                        Err(e) => Err(crate::nodes::render(e).replace(&format!("{name}: "), "")),
+                    };
+                    (name.as_str(), answer)
+                })
+                .collect();
+            View::new(k, answers, majority, now_ms)
+        })
         .collect();
 
     if args.json {
@@ -96,6 +137,39 @@ pub fn status(ctx: &Context, args: StatusArgs) -> Result<Exit> {
     }
 }
 
+/// The answers of the nodes that answered, or the quorum error when fewer than a majority did.
+fn answered<T>(nodes: &crate::nodes::Nodes, results: Vec<Result<T>>) -> Result<Vec<T>> {
+    let kept = answered_keep_errors(nodes, results)?;
+    Ok(kept.into_iter().filter_map(Result::ok).collect())
+}
+
+fn answered_keep_errors<T>(
+    nodes: &crate::nodes::Nodes,
+    results: Vec<Result<T>>,
+) -> Result<Vec<Result<T>>> {
+    let ok = results.iter().filter(|r| r.is_ok()).count();
+    if ok >= nodes.majority() {
+        return Ok(results);
+    }
+    if !nodes.is_quorum() {
+        return Err(results.into_iter().find_map(Result::err).expect("an error"));
+    }
+    let errors: Vec<String> = nodes
+        .servers()
+        .zip(&results)
+        .filter_map(|(s, r)| r.as_ref().err().map(|e| crate::nodes::node_error(s, e)))
+        .collect();
+    Err(crate::exit::fail(
+        Exit::Unavailable,
+        format!(
+            "no quorum: {} of {} nodes failed, the lock state is unknown: {}",
+            errors.len(),
+            nodes.len(),
+            errors.join("; ")
+        ),
+    ))
+}
+
 fn now_ms() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -104,11 +178,87 @@ fn now_ms() -> i64 {
 
 struct View<'a> {
     keys: &'a Keys,
+    /// The inspection shown: the majority's, when one holds the lock.
     i: &'a Inspection,
     now_ms: i64,
+    /// Each node's answer, in quorum mode.
+    quorum: Option<Quorum<'a>>,
 }
 
-impl View<'_> {
+struct Quorum<'a> {
+    answers: Vec<(&'a str, Result<&'a Inspection, String>)>,
+    majority: usize,
+    /// How many nodes hold the lock with the majority's token.
+    holding: usize,
+}
+
+/// An empty inspection, for a key no node could describe.
+static UNKNOWN: std::sync::LazyLock<Inspection> = std::sync::LazyLock::new(|| Inspection {
+    key_type: "none".into(),
+    ..Inspection::default()
+});
+
+impl<'a> View<'a> {
+    fn new(
+        keys: &'a Keys,
+        answers: Vec<(&'a str, Result<&'a Inspection, String>)>,
+        majority: usize,
+        now_ms: i64,
+    ) -> View<'a> {
+        if answers.len() == 1 {
+            let i = answers[0].1.as_ref().ok().copied().unwrap_or(&UNKNOWN);
+            return View {
+                keys,
+                i,
+                now_ms,
+                quorum: None,
+            };
+        }
+        // The token most nodes hold decides; without a majority for one token, the lock is
+        // free as far as the quorum is concerned.
+        let ok: Vec<&Inspection> = answers
+            .iter()
+            .filter_map(|(_, a)| a.as_ref().ok().copied())
+            .collect();
+        let mut best: Option<(&Inspection, usize)> = None;
+        for i in &ok {
+            if let Some(token) = &i.token {
+                let count = ok
+                    .iter()
+                    .filter(|j| j.token.as_ref() == Some(token))
+                    .count();
+                if best.is_none_or(|(_, c)| count > c) {
+                    best = Some((i, count));
+                }
+            }
+        }
+        let (i, holding) = match best {
+            Some((i, count)) if count >= majority => (i, count),
+            Some((_, count)) => (
+                ok.iter()
+                    .copied()
+                    .find(|i| i.token.is_none())
+                    .unwrap_or(&UNKNOWN),
+                count,
+            ),
+            None => (ok.first().copied().unwrap_or(&UNKNOWN), 0),
+        };
+        let wrong = ok
+            .iter()
+            .copied()
+            .find(|i| i.key_type != "string" && i.key_type != "none");
+        View {
+            keys,
+            i: wrong.unwrap_or(i),
+            now_ms,
+            quorum: Some(Quorum {
+                answers,
+                majority,
+                holding,
+            }),
+        }
+    }
+
     fn state(&self) -> &'static str {
         match self.i.key_type.as_str() {
             "string" => "held",
@@ -199,6 +349,40 @@ impl View<'_> {
             Json::Null
         };
         fields.push(("last_run", last));
+        if let Some(q) = &self.quorum {
+            fields.push((
+                "quorum",
+                Json::Obj(vec![
+                    ("nodes", Json::Num(q.answers.len() as i128)),
+                    ("majority", Json::Num(q.majority as i128)),
+                    ("holding", Json::Num(q.holding as i128)),
+                ]),
+            ));
+            fields.push((
+                "nodes",
+                Json::Arr(
+                    q.answers
+                        .iter()
+                        .map(|(url, answer)| match answer {
+                            Ok(i) => Json::Obj(vec![
+                                ("url", Json::str(*url)),
+                                ("state", Json::str(node_state(i, self.i))),
+                                (
+                                    "ttl_left_ms",
+                                    Json::opt_num((i.pttl_ms >= 0).then_some(i.pttl_ms)),
+                                ),
+                                ("fence", Json::opt_num(i.fence)),
+                            ]),
+                            Err(e) => Json::Obj(vec![
+                                ("url", Json::str(*url)),
+                                ("state", Json::str("error")),
+                                ("error", Json::str(e)),
+                            ]),
+                        })
+                        .collect(),
+                ),
+            ));
+        }
         fields.push((
             "counters",
             Json::Obj(
@@ -259,6 +443,33 @@ impl View<'_> {
                     self.expiry()
                 )),
             },
+        }
+        if let Some(q) = &self.quorum {
+            out.push_str(&format!(
+                "  quorum    {} of {} nodes hold it (majority {})\n",
+                q.holding,
+                q.answers.len(),
+                q.majority
+            ));
+            for (url, answer) in &q.answers {
+                let line = match answer {
+                    Ok(i) => {
+                        let mut line = node_state(i, self.i).replace('_', " ");
+                        if i.pttl_ms >= 0 {
+                            line.push_str(&format!(
+                                ", expires in {}",
+                                fmt(Duration::from_millis(i.pttl_ms as u64))
+                            ));
+                        }
+                        if let Some(f) = i.fence {
+                            line.push_str(&format!(", fence counter {f}"));
+                        }
+                        line
+                    }
+                    Err(e) => format!("ERROR: {e}"),
+                };
+                out.push_str(&format!("  node      {url}: {line}\n"));
+            }
         }
         if show_token && let Some(token) = &self.i.token {
             out.push_str(&format!("  token     {token}\n"));
@@ -336,6 +547,16 @@ impl View<'_> {
                 fmt(Duration::from_millis(interval as u64))
             )
         }
+    }
+}
+
+/// One node's view of a lock, next to the quorum's (`shown`).
+fn node_state(i: &Inspection, shown: &Inspection) -> &'static str {
+    match i.key_type.as_str() {
+        "none" => "free",
+        "string" if shown.token.is_some() && i.token == shown.token => "held",
+        "string" => "held_by_another_token",
+        _ => "wrong_type",
     }
 }
 

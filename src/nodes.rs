@@ -1,0 +1,448 @@
+//! The servers a lock lives on: one Redis, or a quorum of independent masters (Redlock).
+//!
+//! With one server every operation is a single call on one connection — the fast path, with
+//! no thread and no extra round trip. With N servers every operation goes to all of them at
+//! once (one scoped thread per node, each bounded by the per-node timeout), and a result counts
+//! only when a majority (N/2 + 1) agrees:
+//!
+//! * **acquire** succeeds when a majority took the key *and* the lease still has validity left
+//!   (ttl − elapsed − drift, the caller counts from when it sent). Otherwise it releases on every
+//!   node, including those that did not answer (their SET may have landed), and reports busy or
+//!   the nodes' errors.
+//! * **fencing**: each node's acquire script increments that node's counter; the token handed
+//!   out is the maximum of the majority's answers, and before it is handed out every node's
+//!   counter is raised to at least that value, which must succeed on a majority. Any later
+//!   majority shares a node with that one, so its maximum is strictly larger: fences keep
+//!   growing even when different majorities answer. The guarantee holds as long as nodes keep
+//!   their counters (a node restarted without persistence forgets its counter; with a majority
+//!   of such restarts at once, fences can repeat — run quorum nodes with persistence).
+//! * **extend** confirms the lease when a majority renewed it; it is lost at once when so many
+//!   nodes refused (key gone, another token, a refusal) that a majority can no longer confirm.
+//! * **release** goes to every node.
+
+use std::thread;
+use std::time::{Duration, Instant};
+
+use anyhow::{Result, anyhow};
+use redis::{Connection, RedisError};
+
+use crate::exit::{Exit, classify, fail, is_definitive};
+use crate::lock::{self, Acquire, Busy, Holder, Keys, Removed, RunRecord};
+use crate::log;
+use crate::server::{Server, set_timeouts};
+
+struct Node {
+    server: Server,
+    con: Option<Connection>,
+    timeout: Option<Duration>,
+}
+
+impl Node {
+    /// Runs `f` on this node's connection, connecting first if needed. A transport error
+    /// drops the connection, so the next call reconnects.
+    fn with<T>(
+        &mut self,
+        timeout: Duration,
+        f: impl FnOnce(&mut Connection) -> Result<T>,
+    ) -> Result<T> {
+        let con = match &mut self.con {
+            Some(con) => con,
+            None => {
+                self.timeout = Some(timeout);
+                self.con.insert(self.server.connect(timeout)?)
+            }
+        };
+        if self.timeout != Some(timeout) {
+            set_timeouts(con, timeout)?;
+            self.timeout = Some(timeout);
+        }
+        let result = f(con);
+        if let Err(e) = &result
+            && !is_server_reply(e)
+        {
+            self.con = None;
+        }
+        result
+    }
+}
+
+/// Whether an error is a reply from the server (it answered) rather than a transport failure.
+pub fn is_server_reply(err: &anyhow::Error) -> bool {
+    err.chain()
+        .filter_map(|c| c.downcast_ref::<RedisError>())
+        .any(|e| e.code().is_some())
+}
+
+pub fn is_timeout(err: &anyhow::Error) -> bool {
+    err.chain()
+        .filter_map(|c| c.downcast_ref::<RedisError>())
+        .any(|e| e.is_timeout())
+}
+
+fn is_definitive_error(err: &anyhow::Error) -> bool {
+    err.chain()
+        .filter_map(|c| c.downcast_ref::<RedisError>())
+        .any(is_definitive)
+}
+
+pub struct Nodes {
+    nodes: Vec<Node>,
+    timeout: Duration,
+}
+
+/// What a majority said about a renewal.
+pub enum Renewal {
+    /// A majority renewed the lease.
+    Confirmed,
+    /// Too many nodes refused for a majority to confirm it, ever.
+    Lost(String),
+    /// Not confirmed this time; worth retrying until the kill point.
+    Failed(anyhow::Error),
+}
+
+impl Nodes {
+    /// `timeout` bounds each node's connect and each command.
+    pub fn new(servers: &[Server], timeout: Duration) -> Nodes {
+        Nodes {
+            nodes: servers
+                .iter()
+                .map(|server| Node {
+                    server: server.clone(),
+                    con: None,
+                    timeout: None,
+                })
+                .collect(),
+            timeout,
+        }
+    }
+
+    /// Connects the single server now, so that an unreachable Redis is reported before anything
+    /// else (quorum nodes connect in parallel on first use).
+    pub fn connect(&mut self) -> Result<()> {
+        if let [node] = self.nodes.as_mut_slice() {
+            node.with(self.timeout, |_| Ok(()))?;
+        }
+        Ok(())
+    }
+
+    pub fn set_timeout(&mut self, timeout: Duration) {
+        self.timeout = timeout.max(Duration::from_millis(1));
+    }
+
+    pub fn len(&self) -> usize {
+        self.nodes.len()
+    }
+
+    pub fn is_quorum(&self) -> bool {
+        self.nodes.len() > 1
+    }
+
+    pub fn majority(&self) -> usize {
+        self.nodes.len() / 2 + 1
+    }
+
+    pub fn servers(&self) -> impl Iterator<Item = &Server> {
+        self.nodes.iter().map(|n| &n.server)
+    }
+
+    /// Runs `f` on every node — concurrently when there are several — and returns each node's
+    /// result, in the order the servers were given.
+    pub fn each<T: Send>(
+        &mut self,
+        f: impl Fn(&mut Connection) -> Result<T> + Sync,
+    ) -> Vec<Result<T>> {
+        let timeout = self.timeout;
+        if let [node] = self.nodes.as_mut_slice() {
+            return vec![node.with(timeout, &f)];
+        }
+        let f = &f;
+        thread::scope(|scope| {
+            let running: Vec<_> = self
+                .nodes
+                .iter_mut()
+                .map(|node| {
+                    thread::Builder::new()
+                        .stack_size(256 * 1024)
+                        .spawn_scoped(scope, move || node.with(timeout, f))
+                })
+                .collect();
+            running
+                .into_iter()
+                .map(|handle| match handle {
+                    Ok(h) => h
+                        .join()
+                        .unwrap_or_else(|_| Err(anyhow!("node thread failed"))),
+                    Err(e) => Err(anyhow!("cannot start a thread: {e}")),
+                })
+                .collect()
+        })
+    }
+
+    /// One acquire attempt on every node; see the module doc for the quorum rules. `sent` is
+    /// when the attempt started: the lease is counted from it.
+    pub fn acquire(
+        &mut self,
+        keys: &Keys,
+        token: &str,
+        ttl: Duration,
+        holder: &Holder,
+        count_busy: bool,
+        sent: Instant,
+    ) -> Result<Acquire> {
+        let results = self.each(|c| lock::acquire(c, keys, token, ttl, holder, count_busy));
+        if !self.is_quorum() {
+            return results.into_iter().next().expect("one node");
+        }
+        let mut fences = Vec::new();
+        let mut started = None;
+        let mut busy: Option<Busy> = None;
+        let mut errors = Vec::new();
+        for (server, result) in self.servers().zip(&results) {
+            match result {
+                Ok(Acquire::Acquired { fence, started_ms }) => {
+                    fences.push(*fence);
+                    started = Some(started.map_or(*started_ms, |s: i64| s.min(*started_ms)));
+                }
+                Ok(Acquire::Busy(b)) => {
+                    busy.get_or_insert_with(|| b.clone());
+                }
+                Err(e) => errors.push(node_error(server, e)),
+            }
+        }
+        let valid = sent.elapsed() + crate::lease::drift(ttl) < ttl;
+        if fences.len() >= self.majority() && valid {
+            let fence = fences.iter().copied().max().unwrap_or(0);
+            let raised = self.each(|c| lock::raise_fence(c, keys, token, fence));
+            let ok = raised.iter().filter(|r| r.is_ok()).count();
+            if ok >= self.majority() {
+                if !errors.is_empty() {
+                    log::warn(
+                        "node_failed",
+                        &format!(
+                            "{} taken on {} of {} nodes; {}",
+                            keys.lock,
+                            fences.len(),
+                            self.len(),
+                            errors.join("; ")
+                        ),
+                        &[],
+                    );
+                }
+                return Ok(Acquire::Acquired {
+                    fence,
+                    started_ms: started.unwrap_or(0),
+                });
+            }
+            errors.push(format!(
+                "the fence could be raised on only {ok} of {} nodes",
+                self.len()
+            ));
+        }
+        // No quorum: undo whatever landed, on every node (also those that did not answer).
+        let _ = self.each(|c| lock::release(c, keys, token, None, None));
+        if let Some(busy) = busy {
+            return Ok(Acquire::Busy(busy));
+        }
+        if fences.len() >= self.majority() {
+            return Err(fail(
+                Exit::Unavailable,
+                format!(
+                    "{}: a majority answered too late to leave any lease ({})",
+                    keys.lock,
+                    errors.join("; ")
+                ),
+            ));
+        }
+        Err(self.no_quorum(&results, &errors))
+    }
+
+    /// The error for "not enough nodes answered": every node's error, and the class they share
+    /// (or 69 when they differ).
+    fn no_quorum<T>(&self, results: &[Result<T>], errors: &[String]) -> anyhow::Error {
+        let mut classes = results
+            .iter()
+            .filter_map(|r| r.as_ref().err())
+            .map(classify);
+        let first = classes.next().unwrap_or(Exit::Unavailable);
+        let exit = if classes.all(|c| c == first) {
+            first
+        } else {
+            Exit::Unavailable
+        };
+        fail(
+            exit,
+            format!(
+                "no quorum: {} of {} nodes failed: {}",
+                errors.len(),
+                self.len(),
+                errors.join("; ")
+            ),
+        )
+    }
+
+    /// Renews the lease on every node and says what a majority made of it.
+    pub fn extend(&mut self, keys: &Keys, token: &str, ttl: Duration) -> Renewal {
+        let results = self.each(|c| lock::extend(c, keys, token, ttl));
+        let mut confirmed = 0;
+        let mut refused: Vec<(String, String)> = Vec::new();
+        let mut failed: Vec<(String, anyhow::Error)> = Vec::new();
+        for (server, result) in self.servers().zip(results) {
+            let name = server.name().to_string();
+            match result {
+                Ok(true) => confirmed += 1,
+                Ok(false) => refused.push((
+                    name,
+                    format!("{} was deleted or taken by another holder", keys.lock),
+                )),
+                Err(e) if is_definitive_error(&e) => refused.push((
+                    name,
+                    format!("the server refused the renewal: {}", render(&e)),
+                )),
+                Err(e) => failed.push((name, e)),
+            }
+        }
+        if confirmed >= self.majority() {
+            if !failed.is_empty() || !refused.is_empty() {
+                log::warn(
+                    "node_failed",
+                    &format!(
+                        "{} renewed on {confirmed} of {} nodes",
+                        keys.lock,
+                        self.len()
+                    ),
+                    &[],
+                );
+            }
+            return Renewal::Confirmed;
+        }
+        let single = !self.is_quorum();
+        let named = |(name, reason): &(String, String)| format!("{name}: {reason}");
+        if self.len() - refused.len() < self.majority() {
+            return Renewal::Lost(if single {
+                refused[0].1.clone()
+            } else {
+                let reasons: Vec<String> = refused.iter().map(named).collect();
+                format!("no majority can confirm the lease: {}", reasons.join("; "))
+            });
+        }
+        if single && let Some((_, e)) = failed.pop() {
+            return Renewal::Failed(e);
+        }
+        let reasons: Vec<String> = failed
+            .iter()
+            .map(|(name, e)| {
+                let text = render(e);
+                if text.contains(name.as_str()) {
+                    text
+                } else {
+                    format!("{name}: {text}")
+                }
+            })
+            .chain(refused.iter().map(named))
+            .collect();
+        Renewal::Failed(anyhow!(
+            "renewed on {confirmed} of {} nodes: {}",
+            self.len(),
+            reasons.join("; ")
+        ))
+    }
+
+    /// Releases on every node. `Ok(true)` when a majority (the one node) released it.
+    pub fn release(
+        &mut self,
+        keys: &Keys,
+        token: &str,
+        keep: Option<Duration>,
+        record: Option<&RunRecord>,
+    ) -> Result<bool> {
+        let results = self.each(|c| lock::release(c, keys, token, keep, record));
+        if !self.is_quorum() {
+            return results.into_iter().next().expect("one node");
+        }
+        let released = results.iter().filter(|r| matches!(r, Ok(true))).count();
+        let errors: Vec<String> = self
+            .servers()
+            .zip(&results)
+            .filter_map(|(s, r)| {
+                r.as_ref()
+                    .err()
+                    .map(|e| format!("{}: {}", s.name(), render(e)))
+            })
+            .collect();
+        if errors.len() >= self.majority() {
+            return Err(self.no_quorum(&results, &errors));
+        }
+        if !errors.is_empty() {
+            log::warn(
+                "node_failed",
+                &format!("release of {}: {}", keys.lock, errors.join("; ")),
+                &[],
+            );
+        }
+        Ok(released >= self.majority())
+    }
+
+    /// `release --force` on every node: what each removed.
+    pub fn force_release(&mut self, keys: &Keys) -> Result<Vec<(String, Option<Removed>)>> {
+        let results = self.each(|c| lock::force_release(c, keys));
+        if !self.is_quorum() {
+            let removed = results.into_iter().next().expect("one node")?;
+            return Ok(vec![(self.nodes[0].server.name().to_string(), removed)]);
+        }
+        let errors: Vec<String> = self
+            .servers()
+            .zip(&results)
+            .filter_map(|(s, r)| {
+                r.as_ref()
+                    .err()
+                    .map(|e| format!("{}: {}", s.name(), render(e)))
+            })
+            .collect();
+        if errors.len() >= self.majority() {
+            return Err(self.no_quorum(&results, &errors));
+        }
+        if !errors.is_empty() {
+            log::warn("node_failed", &errors.join("; "), &[]);
+        }
+        Ok(self
+            .servers()
+            .zip(results)
+            .filter_map(|(s, r)| r.ok().map(|removed| (s.name().to_string(), removed)))
+            .collect())
+    }
+
+    /// Counts one busy refusal on every node.
+    pub fn count_busy(&mut self, keys: &Keys) {
+        for result in self.each(|c| lock::count_busy(c, keys)) {
+            if let Err(e) = result {
+                log::warn("count_failed", &render(&e), &[]);
+            }
+        }
+    }
+}
+
+/// "server: error", unless the error already names the server.
+pub fn node_error(server: &Server, err: &anyhow::Error) -> String {
+    let text = render(err);
+    if text.contains(server.name()) {
+        text
+    } else {
+        format!("{}: {text}", server.name())
+    }
+}
+
+/// An error and its causes on one line, without repeating a cause its parent already quotes.
+pub fn render(err: &anyhow::Error) -> String {
+    let mut line = String::new();
+    for cause in err.chain() {
+        let text = cause.to_string();
+        if line.contains(&text) {
+            continue;
+        }
+        if !line.is_empty() {
+            line.push_str(": ");
+        }
+        line.push_str(&text);
+    }
+    line
+}
