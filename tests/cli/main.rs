@@ -3,9 +3,12 @@
 
 mod support;
 
+mod acl;
+mod acquire_extend;
 mod docs;
 mod doctor;
 mod harness;
+mod release;
 mod run;
 mod run_contention;
 mod run_errors;
@@ -16,4 +19,5 @@ mod run_security;
 mod run_signals;
 mod run_stress;
 mod run_usage;
+mod status;
 mod tls;

@@ -3,11 +3,13 @@
 
 #![allow(dead_code)] // not every test file uses every helper
 
+pub mod json;
 pub mod monitor;
 pub mod poll;
 pub mod process;
 pub mod redis_server;
 pub mod redlock;
+pub mod status;
 pub mod temp;
 
 use std::time::Duration;
@@ -17,6 +19,7 @@ pub use poll::{holds_throughout, wait_until};
 pub use process::{host_name, wait_until_gone};
 pub use redis_server::{RedisServer, free_port};
 pub use redlock::{Outcome, Redlock};
+pub use status::{lock_status, status_document};
 pub use temp::TempDir;
 
 /// Child scripts (for `-c`) the tests share. A child that "holds" blocks in `read` until the
