@@ -22,7 +22,9 @@ use std::sync::LazyLock;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use redis::{Connection, Script, Value};
+use redis::{ConnectionLike, Script, Value};
+
+use crate::server::Conn;
 
 use crate::exit::usage;
 
@@ -328,7 +330,7 @@ impl Busy {
 
 /// One acquire attempt.
 pub fn acquire(
-    con: &mut Connection,
+    con: &mut dyn ConnectionLike,
     keys: &Keys,
     token: &str,
     ttl: Duration,
@@ -380,7 +382,7 @@ pub fn acquire(
 }
 
 /// Counts one busy refusal (for a `--wait` that ran out; the attempts themselves do not count).
-pub fn count_busy(con: &mut Connection, keys: &Keys) -> Result<()> {
+pub fn count_busy(con: &mut dyn ConnectionLike, keys: &Keys) -> Result<()> {
     redis::pipe()
         .hincr(&keys.stats, "busy", 1)
         .ignore()
@@ -391,7 +393,12 @@ pub fn count_busy(con: &mut Connection, keys: &Keys) -> Result<()> {
 }
 
 /// Renews the lease iff `token` still holds it. `Ok(false)`: the lock is gone or someone else's.
-pub fn extend(con: &mut Connection, keys: &Keys, token: &str, ttl: Duration) -> Result<bool> {
+pub fn extend(
+    con: &mut dyn ConnectionLike,
+    keys: &Keys,
+    token: &str,
+    ttl: Duration,
+) -> Result<bool> {
     let renewed: i64 = EXTEND
         .key(&keys.lock)
         .key(&keys.holder)
@@ -416,7 +423,7 @@ pub struct RunRecord {
 /// Ends our hold on the lock: deletes it if `token` still holds it (or, with `keep`, leaves it to
 /// expire after `keep`), and records the run. `Ok(true)` when the lock was ours.
 pub fn release(
-    con: &mut Connection,
+    con: &mut dyn ConnectionLike,
     keys: &Keys,
     token: &str,
     keep: Option<Duration>,
@@ -466,7 +473,12 @@ return 1
     )
 });
 
-pub fn raise_fence(con: &mut Connection, keys: &Keys, token: &str, fence: i64) -> Result<()> {
+pub fn raise_fence(
+    con: &mut dyn ConnectionLike,
+    keys: &Keys,
+    token: &str,
+    fence: i64,
+) -> Result<()> {
     RAISE_FENCE
         .key(&keys.fence)
         .key(&keys.lock)
@@ -502,7 +514,7 @@ pub struct Removed {
     pub holder: Busy,
 }
 
-pub fn force_release(con: &mut Connection, keys: &Keys) -> Result<Option<Removed>> {
+pub fn force_release(con: &mut dyn ConnectionLike, keys: &Keys) -> Result<Option<Removed>> {
     let reply: Option<Vec<Value>> = FORCE_RELEASE
         .key(&keys.lock)
         .key(&keys.holder)
@@ -557,7 +569,18 @@ impl Inspection {
 /// Reads the lock and its companions for every key in one round trip. MGET (not GET) so that a
 /// key of another type reads as nil instead of failing the whole pipeline; TYPE tells the two
 /// apart.
-pub fn inspect(con: &mut Connection, keys: &[Keys]) -> Result<Vec<Inspection>> {
+pub fn inspect(con: &mut Conn, keys: &[Keys]) -> Result<Vec<Inspection>> {
+    // A cluster routes a pipeline by its first key: one pipeline per lock (one slot each).
+    if let Conn::Cluster(_) = con
+        && keys.len() > 1
+    {
+        let mut out = Vec::with_capacity(keys.len());
+        for k in keys {
+            out.extend(inspect(con, std::slice::from_ref(k))?);
+        }
+        return Ok(out);
+    }
+
     let mut pipe = redis::pipe();
     for k in keys {
         pipe.cmd("TYPE")
@@ -602,16 +625,51 @@ pub fn inspect(con: &mut Connection, keys: &[Keys]) -> Result<Vec<Inspection>> {
 
 /// Every lock redlock has created under `prefix`, found by SCANning for fence counters (the one
 /// companion that never expires). Never KEYS: SCAN does not block the server.
-pub fn scan_locks(con: &mut Connection, prefix: &str) -> Result<Vec<Keys>> {
+pub fn scan_locks(con: &mut Conn, prefix: &str) -> Result<Vec<Keys>> {
     let mut found = std::collections::BTreeMap::new();
+    if let Conn::Cluster(cluster) = con {
+        // Every master holds its own part of the keyspace: SCAN each of them.
+        let slots: Vec<Value> = redis::cmd("CLUSTER")
+            .arg("SLOTS")
+            .query(&mut **cluster)
+            .context("cannot list the cluster's masters (CLUSTER SLOTS)")?;
+        let mut masters = std::collections::BTreeSet::new();
+        for range in &slots {
+            if let Value::Array(parts) = range
+                && let Some(Value::Array(master)) = parts.get(2)
+                && let (Some(host), Some(port)) = (master.first(), master.get(1))
+            {
+                let host: String = redis::from_redis_value_ref(host)?;
+                let port: u16 = redis::from_redis_value_ref(port)?;
+                masters.insert((host, port));
+            }
+        }
+        for (host, port) in masters {
+            let route = redis::cluster_routing::RoutingInfo::SingleNode(
+                redis::cluster_routing::SingleNodeRoutingInfo::ByAddress { host, port },
+            );
+            let mut cursor: u64 = 0;
+            loop {
+                let reply = cluster
+                    .route_command(&scan_cmd(cursor), route.clone())
+                    .context("cannot list the locks (SCAN)")?;
+                let (next, batch): (u64, Vec<String>) = redis::from_redis_value(reply)?;
+                for fence_key in batch {
+                    if let Some(keys) = keys_of_fence(prefix, &fence_key) {
+                        found.insert(keys.lock.clone(), keys);
+                    }
+                }
+                if next == 0 {
+                    break;
+                }
+                cursor = next;
+            }
+        }
+        return Ok(found.into_values().collect());
+    }
     let mut cursor: u64 = 0;
     loop {
-        let (next, batch): (u64, Vec<String>) = redis::cmd("SCAN")
-            .arg(cursor)
-            .arg("MATCH")
-            .arg("*:redlock:fence")
-            .arg("COUNT")
-            .arg(1000)
+        let (next, batch): (u64, Vec<String>) = scan_cmd(cursor)
             .query(con)
             .context("cannot list the locks (SCAN)")?;
         for fence_key in batch {
@@ -625,6 +683,16 @@ pub fn scan_locks(con: &mut Connection, prefix: &str) -> Result<Vec<Keys>> {
         cursor = next;
     }
     Ok(found.into_values().collect())
+}
+
+fn scan_cmd(cursor: u64) -> redis::Cmd {
+    let mut cmd = redis::cmd("SCAN");
+    cmd.arg(cursor)
+        .arg("MATCH")
+        .arg("*:redlock:fence")
+        .arg("COUNT")
+        .arg(1000);
+    cmd
 }
 
 /// The lock whose fence counter is `fence_key`, if it lies under `prefix`.

@@ -41,10 +41,10 @@ impl Context {
             Some(path) => Some(server::read_password_file(path)?),
             None => None,
         };
-        let urls: Vec<&str> = if global.urls.is_empty() {
-            vec![server::DEFAULT_URL]
+        let urls = if global.urls.is_empty() {
+            vec![server::DEFAULT_URL.to_string()]
         } else {
-            global.urls.iter().map(String::as_str).collect()
+            rejoin_urls(&global.urls)
         };
         let tls = server::Tls::load(
             global.tls_ca_file.as_deref(),
@@ -63,6 +63,12 @@ impl Context {
                  and Redis can impersonate it and see the password",
                 &[],
             );
+        }
+        if servers.len() > 1 && servers.iter().any(|s| !s.is_direct()) {
+            return Err(usage(
+                "a redis+cluster:// or redis+sentinel:// URL cannot be one node of a quorum; \
+                 give it as the only --url",
+            ));
         }
         if global.timeout.is_zero() {
             return Err(usage("--timeout must be greater than 0"));
@@ -88,6 +94,23 @@ impl Context {
             )),
         }
     }
+}
+
+/// `--url` values are split on commas (so `REDLOCK_URL` can list a quorum), but a cluster or
+/// Sentinel URL lists its own nodes with commas: a piece without a scheme belongs to the URL
+/// before it.
+fn rejoin_urls(pieces: &[String]) -> Vec<String> {
+    let mut urls: Vec<String> = Vec::new();
+    for piece in pieces {
+        match urls.last_mut() {
+            Some(last) if !piece.contains("://") => {
+                last.push(',');
+                last.push_str(piece);
+            }
+            _ => urls.push(piece.clone()),
+        }
+    }
+    urls
 }
 
 fn main() -> ExitCode {
@@ -160,4 +183,31 @@ fn usage_error(err: clap::Error) -> ExitCode {
         &[("exit", Exit::Usage.code().into())],
     );
     ExitCode::from(Exit::Usage.code())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cluster_and_sentinel_urls_keep_their_own_commas() {
+        let pieces: Vec<String> = [
+            "redis://a:1",
+            "redis+cluster://b:1",
+            "c:2",
+            "redis+sentinel://d:1",
+            "e:2/mymaster",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        assert_eq!(
+            rejoin_urls(&pieces),
+            vec![
+                "redis://a:1",
+                "redis+cluster://b:1,c:2",
+                "redis+sentinel://d:1,e:2/mymaster"
+            ]
+        );
+    }
 }

@@ -24,27 +24,23 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use anyhow::{Result, anyhow};
-use redis::{Connection, RedisError};
+use redis::RedisError;
 
 use crate::exit::{Exit, classify, fail, is_definitive};
 use crate::lock::{self, Acquire, Busy, Holder, Keys, Removed, RunRecord};
 use crate::log;
-use crate::server::{Server, set_timeouts};
+use crate::server::{Conn, Server, set_timeouts};
 
 struct Node {
     server: Server,
-    con: Option<Connection>,
+    con: Option<Conn>,
     timeout: Option<Duration>,
 }
 
 impl Node {
     /// Runs `f` on this node's connection, connecting first if needed. A transport error
     /// drops the connection, so the next call reconnects.
-    fn with<T>(
-        &mut self,
-        timeout: Duration,
-        f: impl FnOnce(&mut Connection) -> Result<T>,
-    ) -> Result<T> {
+    fn with<T>(&mut self, timeout: Duration, f: impl FnOnce(&mut Conn) -> Result<T>) -> Result<T> {
         let con = match &mut self.con {
             Some(con) => con,
             None => {
@@ -147,10 +143,7 @@ impl Nodes {
 
     /// Runs `f` on every node — concurrently when there are several — and returns each node's
     /// result, in the order the servers were given.
-    pub fn each<T: Send>(
-        &mut self,
-        f: impl Fn(&mut Connection) -> Result<T> + Sync,
-    ) -> Vec<Result<T>> {
+    pub fn each<T: Send>(&mut self, f: impl Fn(&mut Conn) -> Result<T> + Sync) -> Vec<Result<T>> {
         let timeout = self.timeout;
         if let [node] = self.nodes.as_mut_slice() {
             return vec![node.with(timeout, &f)];

@@ -1,5 +1,14 @@
 //! Where the lock lives: parsing `--url`, applying `--password-file`, connecting with timeouts.
 //!
+//! Three kinds of target, all through the redis crate's own support:
+//! * `redis://`, `rediss://`, `redis+unix://`: one server.
+//! * `redis+cluster://HOST:PORT[,HOST:PORT...]`: a Redis Cluster, from any of its nodes; the
+//!   crate routes each script by its first key and follows MOVED/ASK, and the lock's companion
+//!   keys share its hash slot.
+//! * `redis+sentinel://HOST:PORT[,HOST:PORT...]/SERVICE[/DB]`: the master Sentinel names for
+//!   SERVICE, asked again at every (re)connection, so a failover is followed. A password (URL or
+//!   `--password-file`) is the master's; the sentinels are reached without one.
+//!
 //! Invariants: a password never leaves this module except inside the redis crate's
 //! `ConnectionInfo` (every message names the server by [`Server::name`], which is redacted);
 //! every connection has connect, read and write timeouts, because a sync connection without them
@@ -7,10 +16,16 @@
 //! no `CLIENT SETINFO`, no `HELLO` (AUTH only when a password is set).
 
 use std::path::Path;
-use std::time::Duration;
+use std::sync::{Arc, Mutex, mpsc};
+use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result};
-use redis::{Client, Connection, ConnectionAddr, IntoConnectionInfo, TlsCertificates};
+use anyhow::{Context, Result, anyhow};
+use redis::cluster::{ClusterClientBuilder, ClusterConnection};
+use redis::sentinel::{Sentinel, SentinelNodeConnectionInfo};
+use redis::{
+    Client, Cmd, Connection, ConnectionAddr, ConnectionInfo, ConnectionLike, IntoConnectionInfo,
+    RedisResult, TlsCertificates, Value,
+};
 
 use crate::exit::usage;
 
@@ -18,8 +33,78 @@ pub const DEFAULT_URL: &str = "redis://127.0.0.1:6379";
 
 #[derive(Clone)]
 pub struct Server {
-    client: Client,
+    target: Target,
     name: String,
+}
+
+#[derive(Clone)]
+enum Target {
+    Direct(Client),
+    Cluster {
+        seeds: Vec<ConnectionInfo>,
+        password: Option<String>,
+        username: Option<String>,
+    },
+    Sentinel {
+        sentinel: Arc<Mutex<Sentinel>>,
+        service: String,
+        node: SentinelNodeConnectionInfo,
+    },
+}
+
+/// A connection to wherever the lock lives: one server, or a cluster that routes by key.
+pub enum Conn {
+    Single(Connection),
+    Cluster(Box<ClusterConnection>),
+}
+
+impl ConnectionLike for Conn {
+    fn req_packed_command(&mut self, cmd: &[u8]) -> RedisResult<Value> {
+        match self {
+            Conn::Single(c) => c.req_packed_command(cmd),
+            Conn::Cluster(c) => c.req_packed_command(cmd),
+        }
+    }
+
+    fn req_packed_commands(
+        &mut self,
+        cmd: &[u8],
+        offset: usize,
+        count: usize,
+    ) -> RedisResult<Vec<Value>> {
+        match self {
+            Conn::Single(c) => c.req_packed_commands(cmd, offset, count),
+            Conn::Cluster(c) => c.req_packed_commands(cmd, offset, count),
+        }
+    }
+
+    fn req_command(&mut self, cmd: &Cmd) -> RedisResult<Value> {
+        match self {
+            Conn::Single(c) => c.req_command(cmd),
+            Conn::Cluster(c) => c.req_command(cmd),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match self {
+            Conn::Single(c) => c.get_db(),
+            Conn::Cluster(c) => c.get_db(),
+        }
+    }
+
+    fn check_connection(&mut self) -> bool {
+        match self {
+            Conn::Single(c) => c.check_connection(),
+            Conn::Cluster(c) => c.check_connection(),
+        }
+    }
+
+    fn is_open(&self) -> bool {
+        match self {
+            Conn::Single(c) => c.is_open(),
+            Conn::Cluster(c) => c.is_open(),
+        }
+    }
 }
 
 /// How to talk TLS to `rediss://` servers. Verification is on unless `insecure`; without a CA
@@ -76,13 +161,20 @@ impl Server {
         if url.is_empty() {
             return Err(usage("--url is empty"));
         }
+        if let Some(rest) = url.strip_prefix("redis+cluster://") {
+            return Server::parse_cluster(rest, password, name);
+        }
+        if let Some(rest) = url.strip_prefix("redis+sentinel://") {
+            return Server::parse_sentinel(rest, password, name);
+        }
         let scheme_ok = ["redis://", "rediss://", "redis+unix://", "unix://"]
             .iter()
             .any(|s| url.starts_with(s));
         if !scheme_ok {
             return Err(usage(format!(
                 "--url {name}: unsupported scheme; use redis://HOST:PORT, rediss://HOST:PORT or \
-                 redis+unix:///PATH"
+                 redis+unix:///PATH, redis+cluster://HOST:PORT or \
+                 redis+sentinel://HOST:PORT/SERVICE"
             )));
         }
         let info = url
@@ -132,14 +224,108 @@ impl Server {
             Client::open(info)
                 .map_err(|e| usage(format!("--url {name}: {}", describe_url_error(&e))))?
         };
-        Ok(Server { client, name })
+        Ok(Server {
+            target: Target::Direct(client),
+            name,
+        })
+    }
+
+    /// `[user:pass@]host:port[,host:port...]` into one `redis://` URL per node.
+    fn nodes_of(rest: &str, name: &str) -> Result<(Vec<String>, Option<String>, Option<String>)> {
+        let (userinfo, hosts) = match rest.rsplit_once('@') {
+            Some((u, h)) => (Some(u), h),
+            None => (None, rest),
+        };
+        let (username, password) = match userinfo.map(|u| u.split_once(':').unwrap_or((u, ""))) {
+            Some((u, p)) => (
+                (!u.is_empty()).then(|| percent_decode(u)),
+                (!p.is_empty()).then(|| percent_decode(p)),
+            ),
+            None => (None, None),
+        };
+        let urls: Vec<String> = hosts
+            .split(',')
+            .map(|h| h.trim())
+            .filter(|h| !h.is_empty())
+            .map(|h| format!("redis://{h}"))
+            .collect();
+        if urls.is_empty() {
+            return Err(usage(format!("--url {name}: no host:port given")));
+        }
+        Ok((urls, username, password))
+    }
+
+    fn parse_cluster(rest: &str, password: Option<&str>, name: String) -> Result<Server> {
+        let (urls, username, url_password) = Server::nodes_of(rest.trim_end_matches('/'), &name)?;
+        let seeds = urls
+            .iter()
+            .map(|u| {
+                u.as_str()
+                    .into_connection_info()
+                    .map_err(|e| usage(format!("--url {name}: {}", describe_url_error(&e))))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Server {
+            target: Target::Cluster {
+                seeds,
+                password: password.map(str::to_string).or(url_password),
+                username,
+            },
+            name,
+        })
+    }
+
+    fn parse_sentinel(rest: &str, password: Option<&str>, name: String) -> Result<Server> {
+        let (hosts, path) = rest.split_once('/').unwrap_or((rest, ""));
+        let mut path = path.split('/').filter(|p| !p.is_empty());
+        let service = path.next().ok_or_else(|| {
+            usage(format!(
+                "--url {name}: missing the service name, as in redis+sentinel://HOST:26379/mymaster"
+            ))
+        })?;
+        let db: i64 = match path.next() {
+            Some(db) => db
+                .parse()
+                .map_err(|_| usage(format!("--url {name}: database {db:?} is not a number")))?,
+            None => 0,
+        };
+        let (urls, username, url_password) = Server::nodes_of(hosts, &name)?;
+        let sentinel = Sentinel::build(urls)
+            .map_err(|e| usage(format!("--url {name}: {}", describe_url_error(&e))))?;
+        let mut info = redis::RedisConnectionInfo::default()
+            .set_skip_set_lib_name()
+            .set_db(db);
+        if let Some(user) = username {
+            info = info.set_username(user);
+        }
+        if let Some(pw) = password.map(str::to_string).or(url_password) {
+            info = info.set_password(pw);
+        }
+        Ok(Server {
+            target: Target::Sentinel {
+                sentinel: Arc::new(Mutex::new(sentinel)),
+                service: service.to_string(),
+                node: SentinelNodeConnectionInfo::default()
+                    .set_redis_connection_info(info)
+                    .set_tcp_settings(redis::io::tcp::TcpSettings::default().set_nodelay(true)),
+            },
+            name,
+        })
     }
 
     pub fn is_tls(&self) -> bool {
-        matches!(
-            self.client.get_connection_info().addr(),
-            ConnectionAddr::TcpTls { .. }
-        )
+        match &self.target {
+            Target::Direct(client) => matches!(
+                client.get_connection_info().addr(),
+                ConnectionAddr::TcpTls { .. }
+            ),
+            _ => false,
+        }
+    }
+
+    /// Cluster and Sentinel targets cannot be members of a quorum.
+    pub fn is_direct(&self) -> bool {
+        matches!(self.target, Target::Direct(_))
     }
 
     /// The URL as it may be shown to people: without its password.
@@ -148,22 +334,138 @@ impl Server {
     }
 
     /// A connection whose connect, read and write operations each give up after `timeout`.
-    pub fn connect(&self, timeout: Duration) -> Result<Connection> {
+    pub fn connect(&self, timeout: Duration) -> Result<Conn> {
         let timeout = timeout.max(Duration::from_millis(1));
-        let con = self
-            .client
-            .get_connection_with_timeout(timeout)
+        if let Target::Cluster {
+            seeds,
+            password,
+            username,
+        } = &self.target
+        {
+            let mut builder = ClusterClientBuilder::new(seeds.clone())
+                .connection_timeout(timeout)
+                .response_timeout(timeout)
+                .retries(2);
+            if let Some(pw) = password {
+                builder = builder.password(pw);
+            }
+            if let Some(user) = username {
+                builder = builder.username(user);
+            }
+            let con = builder
+                .build()
+                .and_then(|client| client.get_connection())
+                .with_context(|| format!("cannot connect to {}", self.name))?;
+            let con = Conn::Cluster(Box::new(con));
+            set_timeouts(&con, timeout)?;
+            return Ok(con);
+        }
+        Ok(Conn::Single(self.connect_direct(timeout)?))
+    }
+
+    /// A plain connection: to the server, to Sentinel's current master, or to one node of a
+    /// cluster (enough for pub/sub, which a cluster broadcasts to every node).
+    pub fn connect_direct(&self, timeout: Duration) -> Result<Connection> {
+        let timeout = timeout.max(Duration::from_millis(1));
+        let started = Instant::now();
+        let client = match &self.target {
+            Target::Direct(client) => client.clone(),
+            Target::Cluster {
+                seeds,
+                password,
+                username,
+            } => {
+                let mut info = seeds[0].redis_settings().clone().set_skip_set_lib_name();
+                if let Some(pw) = password {
+                    info = info.set_password(pw);
+                }
+                if let Some(user) = username {
+                    info = info.set_username(user);
+                }
+                Client::open(seeds[0].clone().set_redis_settings(info))?
+            }
+            Target::Sentinel {
+                sentinel,
+                service,
+                node,
+            } => self.master(sentinel, service, node, timeout)?,
+        };
+        let left = timeout
+            .saturating_sub(started.elapsed())
+            .max(Duration::from_millis(1));
+        let con = client
+            .get_connection_with_timeout(left)
             .with_context(|| format!("cannot connect to {}", self.name))?;
-        set_timeouts(&con, timeout)?;
+        set_timeouts_direct(&con, timeout)?;
         Ok(con)
+    }
+
+    /// Asks Sentinel where the master is. The crate's lookup has no timeout of its own, so it
+    /// runs in a thread that is abandoned if it does not answer within `timeout`.
+    fn master(
+        &self,
+        sentinel: &Arc<Mutex<Sentinel>>,
+        service: &str,
+        node: &SentinelNodeConnectionInfo,
+        timeout: Duration,
+    ) -> Result<Client> {
+        let (tx, rx) = mpsc::channel();
+        let (sentinel, service, node) = (Arc::clone(sentinel), service.to_string(), node.clone());
+        std::thread::Builder::new()
+            .name("sentinel".into())
+            .spawn(move || {
+                let mut sentinel = sentinel.lock().unwrap_or_else(|e| e.into_inner());
+                let _ = tx.send(sentinel.master_for(&service, Some(&node)));
+            })
+            .context("cannot start the Sentinel lookup")?;
+        match rx.recv_timeout(timeout) {
+            Ok(result) => {
+                result.with_context(|| format!("Sentinel {} has no usable master", self.name))
+            }
+            Err(_) => Err(anyhow!(redis::RedisError::from(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                format!("Sentinel {} did not answer within {:?}", self.name, timeout),
+            )))),
+        }
     }
 }
 
-pub fn set_timeouts(con: &Connection, timeout: Duration) -> Result<()> {
+pub fn set_timeouts(con: &Conn, timeout: Duration) -> Result<()> {
+    match con {
+        Conn::Single(c) => set_timeouts_direct(c, timeout),
+        Conn::Cluster(c) => {
+            let timeout = Some(timeout.max(Duration::from_millis(1)));
+            c.set_read_timeout(timeout)?;
+            c.set_write_timeout(timeout)?;
+            Ok(())
+        }
+    }
+}
+
+pub fn set_timeouts_direct(con: &Connection, timeout: Duration) -> Result<()> {
     let timeout = Some(timeout.max(Duration::from_millis(1)));
     con.set_read_timeout(timeout)?;
     con.set_write_timeout(timeout)?;
     Ok(())
+}
+
+fn percent_decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%'
+            && i + 2 < bytes.len()
+            && let Ok(b) = u8::from_str_radix(&s[i + 1..i + 3], 16)
+        {
+            out.push(b);
+            i += 3;
+            continue;
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// Reads the first line of a password file. An unreadable or empty file is a usage error (64):

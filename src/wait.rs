@@ -19,7 +19,7 @@ use anyhow::Result;
 
 use crate::lock::{Acquire, Busy, Holder, Keys};
 use crate::nodes::{Nodes, is_server_reply};
-use crate::server::{Server, set_timeouts};
+use crate::server::{Server, set_timeouts_direct};
 use crate::signals::{self, Event, Signals};
 
 /// The longest a waiter goes without asking again.
@@ -186,11 +186,11 @@ fn listen(server: &Server, channel: &str, timeout: Duration, done: &AtomicBool) 
     // How often the thread looks at `done` while no message arrives.
     let tick = Duration::from_millis(200);
     while !done.load(Ordering::Relaxed) {
-        let Ok(mut con) = server.connect(timeout) else {
+        let Ok(mut con) = server.connect_direct(timeout) else {
             thread::sleep(tick);
             continue;
         };
-        let _ = set_timeouts(&con, timeout);
+        let _ = set_timeouts_direct(&con, timeout);
         let mut pubsub = con.as_pubsub();
         if pubsub.subscribe(channel).is_err() {
             thread::sleep(tick);

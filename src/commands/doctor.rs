@@ -37,13 +37,13 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context as _, Result};
-use redis::{Connection, RedisError, RedisResult};
+use redis::{RedisError, RedisResult};
 
 use crate::Context;
 use crate::exit::{Exit, classify_redis};
 use crate::lock::{self, Acquire, Holder, Keys, RunRecord};
 use crate::log;
-use crate::server::Server;
+use crate::server::{Conn, Server};
 
 /// The scripts need effects replication, the default from Redis 5 on.
 const REQUIRED_VERSION: (u32, u32) = (5, 0);
@@ -59,7 +59,7 @@ const PROBE_TTL: Duration = Duration::from_secs(2);
 
 pub fn doctor(ctx: &Context) -> Result<Exit> {
     let server = ctx.server()?;
-    let mut con = server.connect(ctx.timeout)?;
+    let mut con = Conn::Single(server.connect_direct(ctx.timeout)?);
     let mut report = Report::default();
     let user = whoami(&mut con, &server)?;
     let info =
@@ -247,7 +247,7 @@ impl User {
 }
 
 /// ACL WHOAMI; a least-privilege user may not run it, and then the URL tells.
-fn whoami(con: &mut Connection, server: &Server) -> Result<User> {
+fn whoami(con: &mut Conn, server: &Server) -> Result<User> {
     let name = answered(redis::cmd("ACL").arg("WHOAMI").query::<String>(con))?;
     Ok(User(name.unwrap_or_else(|_| user_in_url(server.name()))))
 }
@@ -378,7 +378,7 @@ fn check_role(info: &Info, user: &User, report: &mut Report) -> bool {
 }
 
 /// One configuration parameter: `Ok(None)` when the server does not know it.
-fn config_get(con: &mut Connection, name: &str) -> Result<RedisResult<Option<String>>> {
+fn config_get(con: &mut Conn, name: &str) -> Result<RedisResult<Option<String>>> {
     let reply = answered(
         redis::cmd("CONFIG")
             .arg("GET")
@@ -388,12 +388,7 @@ fn config_get(con: &mut Connection, name: &str) -> Result<RedisResult<Option<Str
     Ok(reply.map(|mut pairs| pairs.remove(name)))
 }
 
-fn check_maxmemory(
-    con: &mut Connection,
-    info: &Info,
-    user: &User,
-    report: &mut Report,
-) -> Result<()> {
+fn check_maxmemory(con: &mut Conn, info: &Info, user: &User, report: &mut Report) -> Result<()> {
     const CHECK: &str = "maxmemory-policy";
     match config_get(con, "maxmemory-policy")? {
         Err(err) => {
@@ -428,12 +423,7 @@ fn check_maxmemory(
     Ok(())
 }
 
-fn check_persistence(
-    con: &mut Connection,
-    info: &Info,
-    user: &User,
-    report: &mut Report,
-) -> Result<()> {
+fn check_persistence(con: &mut Conn, info: &Info, user: &User, report: &mut Report) -> Result<()> {
     const CHECK: &str = "persistence";
     const RESTART_FIX: &str = "set appendonly yes (with appendfsync always) in redis.conf, or keep \
         a restarted server away from clients for longer than your longest TTL";
@@ -500,7 +490,7 @@ fn check_persistence(
     Ok(())
 }
 
-fn check_latency(con: &mut Connection, user: &User, report: &mut Report) -> Result<()> {
+fn check_latency(con: &mut Conn, user: &User, report: &mut Report) -> Result<()> {
     const CHECK: &str = "latency";
     let mut rtts = Vec::with_capacity(PINGS);
     for _ in 0..PINGS {
@@ -534,7 +524,7 @@ fn check_latency(con: &mut Connection, user: &User, report: &mut Report) -> Resu
     Ok(())
 }
 
-fn check_clock(con: &mut Connection, user: &User, report: &mut Report) -> Result<()> {
+fn check_clock(con: &mut Conn, user: &User, report: &mut Report) -> Result<()> {
     const CHECK: &str = "clock";
     // The sample with the shortest round trip bounds the error best.
     let mut best: Option<(Duration, i128)> = None;
@@ -637,7 +627,7 @@ impl Probe {
 fn check_permissions(
     ctx: &Context,
     server: &Server,
-    con: &mut Connection,
+    con: &mut Conn,
     user: &User,
     report: &mut Report,
 ) -> Result<()> {
@@ -760,7 +750,7 @@ fn check_permissions(
 fn probe(
     ctx: &Context,
     server: &Server,
-    con: &mut Connection,
+    con: &mut Conn,
     keys: &Keys,
     token: &str,
 ) -> Result<(Probe, Option<RedisError>)> {
@@ -845,7 +835,7 @@ fn probe(
 
     // A plain SUBSCRIBE on a connection of its own, dropped afterwards: the redis crate's
     // `PubSub::subscribe` reports success even when the server refuses.
-    let mut subscriber = server.connect(ctx.timeout)?;
+    let mut subscriber = server.connect_direct(ctx.timeout)?;
     let subscribed = answered(
         redis::cmd("SUBSCRIBE")
             .arg(&keys.channel)
@@ -874,7 +864,7 @@ enum Missing {
 /// Every command redlock sends, tried one by one on the probe's keys (which no one else uses),
 /// so that a refusal names what is missing. Inside a script Redis only says that *a* command was
 /// denied.
-fn diagnose(con: &mut Connection, keys: &Keys) -> Result<Vec<Missing>> {
+fn diagnose(con: &mut Conn, keys: &Keys) -> Result<Vec<Missing>> {
     let ms = PROBE_TTL.as_millis().to_string();
     let tries: [(Need, &str, Vec<&str>); 18] = [
         // An unknown SHA: NOSCRIPT when EVALSHA is allowed, NOPERM when not.
