@@ -21,7 +21,7 @@ Register-ArgumentCompleter -Native -CommandName 'redlock' -ScriptBlock {
 
     $completions = @(switch ($command) {
         'redlock' {
-            [CompletionResult]::new('--url', '--url', [CompletionResultType]::ParameterName, 'Redis server URL: redis://, rediss:// or redis+unix://; repeat it for a quorum of independent masters')
+            [CompletionResult]::new('--url', '--url', [CompletionResultType]::ParameterName, 'Redis server URL: redis://, rediss:// or redis+unix://; repeat it for a quorum of independent masters; or one redis+cluster://HOST:PORT[,HOST:PORT...] or redis+sentinel://HOST:PORT[,HOST:PORT...]/SERVICE')
             [CompletionResult]::new('--password-file', '--password-file', [CompletionResultType]::ParameterName, 'File holding the Redis password (first line); wins over a password in the URL')
             [CompletionResult]::new('--prefix', '--prefix', [CompletionResultType]::ParameterName, 'Namespace prepended to every key, so staging never blocks production')
             [CompletionResult]::new('--timeout', '--timeout', [CompletionResultType]::ParameterName, 'Connect and command timeout for talking to Redis outside the heartbeat')
@@ -54,7 +54,7 @@ Register-ArgumentCompleter -Native -CommandName 'redlock' -ScriptBlock {
             [CompletionResult]::new('--kill-after', '--kill-after', [CompletionResultType]::ParameterName, 'Grace between SIGTERM and SIGKILL when redlock must stop the command''s process group [default: TTL/5, at most 10s]')
             [CompletionResult]::new('--hold-at-least', '--hold-at-least', [CompletionResultType]::ParameterName, 'Keep the lock at least this long after acquiring it, even when the command ends sooner')
             [CompletionResult]::new('-c', '-c', [CompletionResultType]::ParameterName, 'Run this through `sh -c` instead of a command after `--`')
-            [CompletionResult]::new('--url', '--url', [CompletionResultType]::ParameterName, 'Redis server URL: redis://, rediss:// or redis+unix://; repeat it for a quorum of independent masters')
+            [CompletionResult]::new('--url', '--url', [CompletionResultType]::ParameterName, 'Redis server URL: redis://, rediss:// or redis+unix://; repeat it for a quorum of independent masters; or one redis+cluster://HOST:PORT[,HOST:PORT...] or redis+sentinel://HOST:PORT[,HOST:PORT...]/SERVICE')
             [CompletionResult]::new('--password-file', '--password-file', [CompletionResultType]::ParameterName, 'File holding the Redis password (first line); wins over a password in the URL')
             [CompletionResult]::new('--prefix', '--prefix', [CompletionResultType]::ParameterName, 'Namespace prepended to every key, so staging never blocks production')
             [CompletionResult]::new('--timeout', '--timeout', [CompletionResultType]::ParameterName, 'Connect and command timeout for talking to Redis outside the heartbeat')
@@ -72,7 +72,7 @@ Register-ArgumentCompleter -Native -CommandName 'redlock' -ScriptBlock {
             break
         }
         'redlock;status' {
-            [CompletionResult]::new('--url', '--url', [CompletionResultType]::ParameterName, 'Redis server URL: redis://, rediss:// or redis+unix://; repeat it for a quorum of independent masters')
+            [CompletionResult]::new('--url', '--url', [CompletionResultType]::ParameterName, 'Redis server URL: redis://, rediss:// or redis+unix://; repeat it for a quorum of independent masters; or one redis+cluster://HOST:PORT[,HOST:PORT...] or redis+sentinel://HOST:PORT[,HOST:PORT...]/SERVICE')
             [CompletionResult]::new('--password-file', '--password-file', [CompletionResultType]::ParameterName, 'File holding the Redis password (first line); wins over a password in the URL')
             [CompletionResult]::new('--prefix', '--prefix', [CompletionResultType]::ParameterName, 'Namespace prepended to every key, so staging never blocks production')
             [CompletionResult]::new('--timeout', '--timeout', [CompletionResultType]::ParameterName, 'Connect and command timeout for talking to Redis outside the heartbeat')
@@ -94,7 +94,7 @@ Register-ArgumentCompleter -Native -CommandName 'redlock' -ScriptBlock {
         }
         'redlock;release' {
             [CompletionResult]::new('--token', '--token', [CompletionResultType]::ParameterName, 'Release only if this is the holder''s token')
-            [CompletionResult]::new('--url', '--url', [CompletionResultType]::ParameterName, 'Redis server URL: redis://, rediss:// or redis+unix://; repeat it for a quorum of independent masters')
+            [CompletionResult]::new('--url', '--url', [CompletionResultType]::ParameterName, 'Redis server URL: redis://, rediss:// or redis+unix://; repeat it for a quorum of independent masters; or one redis+cluster://HOST:PORT[,HOST:PORT...] or redis+sentinel://HOST:PORT[,HOST:PORT...]/SERVICE')
             [CompletionResult]::new('--password-file', '--password-file', [CompletionResultType]::ParameterName, 'File holding the Redis password (first line); wins over a password in the URL')
             [CompletionResult]::new('--prefix', '--prefix', [CompletionResultType]::ParameterName, 'Namespace prepended to every key, so staging never blocks production')
             [CompletionResult]::new('--timeout', '--timeout', [CompletionResultType]::ParameterName, 'Connect and command timeout for talking to Redis outside the heartbeat')
@@ -116,7 +116,7 @@ Register-ArgumentCompleter -Native -CommandName 'redlock' -ScriptBlock {
             [CompletionResult]::new('--key', '--key', [CompletionResultType]::ParameterName, 'The lock key (the prefix is prepended)')
             [CompletionResult]::new('--ttl', '--ttl', [CompletionResultType]::ParameterName, 'Lease length; keep it alive with `redlock extend`')
             [CompletionResult]::new('--wait', '--wait', [CompletionResultType]::ParameterName, 'Wait up to this long for a busy lock')
-            [CompletionResult]::new('--url', '--url', [CompletionResultType]::ParameterName, 'Redis server URL: redis://, rediss:// or redis+unix://; repeat it for a quorum of independent masters')
+            [CompletionResult]::new('--url', '--url', [CompletionResultType]::ParameterName, 'Redis server URL: redis://, rediss:// or redis+unix://; repeat it for a quorum of independent masters; or one redis+cluster://HOST:PORT[,HOST:PORT...] or redis+sentinel://HOST:PORT[,HOST:PORT...]/SERVICE')
             [CompletionResult]::new('--password-file', '--password-file', [CompletionResultType]::ParameterName, 'File holding the Redis password (first line); wins over a password in the URL')
             [CompletionResult]::new('--prefix', '--prefix', [CompletionResultType]::ParameterName, 'Namespace prepended to every key, so staging never blocks production')
             [CompletionResult]::new('--timeout', '--timeout', [CompletionResultType]::ParameterName, 'Connect and command timeout for talking to Redis outside the heartbeat')
@@ -138,7 +138,7 @@ Register-ArgumentCompleter -Native -CommandName 'redlock' -ScriptBlock {
             [CompletionResult]::new('--key', '--key', [CompletionResultType]::ParameterName, 'The lock key')
             [CompletionResult]::new('--token', '--token', [CompletionResultType]::ParameterName, 'The token `redlock acquire` printed')
             [CompletionResult]::new('--ttl', '--ttl', [CompletionResultType]::ParameterName, 'New lease length, from now')
-            [CompletionResult]::new('--url', '--url', [CompletionResultType]::ParameterName, 'Redis server URL: redis://, rediss:// or redis+unix://; repeat it for a quorum of independent masters')
+            [CompletionResult]::new('--url', '--url', [CompletionResultType]::ParameterName, 'Redis server URL: redis://, rediss:// or redis+unix://; repeat it for a quorum of independent masters; or one redis+cluster://HOST:PORT[,HOST:PORT...] or redis+sentinel://HOST:PORT[,HOST:PORT...]/SERVICE')
             [CompletionResult]::new('--password-file', '--password-file', [CompletionResultType]::ParameterName, 'File holding the Redis password (first line); wins over a password in the URL')
             [CompletionResult]::new('--prefix', '--prefix', [CompletionResultType]::ParameterName, 'Namespace prepended to every key, so staging never blocks production')
             [CompletionResult]::new('--timeout', '--timeout', [CompletionResultType]::ParameterName, 'Connect and command timeout for talking to Redis outside the heartbeat')
@@ -156,7 +156,7 @@ Register-ArgumentCompleter -Native -CommandName 'redlock' -ScriptBlock {
             break
         }
         'redlock;doctor' {
-            [CompletionResult]::new('--url', '--url', [CompletionResultType]::ParameterName, 'Redis server URL: redis://, rediss:// or redis+unix://; repeat it for a quorum of independent masters')
+            [CompletionResult]::new('--url', '--url', [CompletionResultType]::ParameterName, 'Redis server URL: redis://, rediss:// or redis+unix://; repeat it for a quorum of independent masters; or one redis+cluster://HOST:PORT[,HOST:PORT...] or redis+sentinel://HOST:PORT[,HOST:PORT...]/SERVICE')
             [CompletionResult]::new('--password-file', '--password-file', [CompletionResultType]::ParameterName, 'File holding the Redis password (first line); wins over a password in the URL')
             [CompletionResult]::new('--prefix', '--prefix', [CompletionResultType]::ParameterName, 'Namespace prepended to every key, so staging never blocks production')
             [CompletionResult]::new('--timeout', '--timeout', [CompletionResultType]::ParameterName, 'Connect and command timeout for talking to Redis outside the heartbeat')

@@ -18,7 +18,7 @@ set edit:completion:arg-completer[redlock] = {|@words|
     }
     var completions = [
         &'redlock'= {
-            cand --url 'Redis server URL: redis://, rediss:// or redis+unix://; repeat it for a quorum of independent masters'
+            cand --url 'Redis server URL: redis://, rediss:// or redis+unix://; repeat it for a quorum of independent masters; or one redis+cluster://HOST:PORT[,HOST:PORT...] or redis+sentinel://HOST:PORT[,HOST:PORT...]/SERVICE'
             cand --password-file 'File holding the Redis password (first line); wins over a password in the URL'
             cand --prefix 'Namespace prepended to every key, so staging never blocks production'
             cand --timeout 'Connect and command timeout for talking to Redis outside the heartbeat'
@@ -50,7 +50,7 @@ set edit:completion:arg-completer[redlock] = {|@words|
             cand --kill-after 'Grace between SIGTERM and SIGKILL when redlock must stop the command''s process group [default: TTL/5, at most 10s]'
             cand --hold-at-least 'Keep the lock at least this long after acquiring it, even when the command ends sooner'
             cand -c 'Run this through `sh -c` instead of a command after `--`'
-            cand --url 'Redis server URL: redis://, rediss:// or redis+unix://; repeat it for a quorum of independent masters'
+            cand --url 'Redis server URL: redis://, rediss:// or redis+unix://; repeat it for a quorum of independent masters; or one redis+cluster://HOST:PORT[,HOST:PORT...] or redis+sentinel://HOST:PORT[,HOST:PORT...]/SERVICE'
             cand --password-file 'File holding the Redis password (first line); wins over a password in the URL'
             cand --prefix 'Namespace prepended to every key, so staging never blocks production'
             cand --timeout 'Connect and command timeout for talking to Redis outside the heartbeat'
@@ -67,7 +67,7 @@ set edit:completion:arg-completer[redlock] = {|@words|
             cand --help 'Print help (see more with ''--help'')'
         }
         &'redlock;status'= {
-            cand --url 'Redis server URL: redis://, rediss:// or redis+unix://; repeat it for a quorum of independent masters'
+            cand --url 'Redis server URL: redis://, rediss:// or redis+unix://; repeat it for a quorum of independent masters; or one redis+cluster://HOST:PORT[,HOST:PORT...] or redis+sentinel://HOST:PORT[,HOST:PORT...]/SERVICE'
             cand --password-file 'File holding the Redis password (first line); wins over a password in the URL'
             cand --prefix 'Namespace prepended to every key, so staging never blocks production'
             cand --timeout 'Connect and command timeout for talking to Redis outside the heartbeat'
@@ -88,7 +88,7 @@ set edit:completion:arg-completer[redlock] = {|@words|
         }
         &'redlock;release'= {
             cand --token 'Release only if this is the holder''s token'
-            cand --url 'Redis server URL: redis://, rediss:// or redis+unix://; repeat it for a quorum of independent masters'
+            cand --url 'Redis server URL: redis://, rediss:// or redis+unix://; repeat it for a quorum of independent masters; or one redis+cluster://HOST:PORT[,HOST:PORT...] or redis+sentinel://HOST:PORT[,HOST:PORT...]/SERVICE'
             cand --password-file 'File holding the Redis password (first line); wins over a password in the URL'
             cand --prefix 'Namespace prepended to every key, so staging never blocks production'
             cand --timeout 'Connect and command timeout for talking to Redis outside the heartbeat'
@@ -109,7 +109,7 @@ set edit:completion:arg-completer[redlock] = {|@words|
             cand --key 'The lock key (the prefix is prepended)'
             cand --ttl 'Lease length; keep it alive with `redlock extend`'
             cand --wait 'Wait up to this long for a busy lock'
-            cand --url 'Redis server URL: redis://, rediss:// or redis+unix://; repeat it for a quorum of independent masters'
+            cand --url 'Redis server URL: redis://, rediss:// or redis+unix://; repeat it for a quorum of independent masters; or one redis+cluster://HOST:PORT[,HOST:PORT...] or redis+sentinel://HOST:PORT[,HOST:PORT...]/SERVICE'
             cand --password-file 'File holding the Redis password (first line); wins over a password in the URL'
             cand --prefix 'Namespace prepended to every key, so staging never blocks production'
             cand --timeout 'Connect and command timeout for talking to Redis outside the heartbeat'
@@ -130,7 +130,7 @@ set edit:completion:arg-completer[redlock] = {|@words|
             cand --key 'The lock key'
             cand --token 'The token `redlock acquire` printed'
             cand --ttl 'New lease length, from now'
-            cand --url 'Redis server URL: redis://, rediss:// or redis+unix://; repeat it for a quorum of independent masters'
+            cand --url 'Redis server URL: redis://, rediss:// or redis+unix://; repeat it for a quorum of independent masters; or one redis+cluster://HOST:PORT[,HOST:PORT...] or redis+sentinel://HOST:PORT[,HOST:PORT...]/SERVICE'
             cand --password-file 'File holding the Redis password (first line); wins over a password in the URL'
             cand --prefix 'Namespace prepended to every key, so staging never blocks production'
             cand --timeout 'Connect and command timeout for talking to Redis outside the heartbeat'
@@ -147,7 +147,7 @@ set edit:completion:arg-completer[redlock] = {|@words|
             cand --help 'Print help (see more with ''--help'')'
         }
         &'redlock;doctor'= {
-            cand --url 'Redis server URL: redis://, rediss:// or redis+unix://; repeat it for a quorum of independent masters'
+            cand --url 'Redis server URL: redis://, rediss:// or redis+unix://; repeat it for a quorum of independent masters; or one redis+cluster://HOST:PORT[,HOST:PORT...] or redis+sentinel://HOST:PORT[,HOST:PORT...]/SERVICE'
             cand --password-file 'File holding the Redis password (first line); wins over a password in the URL'
             cand --prefix 'Namespace prepended to every key, so staging never blocks production'
             cand --timeout 'Connect and command timeout for talking to Redis outside the heartbeat'

@@ -24,7 +24,7 @@ function __fish_redlock_using_subcommand
     contains -- $cmd[1] $argv
 end
 
-complete -c redlock -n "__fish_redlock_needs_command" -l url -d 'Redis server URL: redis://, rediss:// or redis+unix://; repeat it for a quorum of independent masters' -r
+complete -c redlock -n "__fish_redlock_needs_command" -l url -d 'Redis server URL: redis://, rediss:// or redis+unix://; repeat it for a quorum of independent masters; or one redis+cluster://HOST:PORT[,HOST:PORT...] or redis+sentinel://HOST:PORT[,HOST:PORT...]/SERVICE' -r
 complete -c redlock -n "__fish_redlock_needs_command" -l password-file -d 'File holding the Redis password (first line); wins over a password in the URL' -r -F
 complete -c redlock -n "__fish_redlock_needs_command" -l prefix -d 'Namespace prepended to every key, so staging never blocks production' -r
 complete -c redlock -n "__fish_redlock_needs_command" -l timeout -d 'Connect and command timeout for talking to Redis outside the heartbeat' -r
@@ -51,7 +51,7 @@ complete -c redlock -n "__fish_redlock_using_subcommand run" -l conflict-exit-co
 complete -c redlock -n "__fish_redlock_using_subcommand run" -l kill-after -d 'Grace between SIGTERM and SIGKILL when redlock must stop the command\'s process group [default: TTL/5, at most 10s]' -r
 complete -c redlock -n "__fish_redlock_using_subcommand run" -l hold-at-least -d 'Keep the lock at least this long after acquiring it, even when the command ends sooner' -r
 complete -c redlock -n "__fish_redlock_using_subcommand run" -s c -d 'Run this through `sh -c` instead of a command after `--`' -r
-complete -c redlock -n "__fish_redlock_using_subcommand run" -l url -d 'Redis server URL: redis://, rediss:// or redis+unix://; repeat it for a quorum of independent masters' -r
+complete -c redlock -n "__fish_redlock_using_subcommand run" -l url -d 'Redis server URL: redis://, rediss:// or redis+unix://; repeat it for a quorum of independent masters; or one redis+cluster://HOST:PORT[,HOST:PORT...] or redis+sentinel://HOST:PORT[,HOST:PORT...]/SERVICE' -r
 complete -c redlock -n "__fish_redlock_using_subcommand run" -l password-file -d 'File holding the Redis password (first line); wins over a password in the URL' -r -F
 complete -c redlock -n "__fish_redlock_using_subcommand run" -l prefix -d 'Namespace prepended to every key, so staging never blocks production' -r
 complete -c redlock -n "__fish_redlock_using_subcommand run" -l timeout -d 'Connect and command timeout for talking to Redis outside the heartbeat' -r
@@ -64,7 +64,7 @@ complete -c redlock -n "__fish_redlock_using_subcommand run" -l tls-insecure -d 
 complete -c redlock -n "__fish_redlock_using_subcommand run" -s v -l verbose -d 'Print a timeline of what redlock does on stderr'
 complete -c redlock -n "__fish_redlock_using_subcommand run" -s q -l quiet -d 'Print only the final error line'
 complete -c redlock -n "__fish_redlock_using_subcommand run" -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c redlock -n "__fish_redlock_using_subcommand status" -l url -d 'Redis server URL: redis://, rediss:// or redis+unix://; repeat it for a quorum of independent masters' -r
+complete -c redlock -n "__fish_redlock_using_subcommand status" -l url -d 'Redis server URL: redis://, rediss:// or redis+unix://; repeat it for a quorum of independent masters; or one redis+cluster://HOST:PORT[,HOST:PORT...] or redis+sentinel://HOST:PORT[,HOST:PORT...]/SERVICE' -r
 complete -c redlock -n "__fish_redlock_using_subcommand status" -l password-file -d 'File holding the Redis password (first line); wins over a password in the URL' -r -F
 complete -c redlock -n "__fish_redlock_using_subcommand status" -l prefix -d 'Namespace prepended to every key, so staging never blocks production' -r
 complete -c redlock -n "__fish_redlock_using_subcommand status" -l timeout -d 'Connect and command timeout for talking to Redis outside the heartbeat' -r
@@ -81,7 +81,7 @@ complete -c redlock -n "__fish_redlock_using_subcommand status" -s v -l verbose 
 complete -c redlock -n "__fish_redlock_using_subcommand status" -s q -l quiet -d 'Print only the final error line'
 complete -c redlock -n "__fish_redlock_using_subcommand status" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c redlock -n "__fish_redlock_using_subcommand release" -l token -d 'Release only if this is the holder\'s token' -r
-complete -c redlock -n "__fish_redlock_using_subcommand release" -l url -d 'Redis server URL: redis://, rediss:// or redis+unix://; repeat it for a quorum of independent masters' -r
+complete -c redlock -n "__fish_redlock_using_subcommand release" -l url -d 'Redis server URL: redis://, rediss:// or redis+unix://; repeat it for a quorum of independent masters; or one redis+cluster://HOST:PORT[,HOST:PORT...] or redis+sentinel://HOST:PORT[,HOST:PORT...]/SERVICE' -r
 complete -c redlock -n "__fish_redlock_using_subcommand release" -l password-file -d 'File holding the Redis password (first line); wins over a password in the URL' -r -F
 complete -c redlock -n "__fish_redlock_using_subcommand release" -l prefix -d 'Namespace prepended to every key, so staging never blocks production' -r
 complete -c redlock -n "__fish_redlock_using_subcommand release" -l timeout -d 'Connect and command timeout for talking to Redis outside the heartbeat' -r
@@ -98,7 +98,7 @@ complete -c redlock -n "__fish_redlock_using_subcommand release" -s h -l help -d
 complete -c redlock -n "__fish_redlock_using_subcommand acquire" -l key -d 'The lock key (the prefix is prepended)' -r
 complete -c redlock -n "__fish_redlock_using_subcommand acquire" -l ttl -d 'Lease length; keep it alive with `redlock extend`' -r
 complete -c redlock -n "__fish_redlock_using_subcommand acquire" -l wait -d 'Wait up to this long for a busy lock' -r
-complete -c redlock -n "__fish_redlock_using_subcommand acquire" -l url -d 'Redis server URL: redis://, rediss:// or redis+unix://; repeat it for a quorum of independent masters' -r
+complete -c redlock -n "__fish_redlock_using_subcommand acquire" -l url -d 'Redis server URL: redis://, rediss:// or redis+unix://; repeat it for a quorum of independent masters; or one redis+cluster://HOST:PORT[,HOST:PORT...] or redis+sentinel://HOST:PORT[,HOST:PORT...]/SERVICE' -r
 complete -c redlock -n "__fish_redlock_using_subcommand acquire" -l password-file -d 'File holding the Redis password (first line); wins over a password in the URL' -r -F
 complete -c redlock -n "__fish_redlock_using_subcommand acquire" -l prefix -d 'Namespace prepended to every key, so staging never blocks production' -r
 complete -c redlock -n "__fish_redlock_using_subcommand acquire" -l timeout -d 'Connect and command timeout for talking to Redis outside the heartbeat' -r
@@ -115,7 +115,7 @@ complete -c redlock -n "__fish_redlock_using_subcommand acquire" -s h -l help -d
 complete -c redlock -n "__fish_redlock_using_subcommand extend" -l key -d 'The lock key' -r
 complete -c redlock -n "__fish_redlock_using_subcommand extend" -l token -d 'The token `redlock acquire` printed' -r
 complete -c redlock -n "__fish_redlock_using_subcommand extend" -l ttl -d 'New lease length, from now' -r
-complete -c redlock -n "__fish_redlock_using_subcommand extend" -l url -d 'Redis server URL: redis://, rediss:// or redis+unix://; repeat it for a quorum of independent masters' -r
+complete -c redlock -n "__fish_redlock_using_subcommand extend" -l url -d 'Redis server URL: redis://, rediss:// or redis+unix://; repeat it for a quorum of independent masters; or one redis+cluster://HOST:PORT[,HOST:PORT...] or redis+sentinel://HOST:PORT[,HOST:PORT...]/SERVICE' -r
 complete -c redlock -n "__fish_redlock_using_subcommand extend" -l password-file -d 'File holding the Redis password (first line); wins over a password in the URL' -r -F
 complete -c redlock -n "__fish_redlock_using_subcommand extend" -l prefix -d 'Namespace prepended to every key, so staging never blocks production' -r
 complete -c redlock -n "__fish_redlock_using_subcommand extend" -l timeout -d 'Connect and command timeout for talking to Redis outside the heartbeat' -r
@@ -128,7 +128,7 @@ complete -c redlock -n "__fish_redlock_using_subcommand extend" -l tls-insecure 
 complete -c redlock -n "__fish_redlock_using_subcommand extend" -s v -l verbose -d 'Print a timeline of what redlock does on stderr'
 complete -c redlock -n "__fish_redlock_using_subcommand extend" -s q -l quiet -d 'Print only the final error line'
 complete -c redlock -n "__fish_redlock_using_subcommand extend" -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c redlock -n "__fish_redlock_using_subcommand doctor" -l url -d 'Redis server URL: redis://, rediss:// or redis+unix://; repeat it for a quorum of independent masters' -r
+complete -c redlock -n "__fish_redlock_using_subcommand doctor" -l url -d 'Redis server URL: redis://, rediss:// or redis+unix://; repeat it for a quorum of independent masters; or one redis+cluster://HOST:PORT[,HOST:PORT...] or redis+sentinel://HOST:PORT[,HOST:PORT...]/SERVICE' -r
 complete -c redlock -n "__fish_redlock_using_subcommand doctor" -l password-file -d 'File holding the Redis password (first line); wins over a password in the URL' -r -F
 complete -c redlock -n "__fish_redlock_using_subcommand doctor" -l prefix -d 'Namespace prepended to every key, so staging never blocks production' -r
 complete -c redlock -n "__fish_redlock_using_subcommand doctor" -l timeout -d 'Connect and command timeout for talking to Redis outside the heartbeat' -r

@@ -37,7 +37,8 @@ pub struct Cli {
 #[derive(Debug, Args)]
 pub struct Global {
     /// Redis server URL: redis://, rediss:// or redis+unix://; repeat it for a quorum of
-    /// independent masters
+    /// independent masters; or one redis+cluster://HOST:PORT[,HOST:PORT...] or
+    /// redis+sentinel://HOST:PORT[,HOST:PORT...]/SERVICE
     #[arg(
         long = "url",
         global = true,

@@ -1,4 +1,5 @@
-//! `redlock doctor`: checks the configured server for the hazards that break locks silently.
+//! `redlock doctor`: checks the configured server(s) for the hazards that break locks silently.
+//! With a quorum, every node is checked in turn, each under a `server URL` header line.
 //!
 //! Each check prints one line on stdout, `ok`, `warn` or `fail`, then the check's name, what was
 //! found and, unless it is ok, the fix. The checks, in the order they print:
@@ -58,19 +59,39 @@ const CLOCK_TOLERANCE: Duration = Duration::from_millis(500);
 const PROBE_TTL: Duration = Duration::from_secs(2);
 
 pub fn doctor(ctx: &Context) -> Result<Exit> {
-    let server = ctx.server()?;
-    let mut con = Conn::Single(server.connect_direct(ctx.timeout)?);
     let mut report = Report::default();
-    let user = whoami(&mut con, &server)?;
+    if let [server] = ctx.servers.as_slice() {
+        check_server(ctx, server, &mut report)?;
+        return Ok(report.finish());
+    }
+    // A quorum: every node is checked, under a header line of its own; a node that cannot be
+    // reached is a failed check, not the end of the report.
+    for server in &ctx.servers {
+        println!("server {}", server.name());
+        if let Err(e) = check_server(ctx, server, &mut report) {
+            report.fail(
+                crate::exit::classify(&e),
+                "connection",
+                crate::nodes::render(&e),
+                "a quorum keeps working with a minority of nodes down; bring this one back".into(),
+            );
+        }
+    }
+    Ok(report.finish())
+}
+
+fn check_server(ctx: &Context, server: &Server, report: &mut Report) -> Result<()> {
+    let mut con = Conn::Single(server.connect_direct(ctx.timeout)?);
+    let user = whoami(&mut con, server)?;
     let info =
         answered(redis::cmd("INFO").query::<String>(&mut con))?.map(|text| parse_info(&text));
 
-    check_version(&info, &user, &mut report);
-    let replica = check_role(&info, &user, &mut report);
-    check_maxmemory(&mut con, &info, &user, &mut report)?;
-    check_persistence(&mut con, &info, &user, &mut report)?;
-    check_latency(&mut con, &user, &mut report)?;
-    check_clock(&mut con, &user, &mut report)?;
+    check_version(&info, &user, report);
+    let replica = check_role(&info, &user, report);
+    check_maxmemory(&mut con, &info, &user, report)?;
+    check_persistence(&mut con, &info, &user, report)?;
+    check_latency(&mut con, &user, report)?;
+    check_clock(&mut con, &user, report)?;
     if replica {
         report.add(
             Verdict::Warn,
@@ -79,9 +100,9 @@ pub fn doctor(ctx: &Context) -> Result<Exit> {
             Some("run redlock doctor against the primary".into()),
         );
     } else {
-        check_permissions(ctx, &server, &mut con, &user, &mut report)?;
+        check_permissions(ctx, server, &mut con, &user, report)?;
     }
-    Ok(report.finish())
+    Ok(())
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
