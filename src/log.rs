@@ -75,6 +75,16 @@ macro_rules! num_field {
 }
 num_field!(u8, u32, i32, u64, i64, usize, u128);
 
+/// Whether messages of `level` are printed (to skip building ones that would not be).
+pub fn enabled(level: Level) -> bool {
+    let config = config();
+    match level {
+        Level::Info => config.verbose,
+        Level::Warn => !config.quiet,
+        Level::Error => true,
+    }
+}
+
 pub fn info(event: &str, msg: &str, fields: &[(&str, Field)]) {
     emit(Level::Info, event, msg, fields);
 }
@@ -88,15 +98,10 @@ pub fn error(event: &str, msg: &str, fields: &[(&str, Field)]) {
 }
 
 pub fn emit(level: Level, event: &str, msg: &str, fields: &[(&str, Field)]) {
-    let config = config();
-    let shown = match level {
-        Level::Info => config.verbose,
-        Level::Warn => !config.quiet,
-        Level::Error => true,
-    };
-    if !shown {
+    if !enabled(level) {
         return;
     }
+    let config = config();
     let line = match config.format {
         LogFormat::Text => format!("redlock: {msg}\n"),
         LogFormat::Json => json_line(level, event, msg, fields),

@@ -47,6 +47,18 @@ pub fn run(ctx: &Context, args: RunArgs) -> Result<Exit> {
     let started = Instant::now();
     let mut nodes = ctx.nodes(node_timeout(ctx, lease.ttl));
     nodes.connect()?;
+    if crate::log::enabled(crate::log::Level::Info) {
+        let names: Vec<&str> = nodes.servers().map(|s| s.name()).collect();
+        log::info(
+            "connected",
+            &format!(
+                "connected to {} in {} ms",
+                names.join(", "),
+                started.elapsed().as_millis()
+            ),
+            &[("servers", names.len().into())],
+        );
+    }
     let token = lock::new_token()?;
     let holder = Holder::current(&display);
     let request = Request {
@@ -102,7 +114,11 @@ pub fn run(ctx: &Context, args: RunArgs) -> Result<Exit> {
             keys.lock,
             started.elapsed().as_millis()
         ),
-        &[("key", (&keys.lock).into()), ("fence", fence.into())],
+        &[
+            ("key", (&keys.lock).into()),
+            ("fence", fence.into()),
+            ("elapsed_ms", started.elapsed().as_millis().into()),
+        ],
     );
 
     let session = Session {
@@ -179,7 +195,10 @@ pub fn run(ctx: &Context, args: RunArgs) -> Result<Exit> {
             describe_status(end.status),
             lease::fmt(ran)
         ),
-        &[("exit", end.status.exit().code().into())],
+        &[
+            ("exit", end.status.exit().code().into()),
+            ("duration_ms", ran.as_millis().into()),
+        ],
     );
     session.release(
         &mut nodes,

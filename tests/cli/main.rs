@@ -8,6 +8,7 @@ mod acquire_extend;
 mod docs;
 mod doctor;
 mod harness;
+mod logging;
 mod release;
 mod run;
 mod run_contention;
