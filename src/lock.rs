@@ -648,41 +648,42 @@ pub fn scan_locks(con: &mut Conn, prefix: &str) -> Result<Vec<Keys>> {
             let route = redis::cluster_routing::RoutingInfo::SingleNode(
                 redis::cluster_routing::SingleNodeRoutingInfo::ByAddress { host, port },
             );
-            let mut cursor: u64 = 0;
-            loop {
+            scan_pages(prefix, &mut found, |cursor| {
                 let reply = cluster
                     .route_command(&scan_cmd(cursor), route.clone())
                     .context("cannot list the locks (SCAN)")?;
-                let (next, batch): (u64, Vec<String>) = redis::from_redis_value(reply)?;
-                for fence_key in batch {
-                    if let Some(keys) = keys_of_fence(prefix, &fence_key) {
-                        found.insert(keys.lock.clone(), keys);
-                    }
-                }
-                if next == 0 {
-                    break;
-                }
-                cursor = next;
-            }
+                Ok(redis::from_redis_value(reply)?)
+            })?;
         }
         return Ok(found.into_values().collect());
     }
-    let mut cursor: u64 = 0;
-    loop {
-        let (next, batch): (u64, Vec<String>) = scan_cmd(cursor)
+    scan_pages(prefix, &mut found, |cursor| {
+        scan_cmd(cursor)
             .query(con)
-            .context("cannot list the locks (SCAN)")?;
+            .context("cannot list the locks (SCAN)")
+    })?;
+    Ok(found.into_values().collect())
+}
+
+/// Follows a SCAN cursor to the end, keeping the locks under `prefix`.
+fn scan_pages(
+    prefix: &str,
+    found: &mut std::collections::BTreeMap<String, Keys>,
+    mut page: impl FnMut(u64) -> Result<(u64, Vec<String>)>,
+) -> Result<()> {
+    let mut cursor = 0;
+    loop {
+        let (next, batch) = page(cursor)?;
         for fence_key in batch {
             if let Some(keys) = keys_of_fence(prefix, &fence_key) {
                 found.insert(keys.lock.clone(), keys);
             }
         }
         if next == 0 {
-            break;
+            return Ok(());
         }
         cursor = next;
     }
-    Ok(found.into_values().collect())
 }
 
 fn scan_cmd(cursor: u64) -> redis::Cmd {

@@ -249,6 +249,14 @@ impl Nodes {
         Err(self.no_quorum(&results, &errors))
     }
 
+    /// Each failed node's error, naming the node.
+    pub fn failures<T>(&self, results: &[Result<T>]) -> Vec<String> {
+        self.servers()
+            .zip(results)
+            .filter_map(|(s, r)| r.as_ref().err().map(|e| node_error(s, e)))
+            .collect()
+    }
+
     /// The error for "not enough nodes answered": every node's error, and the class they share
     /// (or 69 when they differ).
     fn no_quorum<T>(&self, results: &[Result<T>], errors: &[String]) -> anyhow::Error {
@@ -353,15 +361,7 @@ impl Nodes {
             return results.into_iter().next().expect("one node");
         }
         let released = results.iter().filter(|r| matches!(r, Ok(true))).count();
-        let errors: Vec<String> = self
-            .servers()
-            .zip(&results)
-            .filter_map(|(s, r)| {
-                r.as_ref()
-                    .err()
-                    .map(|e| format!("{}: {}", s.name(), render(e)))
-            })
-            .collect();
+        let errors = self.failures(&results);
         if errors.len() >= self.majority() {
             return Err(self.no_quorum(&results, &errors));
         }
@@ -382,15 +382,7 @@ impl Nodes {
             let removed = results.into_iter().next().expect("one node")?;
             return Ok(vec![(self.nodes[0].server.name().to_string(), removed)]);
         }
-        let errors: Vec<String> = self
-            .servers()
-            .zip(&results)
-            .filter_map(|(s, r)| {
-                r.as_ref()
-                    .err()
-                    .map(|e| format!("{}: {}", s.name(), render(e)))
-            })
-            .collect();
+        let errors = self.failures(&results);
         if errors.len() >= self.majority() {
             return Err(self.no_quorum(&results, &errors));
         }

@@ -146,6 +146,20 @@ pub fn take(nodes: &mut Nodes, req: &Request, signals: &Signals) -> Result<Taken
     }
 }
 
+/// Says that a signal ended the wait, and returns the status for it (128+N).
+pub fn interrupted(sig: libc::c_int, keys: &Keys) -> crate::exit::Exit {
+    crate::log::error(
+        "interrupted",
+        &format!(
+            "{} while waiting for {}; nothing held",
+            signals::name(sig),
+            keys.lock
+        ),
+        &[],
+    );
+    crate::exit::Exit::Signal(sig)
+}
+
 /// A random duration in [lo, hi), from the OS random source.
 fn jitter(lo: Duration, hi: Duration) -> Duration {
     let mut bytes = [0u8; 4];

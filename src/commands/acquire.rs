@@ -17,7 +17,7 @@ use crate::json::Json;
 use crate::lease;
 use crate::lock::{self, Holder, Keys};
 use crate::log;
-use crate::signals::{self, Signals};
+use crate::signals::Signals;
 use crate::wait::{self, Request, Taken};
 
 pub fn acquire(ctx: &Context, args: AcquireArgs) -> Result<Exit> {
@@ -65,18 +65,7 @@ pub fn acquire(ctx: &Context, args: AcquireArgs) -> Result<Exit> {
             );
             Ok(Exit::Busy(BUSY))
         }
-        Taken::Interrupted(sig) => {
-            log::error(
-                "interrupted",
-                &format!(
-                    "{} while waiting for {}; nothing held",
-                    signals::name(sig),
-                    keys.lock
-                ),
-                &[],
-            );
-            Ok(Exit::Signal(sig))
-        }
+        Taken::Interrupted(sig) => Ok(wait::interrupted(sig, &keys)),
     }
 }
 

@@ -93,18 +93,7 @@ pub fn run(ctx: &Context, args: RunArgs) -> Result<Exit> {
             }
             return Ok(Exit::Busy(code));
         }
-        Taken::Interrupted(sig) => {
-            log::error(
-                "interrupted",
-                &format!(
-                    "{} while waiting for {}; nothing held",
-                    signals::name(sig),
-                    keys.lock
-                ),
-                &[],
-            );
-            return Ok(Exit::Signal(sig));
-        }
+        Taken::Interrupted(sig) => return Ok(wait::interrupted(sig, &keys)),
     };
     let acquired_at = Instant::now();
     log::info(

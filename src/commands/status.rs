@@ -154,11 +154,7 @@ fn answered_keep_errors<T>(
     if !nodes.is_quorum() {
         return Err(results.into_iter().find_map(Result::err).expect("an error"));
     }
-    let errors: Vec<String> = nodes
-        .servers()
-        .zip(&results)
-        .filter_map(|(s, r)| r.as_ref().err().map(|e| crate::nodes::node_error(s, e)))
-        .collect();
+    let errors = nodes.failures(&results);
     Err(crate::exit::fail(
         Exit::Unavailable,
         format!(
