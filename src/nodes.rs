@@ -53,8 +53,10 @@ impl Node {
             self.timeout = Some(timeout);
         }
         let result = f(con);
+        // After a transport error the connection is unusable; after READONLY it leads to a
+        // demoted master (a failover): either way the next call connects afresh.
         if let Err(e) = &result
-            && !is_server_reply(e)
+            && (!is_server_reply(e) || is_readonly(e))
         {
             self.con = None;
         }
@@ -67,6 +69,12 @@ pub fn is_server_reply(err: &anyhow::Error) -> bool {
     err.chain()
         .filter_map(|c| c.downcast_ref::<RedisError>())
         .any(|e| e.code().is_some())
+}
+
+pub fn is_readonly(err: &anyhow::Error) -> bool {
+    err.chain()
+        .filter_map(|c| c.downcast_ref::<RedisError>())
+        .any(|e| e.code() == Some("READONLY"))
 }
 
 pub fn is_timeout(err: &anyhow::Error) -> bool {

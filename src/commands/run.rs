@@ -22,7 +22,7 @@ use crate::heartbeat::Heartbeat;
 use crate::lease::{self, Lease, Timeline};
 use crate::lock::{self, Holder, Keys, RunRecord};
 use crate::log;
-use crate::nodes::{Nodes, is_server_reply, is_timeout};
+use crate::nodes::{Nodes, is_readonly, is_server_reply, is_timeout};
 use crate::signals::{self, Event, Signals};
 use crate::wait::{self, Request, Taken};
 
@@ -242,7 +242,8 @@ impl Session<'_> {
         // the failed attempt dropped it too, so a second attempt reconnects. A timeout or a
         // refusal, though, would only repeat: one try.
         let result = attempt(nodes).or_else(|first| {
-            if is_timeout(&first) || is_server_reply(&first) {
+            // READONLY: the master was demoted by a failover; reconnecting finds the new one.
+            if is_timeout(&first) || (is_server_reply(&first) && !is_readonly(&first)) {
                 Err(first)
             } else {
                 attempt(nodes)

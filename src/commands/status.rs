@@ -24,7 +24,11 @@
 //!                      "ttl_ms", "fence", "finished", "age_ms", "since_renewal_ms"},
 //!    "last_run": null | {"outcome": "ok"|"failed"|"killed"|"lease lost", "exit", "host", "pid",
 //!                        "user", "command", "started_ms", "ended_ms", "duration_ms", "fence"},
-//!    "counters": {"runs", "busy", "lost", "failed", "forced"}}]}
+//!    "counters": {"runs", "busy", "lost", "failed", "forced"},
+//!    // only with several --url (a quorum):
+//!    "quorum": {"nodes": 3, "majority": 2, "holding": 2},
+//!    "nodes": [{"url", "state": "held"|"held_by_another_token"|"free"|"wrong_type"|"error",
+//!               "ttl_left_ms", "fence", "error"}]}]}
 //! ```
 //!
 //! Numbers are integers; `*_ms` instants are milliseconds since the Unix epoch (server time).
@@ -96,7 +100,11 @@ pub fn status(ctx: &Context, args: StatusArgs) -> Result<Exit> {
                 .map(|(name, r)| {
                     let answer = match r {
                         Ok(all) => Ok(&all[i]),
-                        Err(e) => Err(crate::nodes::render(e).replace(&format!("{name}: "), "")),
+                        Err(e) => {
+                            let text = crate::nodes::render(e);
+                            let prefix = format!("{name}: ");
+                            Err(text.strip_prefix(&prefix).unwrap_or(&text).to_string())
+                        }
                     };
                     (name.as_str(), answer)
                 })
@@ -368,10 +376,13 @@ impl<'a> View<'a> {
                                     Json::opt_num((i.pttl_ms >= 0).then_some(i.pttl_ms)),
                                 ),
                                 ("fence", Json::opt_num(i.fence)),
+                                ("error", Json::Null),
                             ]),
                             Err(e) => Json::Obj(vec![
                                 ("url", Json::str(*url)),
                                 ("state", Json::str("error")),
+                                ("ttl_left_ms", Json::Null),
+                                ("fence", Json::Null),
                                 ("error", Json::str(e)),
                             ]),
                         })
