@@ -3,22 +3,28 @@
 
 #![allow(dead_code)] // not every test file uses every helper
 
+pub mod cluster;
 pub mod json;
 pub mod monitor;
 pub mod poll;
 pub mod process;
+pub mod quorum;
 pub mod redis_server;
 pub mod redlock;
+pub mod sentinel;
 pub mod status;
 pub mod temp;
 
 use std::time::Duration;
 
+pub use cluster::RedisCluster;
 pub use monitor::Monitor;
 pub use poll::{holds_throughout, wait_until};
 pub use process::{host_name, wait_until_gone};
+pub use quorum::RedisQuorum;
 pub use redis_server::{RedisServer, free_port};
 pub use redlock::{Outcome, Redlock};
+pub use sentinel::RedisSentinel;
 pub use status::{lock_status, status_document};
 pub use temp::TempDir;
 

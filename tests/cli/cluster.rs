@@ -1,0 +1,278 @@
+//! `redis+cluster://` URLs: a lock on Redis Cluster, reached through the redis crate's own
+//! cluster support (DESIGN.md §7) from one or more seed nodes. The lock key and its companions
+//! share one hash slot (§4), so each lock lives whole on the master owning that slot; redlock
+//! follows the cluster when a slot moves.
+
+use std::time::{Duration, Instant};
+
+use crate::support::json::Json;
+use crate::support::redlock::Running;
+use crate::support::{
+    LockKeys, Outcome, RedisCluster, Redlock, child, free_port, holds_throughout, says, wait_until,
+};
+
+/// `redlock --url URL`, for a cluster URL.
+fn redlock(url: &str) -> Redlock {
+    Redlock::without_url().args(["--url", url])
+}
+
+/// Starts a run on `key` through `url`, its command printing its token and `ready`, then
+/// holding until the test closes stdin. Returns the run and the token.
+fn hold(url: &str, key: &str, ttl: &str) -> (Running, String) {
+    let mut holder = redlock(url)
+        .args(["run", "--key", key, "--ttl", ttl])
+        .args(["-c", child::HOLD_AND_PRINT_TOKEN])
+        .spawn();
+    let token = holder.expect_line_starting("token=");
+    holder.expect_line("ready");
+    (holder, token)
+}
+
+/// Lets a holder's command finish and expects the run to succeed.
+fn finish(mut holder: Running) -> Outcome {
+    holder.close_stdin();
+    holder.exits_with(0)
+}
+
+#[test]
+fn cluster_harness_spreads_the_slots_over_three_masters_that_agree() {
+    let cluster = RedisCluster::start();
+    let keys = cluster.keys_on_every_master("job");
+    assert_eq!(keys.len(), 3, "{keys:?}");
+    for (key, owner) in &keys {
+        let slot = cluster.slot(key);
+        for viewer in 0..3 {
+            assert_eq!(
+                cluster.owner_of_slot(slot, viewer),
+                Some(*owner),
+                "node {viewer} disagrees about who owns {key} (slot {slot})"
+            );
+        }
+        let _: () = cluster.owner_node(key).query(&["SET", key, "value"]);
+    }
+}
+
+#[test]
+fn run_through_a_single_seed_locks_keys_on_every_master() {
+    let cluster = RedisCluster::start();
+    let url = cluster.seed_url(0);
+    for (key, owner) in cluster.keys_on_every_master("job") {
+        let (holder, token) = hold(&url, &key, "2s");
+        assert_eq!(
+            cluster.node(owner).get(&key).as_deref(),
+            Some(token.as_str()),
+            "{key} is not held with the run's token on node {owner}, which owns its slot"
+        );
+        finish(holder);
+        assert!(
+            !cluster.node(owner).exists(&key),
+            "{key} is still held after the run"
+        );
+    }
+}
+
+#[test]
+fn lock_and_its_companion_keys_live_on_the_master_owning_the_locks_slot() {
+    let cluster = RedisCluster::start();
+    let (holder, _) = hold(&cluster.seed_url(0), "report:daily", "2s");
+    let node = cluster.owner_node("report:daily");
+    let keys = LockKeys::of("report:daily");
+    for key in [&keys.lock, &keys.fence, &keys.holder] {
+        assert_eq!(
+            cluster.owner(key),
+            cluster.owner("report:daily"),
+            "{key} is not in the lock's slot"
+        );
+        assert!(node.exists(key), "{key} is not on the lock's master");
+    }
+    finish(holder);
+}
+
+#[test]
+fn lock_held_in_the_cluster_makes_another_run_exit_75() {
+    let cluster = RedisCluster::start();
+    let url = cluster.seed_url(0);
+    let (holder, token) = hold(&url, "job", "2s");
+    let outcome = redlock(&url)
+        .args(["run", "--key", "job", "--ttl", "2s", "-c", "echo started"])
+        .exits_with(75);
+    outcome.error_mentions(says::BUSY);
+    if outcome.stdout.contains("started") {
+        outcome.fail("the command ran although the lock was held");
+    }
+    assert_eq!(
+        cluster.owner_node("job").get("job").as_deref(),
+        Some(token.as_str())
+    );
+    finish(holder);
+}
+
+#[test]
+fn seed_that_does_not_own_the_keys_slot_leads_redlock_to_the_owner() {
+    let cluster = RedisCluster::start();
+    let seed = cluster.not_owner("job");
+    let (holder, token) = hold(&cluster.seed_url(seed), "job", "2s");
+    assert_eq!(
+        cluster.owner_node("job").get("job").as_deref(),
+        Some(token.as_str()),
+        "the lock is not on the slot's owner"
+    );
+    finish(holder);
+}
+
+#[test]
+fn status_of_a_lock_held_in_the_cluster_exits_0() {
+    let cluster = RedisCluster::start();
+    let url = cluster.seed_url(0);
+    let (holder, _) = hold(&url, "job", "30s");
+    let outcome = redlock(&url).args(["status", "job"]).exits_with(0);
+    if !outcome
+        .stdout
+        .lines()
+        .any(|l| l.starts_with("job: held by "))
+    {
+        outcome.fail("expected a line `job: held by ...`");
+    }
+    finish(holder);
+}
+
+#[test]
+fn status_all_lists_the_locks_of_every_master() {
+    let cluster = RedisCluster::start();
+    let url = cluster.seed_url(0);
+    let keys = cluster.keys_on_every_master("job");
+    for (key, _) in &keys {
+        redlock(&url)
+            .args(["acquire", "--key", key, "--ttl", "30s"])
+            .exits_with(0);
+    }
+    let outcome = redlock(&url)
+        .args(["status", "--all", "--json"])
+        .exits_with(0);
+    let document = Json::parse(outcome.stdout.trim_end())
+        .unwrap_or_else(|e| outcome.fail(&format!("status --json printed no JSON document: {e}")));
+    let listed: Vec<&str> = document
+        .items("locks")
+        .iter()
+        .map(|lock| lock.str("key"))
+        .collect();
+    for (key, owner) in &keys {
+        if !listed.contains(&key.as_str()) {
+            outcome.fail(&format!("{key}, on node {owner}, is not listed"));
+        }
+    }
+}
+
+#[test]
+fn lock_follows_its_slot_to_another_master_with_its_fence() {
+    let cluster = RedisCluster::start();
+    let from = cluster.owner("job");
+    let to = (from + 1) % 3;
+    let run = |seed: usize| {
+        let outcome = redlock(&cluster.seed_url(seed))
+            .args([
+                "run",
+                "--key",
+                "job",
+                "--ttl",
+                "2s",
+                "-c",
+                child::PRINT_LOCK_ENV,
+            ])
+            .exits_with(0);
+        let fence = outcome.printed("fence");
+        fence
+            .parse::<i64>()
+            .unwrap_or_else(|e| outcome.fail(&format!("REDLOCK_FENCE {fence:?}: {e}")))
+    };
+    assert_eq!(run(from), 1);
+
+    cluster.migrate_slot(cluster.slot("job"), from, to);
+    assert_eq!(
+        cluster.owner("job"),
+        to,
+        "the harness did not move the slot"
+    );
+    // The old owner, as the seed, answers for this slot only with MOVED.
+    assert_eq!(run(from), 2, "the fence counter did not move with its slot");
+    let fence_key = LockKeys::of("job").fence;
+    assert_eq!(cluster.node(to).get(&fence_key).as_deref(), Some("2"));
+}
+
+#[test]
+fn lease_survives_its_slot_moving_to_another_master_during_the_run() {
+    let cluster = RedisCluster::start();
+    let from = cluster.owner("job");
+    let to = (from + 1) % 3;
+    let (holder, token) = hold(&cluster.seed_url(from), "job", "1s");
+
+    cluster.migrate_slot(cluster.slot("job"), from, to);
+    // Longer than the TTL: the renewals reach the new owner.
+    holds_throughout(
+        "the lock to stay held on its new master",
+        Duration::from_millis(1500),
+        || match cluster.node(to).get("job") {
+            Some(value) if value == token => Ok(()),
+            other => Err(format!("the new master has {other:?}")),
+        },
+    );
+    finish(holder);
+    assert!(!cluster.node(to).exists("job"), "the lock was not released");
+}
+
+/// Clients subscribed to `channel` on any node, by SUBSCRIBE or SSUBSCRIBE.
+fn subscribers(cluster: &RedisCluster, channel: &str) -> i64 {
+    cluster
+        .nodes()
+        .iter()
+        .map(|node| {
+            ["NUMSUB", "SHARDNUMSUB"]
+                .iter()
+                .map(|sub| {
+                    let reply: Vec<redis::Value> = node.query(&["PUBSUB", sub, channel]);
+                    match reply.get(1) {
+                        Some(redis::Value::Int(n)) => *n,
+                        _ => 0,
+                    }
+                })
+                .sum::<i64>()
+        })
+        .sum()
+}
+
+#[test]
+fn waiter_in_the_cluster_is_notified_when_the_holder_finishes() {
+    let cluster = RedisCluster::start();
+    let url = cluster.seed_url(0);
+    let (holder, _) = hold(&url, "job", "30s");
+    let mut waiter = redlock(&url)
+        .args(["run", "--key", "job", "--ttl", "30s", "--wait", "20s"])
+        .args(["-c", "echo started"])
+        .spawn();
+    let channel = LockKeys::of("job").released_channel;
+    wait_until(
+        "the waiter to subscribe to the release channel",
+        Duration::from_secs(10),
+        || (subscribers(&cluster, &channel) > 0).then_some(()),
+    );
+
+    let released = Instant::now();
+    let holder_outcome = finish(holder);
+    let started = waiter.expect_line("started");
+    waiter.exits_with(0);
+    let delay = started - released;
+    if delay >= Duration::from_secs(2) {
+        holder_outcome.fail(&format!(
+            "the waiter started {delay:?} after the holder finished"
+        ));
+    }
+}
+
+#[test]
+fn unreachable_cluster_seed_exits_69() {
+    let url = format!("redis+cluster://127.0.0.1:{}", free_port());
+    redlock(&url)
+        .args(["run", "--key", "job", "--ttl", "2s", "-c", "echo started"])
+        .exits_with(69)
+        .error_mentions(says::UNAVAILABLE);
+}

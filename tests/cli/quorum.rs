@@ -1,0 +1,771 @@
+//! Several `--url`s: a Redlock quorum over independent masters (DESIGN.md §7). A lock is held
+//! while a majority holds it; a minority of nodes may be down, stalled or wiped without anyone
+//! noticing but a warning; losing the majority stops the command before the lease runs out
+//! (76); fences keep growing whichever majority answers; every subcommand speaks to all nodes.
+
+use std::fs;
+use std::time::{Duration, Instant};
+
+use crate::support::json::Json;
+use crate::support::redlock::Running;
+use crate::support::{
+    LockKeys, Outcome, RedisQuorum, Redlock, TempDir, child, holds_throughout, says,
+    wait_for_contender, wait_until, wait_until_gone,
+};
+
+/// Starts `redlock run --key KEY --ttl TTL` over every node, its command printing its token
+/// and `ready`, then holding until the test closes stdin. Returns the run and the token.
+fn hold(quorum: &RedisQuorum, key: &str, ttl: &str) -> (Running, String) {
+    let mut holder = quorum
+        .redlock()
+        .args(["run", "--key", key, "--ttl", ttl])
+        .args(["-c", child::HOLD_AND_PRINT_TOKEN])
+        .spawn();
+    let token = holder.expect_line_starting("token=");
+    holder.expect_line("ready");
+    (holder, token)
+}
+
+/// Lets a holder's command finish and expects the run to succeed.
+fn finish(mut holder: Running) -> Outcome {
+    holder.close_stdin();
+    holder.exits_with(0)
+}
+
+/// Holds `key` on one node the way another client would.
+fn hold_elsewhere(quorum: &RedisQuorum, node: usize, key: &str) {
+    let _: () = quorum
+        .node(node)
+        .query(&["SET", key, "someone-elses-token", "PX", "30000"]);
+}
+
+/// The fence counter of `key` on `node`, 0 when it has none.
+fn fence_counter(quorum: &RedisQuorum, node: usize, key: &str) -> i64 {
+    quorum
+        .node(node)
+        .get(&LockKeys::of(key).fence)
+        .map_or(0, |n| n.parse().expect("the fence counter is an integer"))
+}
+
+/// `REDLOCK_FENCE` as the command saw it.
+fn fence_of(outcome: &Outcome) -> i64 {
+    let fence = outcome.printed("fence");
+    fence
+        .parse()
+        .unwrap_or_else(|e| outcome.fail(&format!("REDLOCK_FENCE {fence:?} is no integer: {e}")))
+}
+
+/// One short run over the quorum that prints its lock environment; expects it to succeed.
+fn run_printing_the_fence(quorum: &RedisQuorum, key: &str) -> Outcome {
+    quorum
+        .redlock()
+        .args([
+            "run",
+            "--key",
+            key,
+            "--ttl",
+            "2s",
+            "-c",
+            child::PRINT_LOCK_ENV,
+        ])
+        .exits_with(0)
+}
+
+fn expect_stderr_names(outcome: &Outcome, url: &str) {
+    if !outcome.stderr.contains(url) {
+        outcome.fail(&format!("stderr does not name the node {url}"));
+    }
+}
+
+fn expect_on_stdout(outcome: &Outcome, text: &str) {
+    if !outcome.stdout.contains(text) {
+        outcome.fail(&format!("stdout does not contain {text:?}"));
+    }
+}
+
+#[test]
+fn run_takes_the_lock_on_every_node_with_the_childs_token() {
+    let quorum = RedisQuorum::start(3);
+    let (holder, token) = hold(&quorum, "job", "2s");
+    quorum.expect_held("job", &token, &[]);
+    finish(holder);
+    quorum.expect_free_on("job", &[0, 1, 2]);
+}
+
+#[test]
+fn comma_separated_redlock_url_is_a_quorum_too() {
+    let quorum = RedisQuorum::start(3);
+    let mut holder = Redlock::without_url()
+        .env("REDLOCK_URL", quorum.url_list())
+        .args(["run", "--key", "job", "--ttl", "2s"])
+        .args(["-c", child::HOLD_AND_PRINT_TOKEN])
+        .spawn();
+    let token = holder.expect_line_starting("token=");
+    holder.expect_line("ready");
+    quorum.expect_held("job", &token, &[]);
+    finish(holder);
+    quorum.expect_free_on("job", &[0, 1, 2]);
+}
+
+#[test]
+fn five_nodes_with_two_down_still_run_the_command() {
+    let mut quorum = RedisQuorum::start(5);
+    quorum.node_mut(1).kill9();
+    quorum.node_mut(3).kill9();
+    let (holder, token) = hold(&quorum, "job", "2s");
+    quorum.expect_held("job", &token, &[1, 3]);
+    finish(holder);
+    quorum.expect_free_on("job", &[0, 2, 4]);
+}
+
+#[test]
+fn three_nodes_with_one_down_run_the_command_and_warn_naming_that_node() {
+    let mut quorum = RedisQuorum::start(3);
+    let down = quorum.node(2).url();
+    quorum.node_mut(2).kill9();
+    let outcome = quorum
+        .redlock()
+        .args(["run", "--key", "job", "--ttl", "2s", "-c", "echo started"])
+        .exits_with(0);
+    expect_on_stdout(&outcome, "started");
+    expect_stderr_names(&outcome, &down);
+    quorum.expect_free_on("job", &[0, 1]);
+}
+
+#[test]
+fn three_nodes_with_two_down_exit_69_naming_both_and_leave_nothing_locked() {
+    let mut quorum = RedisQuorum::start(3);
+    let (first, second) = (quorum.node(0).url(), quorum.node(2).url());
+    quorum.node_mut(0).kill9();
+    quorum.node_mut(2).kill9();
+    let outcome = quorum
+        .redlock()
+        .args(["run", "--key", "job", "--ttl", "2s", "-c", "echo started"])
+        .exits_with(69);
+    if outcome.stdout.contains("started") {
+        outcome.fail("the command ran without a quorum");
+    }
+    let line = outcome.error_line();
+    for url in [&first, &second] {
+        if !line.contains(url.as_str()) {
+            outcome.fail(&format!("the error line does not name the down node {url}"));
+        }
+    }
+    outcome.error_mentions(&["quorum"]);
+    let keys = LockKeys::of("job");
+    quorum.expect_free_on(&keys.lock, &[1]);
+    quorum.expect_free_on(&keys.holder, &[1]);
+}
+
+#[test]
+fn three_nodes_with_two_stalled_exit_69_within_the_ttl_and_leave_nothing_locked() {
+    let quorum = RedisQuorum::start(3);
+    quorum.node(0).pause();
+    quorum.node(1).pause();
+    let outcome = quorum
+        .redlock()
+        .args(["run", "--key", "job", "--ttl", "2s", "-c", "echo started"])
+        .run();
+    quorum.node(0).resume();
+    quorum.node(1).resume();
+    outcome.expect_code(69);
+    if outcome.stdout.contains("started") {
+        outcome.fail("the command ran without a quorum");
+    }
+    if outcome.elapsed >= Duration::from_secs(2) {
+        outcome.fail("giving up on two stalled nodes took longer than the 2s TTL");
+    }
+    // A stalled node may yet execute the SET it was sent; only the answering one is clean now.
+    quorum.expect_free_on("job", &[2]);
+}
+
+#[test]
+fn stalled_minority_node_does_not_hold_up_acquisition() {
+    let quorum = RedisQuorum::start(3);
+    quorum.node(2).pause();
+    let started = Instant::now();
+    let mut run = quorum
+        .redlock()
+        .args(["run", "--key", "job", "--ttl", "2s", "-c", "echo started"])
+        .spawn();
+    let ran = run.expect_line("started");
+    let outcome = run.wait();
+    quorum.node(2).resume();
+    outcome.expect_code(0);
+    // The per-node timeout is a tenth of the TTL: 200 ms per round, far below the default
+    // 3s command timeout.
+    if ran - started >= Duration::from_millis(1500) {
+        outcome.fail(&format!(
+            "the command started only {:?} after redlock, held up by the stalled node",
+            ran - started
+        ));
+    }
+    if outcome.elapsed >= Duration::from_secs(3) {
+        outcome.fail("the whole run took as long as the default command timeout");
+    }
+}
+
+#[test]
+fn fences_keep_growing_when_different_majorities_answer() {
+    let mut quorum = RedisQuorum::start(3);
+    let fence_key = LockKeys::of("job").fence;
+    let _: () = quorum.node(0).query(&["SET", &fence_key, "100"]);
+
+    // All three answer: the highest counter wins and is raised everywhere.
+    let first = fence_of(&run_printing_the_fence(&quorum, "job"));
+    assert!(
+        first > 100,
+        "fence {first} is not above node 0's counter 100"
+    );
+    for node in 0..3 {
+        let counter = fence_counter(&quorum, node, "job");
+        assert!(
+            counter >= first,
+            "node {node}'s fence counter {counter} is below the fence {first} handed out"
+        );
+    }
+
+    // Nodes 1 and 2 answer.
+    quorum.node_mut(0).kill9();
+    let second = fence_of(&run_printing_the_fence(&quorum, "job"));
+    assert!(
+        second > first,
+        "fence went from {first} to {second} without node 0"
+    );
+    for node in [1, 2] {
+        let counter = fence_counter(&quorum, node, "job");
+        assert!(
+            counter >= second,
+            "node {node}'s fence counter {counter} is below the fence {second} handed out"
+        );
+    }
+
+    // Nodes 0 (back, empty) and 2 answer.
+    quorum.node_mut(0).restart();
+    quorum.node_mut(1).kill9();
+    let third = fence_of(&run_printing_the_fence(&quorum, "job"));
+    assert!(
+        third > second,
+        "fence went from {second} to {third} with node 0 restarted empty and node 1 down"
+    );
+    for node in [0, 2] {
+        let counter = fence_counter(&quorum, node, "job");
+        assert!(
+            counter >= third,
+            "node {node}'s fence counter {counter} is below the fence {third} handed out"
+        );
+    }
+}
+
+#[test]
+fn majority_stalled_during_a_run_stops_the_command_before_the_lease_deadline_with_76() {
+    let ttl = Duration::from_secs(2);
+    let quorum = RedisQuorum::start(3);
+    let mut holder = quorum
+        .redlock()
+        .args(["run", "--key", "job", "--ttl", "2s"])
+        .args(["-c", child::HOLD_PRINTING_PID])
+        .spawn();
+    let child = holder.expect_pid("child");
+    holder.expect_line("ready");
+
+    quorum.node(0).pause();
+    quorum.node(1).pause();
+    let paused = Instant::now();
+    let gone = wait_until_gone(child, "the command", Duration::from_secs(10));
+    let outcome = holder.wait();
+    quorum.node(0).resume();
+    quorum.node(1).resume();
+    outcome.expect_code(76);
+    outcome.last_error_mentions(says::LEASE_LOST);
+    // The last renewal a majority can have confirmed was sent before the pause.
+    if gone - paused >= ttl + Duration::from_millis(100) {
+        outcome.fail(&format!(
+            "the command ran until {:?} after the majority stalled, past the {ttl:?} lease",
+            gone - paused
+        ));
+    }
+    let exited = outcome.exited_at.expect("redlock exited");
+    if exited - paused >= Duration::from_secs(5) {
+        outcome.fail(&format!(
+            "redlock took {:?} to give up on a stalled majority",
+            exited - paused
+        ));
+    }
+}
+
+#[test]
+fn lock_deleted_on_two_of_three_nodes_ends_the_run_with_76_promptly() {
+    let quorum = RedisQuorum::start(3);
+    let mut holder = quorum
+        .redlock()
+        .args(["run", "--key", "job", "--ttl", "1s"])
+        .args(["-c", child::HOLD_PRINTING_PID])
+        .spawn();
+    let child = holder.expect_pid("child");
+    holder.expect_line("ready");
+
+    let _: i64 = quorum.node(0).query(&["DEL", "job"]);
+    let _: i64 = quorum.node(1).query(&["DEL", "job"]);
+    let deleted = Instant::now();
+    let outcome = holder.exits_with(76);
+    outcome.last_error_mentions(says::LEASE_LOST);
+    let exited = outcome.exited_at.expect("redlock exited");
+    if exited - deleted >= Duration::from_secs(2) {
+        outcome.fail(&format!(
+            "redlock took {:?} to notice a lost majority under a 1s TTL",
+            exited - deleted
+        ));
+    }
+    wait_until_gone(child, "the command", Duration::from_secs(1));
+}
+
+#[test]
+fn lock_deleted_on_one_node_only_leaves_the_run_going_to_exit_0() {
+    let quorum = RedisQuorum::start(3);
+    let (holder, token) = hold(&quorum, "job", "1s");
+    let _: i64 = quorum.node(0).query(&["DEL", "job"]);
+    // Longer than the TTL: the other two nodes keep being renewed.
+    holds_throughout(
+        "the lock to stay held on nodes 1 and 2",
+        Duration::from_millis(1500),
+        || {
+            for node in [1, 2] {
+                let value = quorum.node(node).get("job");
+                if value.as_deref() != Some(token.as_str()) {
+                    return Err(format!("node {node} now has {value:?}"));
+                }
+            }
+            Ok(())
+        },
+    );
+    finish(holder);
+}
+
+#[test]
+fn lock_held_on_the_quorum_makes_another_run_exit_75() {
+    let quorum = RedisQuorum::start(3);
+    let (holder, token) = hold(&quorum, "job", "2s");
+    quorum
+        .redlock()
+        .args(["run", "--key", "job", "--ttl", "2s", "-c", "echo started"])
+        .exits_with(75)
+        .error_mentions(says::BUSY);
+    quorum.expect_held("job", &token, &[]);
+    finish(holder);
+}
+
+#[test]
+fn lock_held_by_another_client_on_a_majority_exits_75_and_leaves_the_free_node_free() {
+    let quorum = RedisQuorum::start(3);
+    hold_elsewhere(&quorum, 0, "job");
+    hold_elsewhere(&quorum, 1, "job");
+    let outcome = quorum
+        .redlock()
+        .args(["run", "--key", "job", "--ttl", "2s", "-c", "echo started"])
+        .exits_with(75);
+    outcome.error_mentions(says::BUSY);
+    if outcome.stdout.contains("started") {
+        outcome.fail("the command ran although a majority was busy");
+    }
+    quorum.expect_free_on("job", &[2]);
+    quorum.expect_held("job", "someone-elses-token", &[2]);
+}
+
+#[test]
+fn lock_held_by_another_client_on_one_node_of_three_does_not_block_the_quorum() {
+    let quorum = RedisQuorum::start(3);
+    hold_elsewhere(&quorum, 0, "job");
+    let outcome = quorum
+        .redlock()
+        .args(["run", "--key", "job", "--ttl", "2s", "-c", "echo started"])
+        .exits_with(0);
+    expect_on_stdout(&outcome, "started");
+    assert_eq!(
+        quorum.node(0).get("job").as_deref(),
+        Some("someone-elses-token"),
+        "the other client's key on node 0 was touched"
+    );
+}
+
+#[test]
+fn waiter_starts_as_soon_as_the_holder_finishes() {
+    let quorum = RedisQuorum::start(3);
+    let (holder, _) = hold(&quorum, "job", "30s");
+
+    let before = quorum.node(0).script_calls();
+    let mut waiter = quorum
+        .redlock()
+        .args(["run", "--key", "job", "--ttl", "30s", "--wait", "20s"])
+        .args(["-c", "echo started"])
+        .spawn();
+    wait_for_contender(quorum.node(0), "job", before);
+
+    let released = Instant::now();
+    let holder_outcome = finish(holder);
+    let started = waiter.expect_line("started");
+    waiter.exits_with(0);
+    // The holder's keys would have lived 30 s; the waiter must not sit that out.
+    let delay = started - released;
+    if delay >= Duration::from_secs(2) {
+        holder_outcome.fail(&format!(
+            "the waiter started {delay:?} after the holder finished"
+        ));
+    }
+}
+
+/// Each critical section appends `start PID FENCE`, lingers a little so overlaps would show,
+/// then appends `end PID`.
+const CRITICAL_SECTION: &str = r#"echo "start $$ $REDLOCK_FENCE" >> "$STRESS_LOG"; sleep 0.05; echo "end $$" >> "$STRESS_LOG""#;
+
+const CONTENDERS: usize = 16;
+
+fn sections_started(log: &std::path::Path) -> usize {
+    fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .filter(|line| line.starts_with("start "))
+        .count()
+}
+
+#[test]
+fn sixteen_contenders_run_one_at_a_time_while_a_node_crashes_and_comes_back() {
+    let mut quorum = RedisQuorum::start(3);
+    let scratch = TempDir::new("quorum-stress");
+    let log = scratch.join("sections.log");
+    let contenders: Vec<_> = (0..CONTENDERS)
+        .map(|_| {
+            quorum
+                .redlock()
+                .env("STRESS_LOG", &log)
+                .args(["run", "--key", "stress", "--ttl", "2s", "--wait", "60s"])
+                .args(["-c", CRITICAL_SECTION])
+                .timeout(Duration::from_secs(75))
+                .spawn()
+        })
+        .collect();
+
+    wait_until(
+        "a few critical sections before the crash",
+        Duration::from_secs(60),
+        || (sections_started(&log) >= 3).then_some(()),
+    );
+    quorum.node_mut(2).kill9();
+    wait_until(
+        "a few critical sections with a node down",
+        Duration::from_secs(60),
+        || (sections_started(&log) >= 7).then_some(()),
+    );
+    quorum.node_mut(2).restart();
+
+    for contender in contenders {
+        contender.exits_with(0);
+    }
+
+    let text = fs::read_to_string(&log).expect("read the sections log");
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(
+        lines.len(),
+        2 * CONTENDERS,
+        "expected {CONTENDERS} start/end pairs:\n{text}"
+    );
+    let mut last_fence = 0u64;
+    let mut runners = Vec::new();
+    for pair in lines.chunks(2) {
+        let start: Vec<&str> = pair[0].split(' ').collect();
+        let ["start", pid, fence] = start.as_slice() else {
+            panic!(
+                "expected a start line, got {:?}; sections overlap:\n{text}",
+                pair[0]
+            );
+        };
+        assert_eq!(
+            pair[1],
+            format!("end {pid}"),
+            "critical sections overlap:\n{text}"
+        );
+        let fence: u64 = fence
+            .parse()
+            .unwrap_or_else(|e| panic!("fence {fence:?}: {e}\n{text}"));
+        assert!(
+            fence > last_fence,
+            "fences do not grow in the order the sections ran:\n{text}"
+        );
+        last_fence = fence;
+        runners.push(pid.to_owned());
+    }
+    runners.sort();
+    runners.dedup();
+    assert_eq!(
+        runners.len(),
+        CONTENDERS,
+        "not every contender ran:\n{text}"
+    );
+}
+
+/// The stdout line that starts with `prefix` once its indentation is trimmed.
+fn line<'a>(outcome: &'a Outcome, prefix: &str) -> &'a str {
+    outcome
+        .stdout
+        .lines()
+        .map(str::trim_start)
+        .find(|line| line.starts_with(prefix))
+        .unwrap_or_else(|| outcome.fail(&format!("expected a stdout line starting {prefix:?}")))
+}
+
+/// The `node` line naming `url`, with the URL and its colon taken off.
+fn node_line<'a>(outcome: &'a Outcome, url: &str) -> &'a str {
+    let prefix = format!("{url}: ");
+    outcome
+        .stdout
+        .lines()
+        .filter_map(|line| line.trim_start().strip_prefix("node"))
+        .find_map(|rest| rest.trim_start().strip_prefix(prefix.as_str()))
+        .unwrap_or_else(|| outcome.fail(&format!("expected a `node {url}: ...` line")))
+}
+
+/// `redlock status --json KEY` over the quorum: expects `code` and returns the lock's object.
+fn status_json(quorum: &RedisQuorum, key: &str, code: i32) -> (Json, Outcome) {
+    let outcome = quorum
+        .redlock()
+        .args(["status", "--json", key])
+        .exits_with(code);
+    let document = Json::parse(outcome.stdout.trim_end())
+        .unwrap_or_else(|e| outcome.fail(&format!("status --json printed no JSON document: {e}")));
+    let lock = match document.items("locks") {
+        [lock] => lock.clone(),
+        locks => outcome.fail(&format!("expected one lock, found {}", locks.len())),
+    };
+    (lock, outcome)
+}
+
+#[test]
+fn status_over_three_nodes_shows_the_verdict_and_each_nodes_view() {
+    let quorum = RedisQuorum::start(3);
+    let (holder, _) = hold(&quorum, "job", "30s");
+    let outcome = quorum.redlock().args(["status", "job"]).exits_with(0);
+    line(&outcome, "job: held by ");
+    let verdict = line(&outcome, "quorum ");
+    for expected in ["3 of 3", "majority 2"] {
+        if !verdict.contains(expected) {
+            outcome.fail(&format!("the quorum line does not say {expected:?}"));
+        }
+    }
+    for url in quorum.urls() {
+        if !node_line(&outcome, &url).starts_with("held") {
+            outcome.fail(&format!("node {url} is not shown as held"));
+        }
+    }
+    finish(holder);
+}
+
+#[test]
+fn status_json_over_three_nodes_has_the_quorum_and_each_nodes_view() {
+    let quorum = RedisQuorum::start(3);
+    let (holder, _) = hold(&quorum, "job", "30s");
+    let (lock, _) = status_json(&quorum, "job", 0);
+    assert_eq!(lock.str("state"), "held");
+    assert_eq!(lock.int("quorum.nodes"), 3);
+    assert_eq!(lock.int("quorum.majority"), 2);
+    assert_eq!(lock.int("quorum.holding"), 3);
+    let nodes = lock.items("nodes");
+    assert_eq!(nodes.len(), 3, "expected three nodes in {lock}");
+    for (node, url) in nodes.iter().zip(quorum.urls()) {
+        assert_eq!(node.str("url"), url, "nodes are not in --url order: {lock}");
+        assert_eq!(node.str("state"), "held", "{lock}");
+        let left = node.int("ttl_left_ms");
+        assert!(
+            0 < left && left <= 30_000,
+            "node {url} has {left} ms left: {lock}"
+        );
+        assert_eq!(node.int("fence"), 1, "{lock}");
+    }
+    finish(holder);
+}
+
+#[test]
+fn status_with_one_node_down_still_answers_0_for_a_held_lock_and_warns() {
+    let mut quorum = RedisQuorum::start(3);
+    let (holder, _) = hold(&quorum, "job", "30s");
+    let down = quorum.node(1).url();
+    quorum.node_mut(1).kill9();
+
+    let outcome = quorum.redlock().args(["status", "job"]).exits_with(0);
+    expect_stderr_names(&outcome, &down);
+    if !node_line(&outcome, &down).starts_with("ERROR") {
+        outcome.fail(&format!("the down node {down} is not shown as an error"));
+    }
+    let verdict = line(&outcome, "quorum ");
+    if !verdict.contains("2 of 3") {
+        outcome.fail("the quorum line does not say 2 of 3 nodes hold it");
+    }
+
+    let (lock, outcome) = status_json(&quorum, "job", 0);
+    expect_stderr_names(&outcome, &down);
+    assert_eq!(lock.str("state"), "held");
+    assert_eq!(lock.int("quorum.holding"), 2);
+    let node = lock.expect("nodes.1");
+    assert_eq!(node.str("url"), down);
+    assert_eq!(node.str("state"), "error", "{lock}");
+    assert!(
+        !node.str("error").is_empty(),
+        "the down node's error is empty: {lock}"
+    );
+    finish(holder);
+}
+
+#[test]
+fn status_with_two_nodes_down_exits_69_and_never_says_free() {
+    let mut quorum = RedisQuorum::start(3);
+    let (first, second) = (quorum.node(0).url(), quorum.node(1).url());
+    quorum.node_mut(0).kill9();
+    quorum.node_mut(1).kill9();
+    let outcome = quorum.redlock().args(["status", "job"]).exits_with(69);
+    if outcome.stdout.contains("free") {
+        outcome.fail("status says free although it could not ask a majority");
+    }
+    let line = outcome.last_error_line();
+    for url in [&first, &second] {
+        if !line.contains(url.as_str()) {
+            outcome.fail(&format!("the error line does not name the down node {url}"));
+        }
+    }
+}
+
+#[test]
+fn status_of_a_lock_held_on_one_node_of_three_is_free() {
+    let quorum = RedisQuorum::start(3);
+    hold_elsewhere(&quorum, 2, "job");
+    let (lock, _) = status_json(&quorum, "job", 1);
+    assert_eq!(lock.str("state"), "free", "{lock}");
+    assert_eq!(lock.int("quorum.holding"), 1, "{lock}");
+}
+
+/// The token and the fence `acquire` printed on its first two lines.
+fn token_and_fence(outcome: &Outcome) -> (String, i64) {
+    let lines: Vec<&str> = outcome.stdout.lines().collect();
+    let [token, fence, ..] = lines.as_slice() else {
+        outcome.fail("expected the token and the fence on stdout");
+    };
+    let fence = fence
+        .parse()
+        .unwrap_or_else(|e| outcome.fail(&format!("the fence {fence:?} is no integer: {e}")));
+    ((*token).to_owned(), fence)
+}
+
+fn acquire(quorum: &RedisQuorum, key: &str, ttl: &str) -> (String, i64) {
+    token_and_fence(
+        &quorum
+            .redlock()
+            .args(["acquire", "--key", key, "--ttl", ttl])
+            .exits_with(0),
+    )
+}
+
+#[test]
+fn acquire_over_three_nodes_takes_the_lock_on_every_node() {
+    let quorum = RedisQuorum::start(3);
+    let (token, fence) = acquire(&quorum, "job", "30s");
+    assert_eq!(fence, 1);
+    quorum.expect_held("job", &token, &[]);
+    quorum
+        .redlock()
+        .args(["acquire", "--key", "job", "--ttl", "30s"])
+        .exits_with(75)
+        .error_mentions(says::BUSY);
+}
+
+#[test]
+fn extend_over_three_nodes_renews_the_lease_on_every_node() {
+    let quorum = RedisQuorum::start(3);
+    let (token, _) = acquire(&quorum, "job", "5s");
+    quorum
+        .redlock()
+        .args(["extend", "--key", "job", "--token", &token, "--ttl", "60s"])
+        .exits_with(0);
+    for (i, node) in quorum.nodes().iter().enumerate() {
+        let left = node
+            .pttl("job")
+            .unwrap_or_else(|| panic!("node {i} lost the lock"));
+        assert!(
+            left > Duration::from_secs(50),
+            "node {i} has {left:?} left after extending to 60s"
+        );
+    }
+}
+
+#[test]
+fn extend_over_three_nodes_with_another_token_exits_1_and_renews_nothing() {
+    let quorum = RedisQuorum::start(3);
+    let (token, _) = acquire(&quorum, "job", "5s");
+    quorum
+        .redlock()
+        .args([
+            "extend",
+            "--key",
+            "job",
+            "--token",
+            "not-the-token",
+            "--ttl",
+        ])
+        .arg("60s")
+        .exits_with(1);
+    quorum.expect_held("job", &token, &[]);
+    for (i, node) in quorum.nodes().iter().enumerate() {
+        let left = node.pttl("job").expect("the lock is still there");
+        assert!(
+            left <= Duration::from_secs(5),
+            "node {i}'s lease was renewed to {left:?} for the wrong token"
+        );
+    }
+}
+
+#[test]
+fn release_with_the_token_over_three_nodes_deletes_the_lock_everywhere() {
+    let quorum = RedisQuorum::start(3);
+    let (token, _) = acquire(&quorum, "job", "30s");
+    quorum
+        .redlock()
+        .args(["release", "job", "--token", &token])
+        .exits_with(0);
+    let keys = LockKeys::of("job");
+    quorum.expect_free_on(&keys.lock, &[0, 1, 2]);
+    quorum.expect_free_on(&keys.holder, &[0, 1, 2]);
+}
+
+#[test]
+fn release_with_the_token_over_three_nodes_with_one_down_exits_0() {
+    let mut quorum = RedisQuorum::start(3);
+    let (token, _) = acquire(&quorum, "job", "30s");
+    quorum.node_mut(0).kill9();
+    quorum
+        .redlock()
+        .args(["release", "job", "--token", &token])
+        .exits_with(0);
+    quorum.expect_free_on("job", &[1, 2]);
+}
+
+#[test]
+fn release_force_over_three_nodes_removes_the_lock_everywhere() {
+    let quorum = RedisQuorum::start(3);
+    acquire(&quorum, "job", "30s");
+    let outcome = quorum
+        .redlock()
+        .args(["release", "job", "--force"])
+        .exits_with(0);
+    expect_on_stdout(&outcome, "removed");
+    let keys = LockKeys::of("job");
+    quorum.expect_free_on(&keys.lock, &[0, 1, 2]);
+    quorum.expect_free_on(&keys.holder, &[0, 1, 2]);
+}
+
+#[test]
+fn release_force_over_three_nodes_stops_a_live_run_with_76() {
+    let quorum = RedisQuorum::start(3);
+    let (holder, _) = hold(&quorum, "job", "1s");
+    quorum
+        .redlock()
+        .args(["release", "job", "--force"])
+        .exits_with(0);
+    holder.exits_with(76).last_error_mentions(says::LEASE_LOST);
+}

@@ -1,0 +1,217 @@
+//! `redis+sentinel://SENTINEL[,SENTINEL...]/SERVICE` URLs: the lock lives on whichever server
+//! the sentinels name as the service's master, reached through the redis crate's own Sentinel
+//! support (DESIGN.md §7). A password (in the URL or `--password-file`) is the master's; the
+//! sentinels are asked without one. A failover moves new runs to the new master; a run caught
+//! in one ends cleanly (0 or 76) and never leaves its command behind.
+
+use std::fs;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use crate::support::poll::POLL_INTERVAL;
+use crate::support::process::is_running;
+use crate::support::redlock::Running;
+use crate::support::{RedisSentinel, Redlock, TempDir, child, free_port, says};
+
+/// The master's password in the tests that set one.
+const PASSWORD: &str = "sentinel-master-pw";
+
+/// Prints its token and fence, then `ready`, then holds until the test closes stdin.
+const HOLD_PRINTING_TOKEN_AND_FENCE: &str =
+    r#"echo "token=$REDLOCK_TOKEN"; echo "fence=$REDLOCK_FENCE"; echo ready; read _ || true"#;
+
+fn redlock(url: &str) -> Redlock {
+    Redlock::without_url().args(["--url", url])
+}
+
+/// A run on `key` through the sentinel, holding until the test closes stdin; returns the run,
+/// its token and its fence.
+fn hold(sentinel: &RedisSentinel, key: &str) -> (Running, String, i64) {
+    let mut holder = redlock(&sentinel.url())
+        .args(["run", "--key", key, "--ttl", "2s"])
+        .args(["-c", HOLD_PRINTING_TOKEN_AND_FENCE])
+        .spawn();
+    let token = holder.expect_line_starting("token=");
+    let fence = holder.expect_line_starting("fence=");
+    holder.expect_line("ready");
+    let fence = fence
+        .parse()
+        .unwrap_or_else(|e| panic!("REDLOCK_FENCE {fence:?} is no integer: {e}"));
+    (holder, token, fence)
+}
+
+fn finish(mut holder: Running) {
+    holder.close_stdin();
+    holder.exits_with(0);
+}
+
+#[test]
+fn sentinel_harness_names_the_master_and_fails_over_to_the_replica() {
+    let mut sentinel = RedisSentinel::start();
+    assert_eq!(sentinel.master_port(), Some(sentinel.master().port()));
+    let old_master = sentinel.master().port();
+    sentinel.failover();
+    assert_ne!(sentinel.master().port(), old_master);
+    assert_eq!(sentinel.master_port(), Some(sentinel.master().port()));
+    assert_eq!(sentinel.replica().port(), old_master);
+    let _: () = sentinel.master().query(&["SET", "k", "v"]);
+}
+
+#[test]
+fn run_through_the_sentinel_takes_the_lock_on_the_master() {
+    let sentinel = RedisSentinel::start();
+    let (holder, token, _) = hold(&sentinel, "job");
+    assert_eq!(
+        sentinel.master().get("job").as_deref(),
+        Some(token.as_str()),
+        "the master does not hold the lock with the run's token"
+    );
+    finish(holder);
+    assert!(
+        !sentinel.master().exists("job"),
+        "the lock is still on the master"
+    );
+}
+
+#[test]
+fn after_a_failover_a_new_run_takes_the_lock_on_the_new_master() {
+    let mut sentinel = RedisSentinel::start();
+    redlock(&sentinel.url())
+        .args(["run", "--key", "job", "--ttl", "2s", "--", "true"])
+        .exits_with(0);
+    let old_master = sentinel.master().port();
+    sentinel.failover();
+
+    let (holder, token, _) = hold(&sentinel, "job");
+    assert_ne!(sentinel.master().port(), old_master);
+    assert_eq!(
+        sentinel.master().get("job").as_deref(),
+        Some(token.as_str()),
+        "the new master does not hold the lock with the run's token"
+    );
+    finish(holder);
+}
+
+#[test]
+fn fence_keeps_growing_across_a_failover_once_the_counter_has_replicated() {
+    let mut sentinel = RedisSentinel::start();
+    let (holder, _, first) = hold(&sentinel, "job");
+    finish(holder);
+    sentinel.wait_until_replicated();
+    sentinel.failover();
+
+    let (holder, _, second) = hold(&sentinel, "job");
+    assert!(
+        second > first,
+        "the fence went from {first} to {second} across the failover"
+    );
+    finish(holder);
+}
+
+#[test]
+fn run_caught_in_a_failover_ends_with_0_or_76_and_its_command_gone() {
+    let mut sentinel = RedisSentinel::start();
+    let mut holder = redlock(&sentinel.url())
+        .args(["run", "--key", "job", "--ttl", "2s"])
+        .args(["-c", child::HOLD_PRINTING_PID])
+        .spawn();
+    let child = holder.expect_pid("child");
+    holder.expect_line("ready");
+
+    sentinel.failover();
+    holder.close_stdin();
+    let outcome = holder.wait();
+    match outcome.code() {
+        Some(0) => {}
+        Some(76) => {
+            outcome.last_error_mentions(says::LEASE_LOST);
+        }
+        _ => outcome.fail("expected exit status 0 or 76 after a failover"),
+    }
+    if is_running(child) {
+        outcome.fail(&format!(
+            "the command (pid {child}) outlived the run that started it"
+        ));
+    }
+}
+
+#[test]
+fn run_whose_master_was_demoted_stops_with_76_or_keeps_its_lease_on_the_new_master() {
+    let mut sentinel = RedisSentinel::start();
+    let mut holder = redlock(&sentinel.url())
+        .args(["run", "--key", "job", "--ttl", "2s"])
+        .args(["-c", HOLD_PRINTING_TOKEN_AND_FENCE])
+        .spawn();
+    let token = holder.expect_line_starting("token=");
+    holder.expect_line("ready");
+    sentinel.failover();
+
+    // Longer than the TTL: by then redlock has either given the lease up (its renewals now
+    // reach a read-only replica) or renewed it on the new master.
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while is_running(holder.pid()) && Instant::now() < deadline {
+        thread::sleep(POLL_INTERVAL);
+    }
+    if is_running(holder.pid()) {
+        assert_eq!(
+            sentinel.master().get("job").as_deref(),
+            Some(token.as_str()),
+            "redlock still runs its command, but the new master does not hold its lock"
+        );
+        finish(holder);
+    } else {
+        holder.exits_with(76).last_error_mentions(says::LEASE_LOST);
+    }
+}
+
+#[test]
+fn password_file_is_the_masters_and_not_sent_to_the_sentinel() {
+    let sentinel = RedisSentinel::start_with_password(PASSWORD);
+    let scratch = TempDir::new("sentinel-pw");
+    let password_file = scratch.join("password");
+    fs::write(&password_file, format!("{PASSWORD}\n")).expect("write the password file");
+    let outcome = redlock(&sentinel.url())
+        .arg("--password-file")
+        .arg(&password_file)
+        .args(["acquire", "--key", "job", "--ttl", "30s"])
+        .exits_with(0);
+    outcome.never_shows(PASSWORD);
+    let token = outcome.stdout.lines().next().unwrap_or_default();
+    assert_eq!(
+        sentinel.master().get("job").as_deref(),
+        Some(token),
+        "the master does not hold the lock with the printed token"
+    );
+}
+
+#[test]
+fn password_in_the_url_is_the_masters_and_not_sent_to_the_sentinel() {
+    let sentinel = RedisSentinel::start_with_password(PASSWORD);
+    let outcome = redlock(&sentinel.url_with_password(PASSWORD))
+        .args(["acquire", "--key", "job", "--ttl", "30s"])
+        .exits_with(0);
+    outcome.never_shows(PASSWORD);
+    let token = outcome.stdout.lines().next().unwrap_or_default();
+    assert_eq!(
+        sentinel.master().get("job").as_deref(),
+        Some(token),
+        "the master does not hold the lock with the printed token"
+    );
+}
+
+#[test]
+fn unreachable_sentinel_exits_69() {
+    let url = format!("redis+sentinel://127.0.0.1:{}/mymaster", free_port());
+    redlock(&url)
+        .args(["run", "--key", "job", "--ttl", "2s", "-c", "echo started"])
+        .exits_with(69)
+        .error_mentions(says::UNAVAILABLE);
+}
+
+#[test]
+fn sentinel_url_without_a_service_name_is_a_usage_error() {
+    let url = format!("redis+sentinel://127.0.0.1:{}", free_port());
+    redlock(&url)
+        .args(["run", "--key", "job", "--ttl", "2s", "-c", "echo started"])
+        .exits_with(64);
+}
