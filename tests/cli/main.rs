@@ -17,6 +17,7 @@ mod run_contention;
 mod run_errors;
 mod run_heartbeat;
 mod run_lease_loss;
+mod run_reaping;
 mod run_release;
 mod run_security;
 mod run_signals;
