@@ -1,9 +1,9 @@
 //! The supervised command: spawn, signal its process group, reap.
 //!
 //! Invariants:
-//! * The child leads its own process group (`process_group(0)`), so one `killpg` reaches every
-//!   descendant that did not deliberately leave the group, and a terminal's Ctrl-C reaches
-//!   redlock, which forwards it.
+//! * The child leads its own process group (`setpgid(0, 0)` before exec), so one `killpg`
+//!   reaches every descendant that did not deliberately leave the group, and a terminal's Ctrl-C
+//!   reaches redlock, which forwards it.
 //! * The child dies with redlock: `PR_SET_PDEATHSIG(SIGKILL)` is set in the child before exec,
 //!   so a `kill -9` of redlock never leaves it running unsupervised. The death signal follows the
 //!   thread that spawned the child, which is why only the main thread spawns. (Its own
@@ -220,23 +220,60 @@ pub fn group_alive(pgid: pid_t) -> bool {
     rc == 0 || io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
 }
 
-/// Reaps every child that has ended; returns the status of `pid` if it was among them.
-pub fn reap(pid: pid_t) -> Option<Status> {
-    let mut found = None;
+/// What became of the supervised child, as far as one round of reaping saw.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reaped {
+    Nothing,
+    Ended(Status),
+    /// Stopped by this signal (job control).
+    Stopped(c_int),
+}
+
+/// Reaps every child that has ended (adopted orphans included) and reports what happened to
+/// `pid`: its end, or that it was stopped.
+pub fn reap(pid: pid_t) -> Reaped {
+    let mut seen = Reaped::Nothing;
     loop {
         let mut raw: c_int = 0;
         // SAFETY: `raw` is a valid out-pointer for the duration of the call.
-        let reaped = unsafe { libc::waitpid(-1, &mut raw, libc::WNOHANG) };
+        let reaped = unsafe { libc::waitpid(-1, &mut raw, libc::WNOHANG | libc::WUNTRACED) };
         if reaped <= 0 {
-            return found;
+            return seen;
         }
-        if reaped == pid {
-            if libc::WIFEXITED(raw) {
-                found = Some(Status::Exited(libc::WEXITSTATUS(raw) as u8));
-            } else if libc::WIFSIGNALED(raw) {
-                found = Some(Status::Signaled(libc::WTERMSIG(raw)));
-            }
+        if reaped != pid {
+            continue;
         }
+        if libc::WIFEXITED(raw) {
+            seen = Reaped::Ended(Status::Exited(libc::WEXITSTATUS(raw) as u8));
+        } else if libc::WIFSIGNALED(raw) {
+            seen = Reaped::Ended(Status::Signaled(libc::WTERMSIG(raw)));
+        } else if libc::WIFSTOPPED(raw) && !matches!(seen, Reaped::Ended(_)) {
+            seen = Reaped::Stopped(libc::WSTOPSIG(raw));
+        }
+    }
+}
+
+/// The terminal on stdin, when redlock runs in its foreground: a command that reads from it
+/// must be given the foreground.
+pub fn foreground_terminal() -> bool {
+    // SAFETY: isatty/tcgetpgrp/getpgrp only query the kernel.
+    unsafe { libc::isatty(0) == 1 && libc::tcgetpgrp(0) == libc::getpgrp() }
+}
+
+/// Makes `pgid` the foreground process group of the terminal on stdin. redlock blocks SIGTTOU,
+/// so this works from the background too.
+pub fn give_terminal(pgid: pid_t) {
+    // SAFETY: tcsetpgrp on fd 0 has no memory effects; failure leaves things as they were.
+    unsafe {
+        libc::tcsetpgrp(0, pgid);
+    }
+}
+
+/// Stops redlock itself (SIGSTOP cannot be blocked), as a job stopped by Ctrl-Z.
+pub fn stop_self() {
+    // SAFETY: kill with our own pid has no memory effects.
+    unsafe {
+        libc::kill(libc::getpid(), libc::SIGSTOP);
     }
 }
 

@@ -8,20 +8,27 @@
 //! signals it has no handler for.
 //!
 //! * INT, TERM, HUP, QUIT, USR1, USR2: forwarded to the child's process group as the same signal
-//!   while the child runs; while waiting for the lock they end redlock with 128+N, holding
-//!   nothing.
+//!   while the child runs (followed by CONT, so a stopped command can act on it); while waiting
+//!   for the lock they end redlock with 128+N, holding nothing.
+//! * TSTP, TTIN, TTOU, CONT: job control. redlock itself must never be stopped by them — a
+//!   stopped redlock renews nothing while the command, in its own group, would run on — so they
+//!   are blocked too and passed on to the command's group (see `commands/run.rs` for how a
+//!   command that needs the terminal gets it).
 //! * CHLD: a child (or an orphan reparented to redlock) changed state; reap.
 //! * The first real-time signal: a wake-up that other redlock threads send to the process when
 //!   they have news (lease lost, release notification). Its payload travels through shared
 //!   state; the signal is only the doorbell.
 //!
-//! The child gets an empty signal mask and default dispositions: std's spawn resets both.
+//! The child gets an empty signal mask, and default dispositions for the signals redlock
+//! handles itself (`child.rs`); dispositions that were *ignored* when redlock started (nohup's
+//! HUP, a background job's INT) stay ignored, as with any exec.
 
 use std::time::Duration;
 
 use libc::c_int;
 
-/// Signals redlock passes on to the child's process group.
+/// Signals redlock passes on to the child's process group; while waiting for the lock, they
+/// end redlock.
 pub const FORWARDED: [c_int; 6] = [
     libc::SIGINT,
     libc::SIGTERM,
@@ -30,6 +37,9 @@ pub const FORWARDED: [c_int; 6] = [
     libc::SIGUSR1,
     libc::SIGUSR2,
 ];
+
+/// Job-control signals: passed on to the child's group, never acted on by redlock itself.
+pub const JOB_CONTROL: [c_int; 4] = [libc::SIGTSTP, libc::SIGTTIN, libc::SIGTTOU, libc::SIGCONT];
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Event {
@@ -59,7 +69,11 @@ impl Signals {
         unsafe {
             let mut set: libc::sigset_t = std::mem::zeroed();
             libc::sigemptyset(&mut set);
-            for sig in FORWARDED.into_iter().chain([libc::SIGCHLD, wake_signal()]) {
+            for sig in FORWARDED
+                .into_iter()
+                .chain(JOB_CONTROL)
+                .chain([libc::SIGCHLD, wake_signal()])
+            {
                 libc::sigaddset(&mut set, sig);
             }
             libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
@@ -128,6 +142,10 @@ pub fn name(sig: c_int) -> String {
         libc::SIGABRT => "SIGABRT",
         libc::SIGPIPE => "SIGPIPE",
         libc::SIGALRM => "SIGALRM",
+        libc::SIGTSTP => "SIGTSTP",
+        libc::SIGTTIN => "SIGTTIN",
+        libc::SIGTTOU => "SIGTTOU",
+        libc::SIGCONT => "SIGCONT",
         _ => return format!("signal {sig}"),
     };
     name.to_string()

@@ -107,6 +107,13 @@ pub fn take(nodes: &mut Nodes, req: &Request, signals: &Signals) -> Result<Taken
             ));
         }
         match signals.wait(Some(poll.min(until - now))) {
+            // Ctrl-Z while waiting: redlock holds nothing, so it may stop like any job.
+            Event::Signal(libc::SIGTSTP) => {
+                // SAFETY: stopping ourselves has no memory effects.
+                unsafe { libc::kill(libc::getpid(), libc::SIGSTOP) };
+                continue;
+            }
+            Event::Signal(sig) if signals::JOB_CONTROL.contains(&sig) => continue,
             Event::Signal(sig) => return Ok(Taken::Interrupted(sig)),
             Event::Child => {
                 crate::child::reap(0);

@@ -15,7 +15,7 @@ use anyhow::Result;
 use libc::pid_t;
 
 use crate::Context;
-use crate::child::{self, Status};
+use crate::child::{self, Reaped, Status};
 use crate::cli::RunArgs;
 use crate::exit::{BUSY, Exit, fail, usage};
 use crate::heartbeat::Heartbeat;
@@ -121,7 +121,9 @@ pub fn run(ctx: &Context, args: RunArgs) -> Result<Exit> {
     };
 
     // A signal that arrived during the acquire round trip: honour it before starting anything.
-    if let Event::Signal(sig) = signals.poll() {
+    if let Event::Signal(sig) = signals.poll()
+        && signals::FORWARDED.contains(&sig)
+    {
         session.release(&mut nodes, None);
         log::error(
             "interrupted",
@@ -312,6 +314,7 @@ fn supervise(signals: &Signals, pid: pid_t, heartbeat: &mut Heartbeat, lease: Le
     let mut status: Option<Status> = None;
     let mut lost: Option<String> = None;
     let mut stop = Stop::Running;
+    let mut terminal = Terminal::default();
     loop {
         let now = Instant::now();
         heartbeat.start_if_due(now);
@@ -387,19 +390,74 @@ fn supervise(signals: &Signals, pid: pid_t, heartbeat: &mut Heartbeat, lease: Le
                     &format!("forwarding {} to the command", signals::name(sig)),
                     &[],
                 );
+                if sig == libc::SIGCONT && terminal.handed {
+                    child::give_terminal(pgid);
+                }
                 child::signal_group(pgid, sig);
-            }
-            Event::Child => {
-                if let Some(s) = child::reap(pid) {
-                    status = Some(s);
+                if !signals::JOB_CONTROL.contains(&sig) {
+                    // A stopped command must be able to act on what it was sent.
+                    child::signal_group(pgid, libc::SIGCONT);
                 }
             }
+            Event::Child => match child::reap(pid) {
+                Reaped::Ended(s) => {
+                    status = Some(s);
+                    terminal.take_back();
+                }
+                Reaped::Stopped(libc::SIGTTIN | libc::SIGTTOU) => terminal.lend(pgid),
+                // Ctrl-Z reached the command, which has the terminal: stop as a job, so the
+                // shell gets it back. Renewals stop with redlock; if the lease runs out
+                // before `fg`, the command is killed on resuming.
+                Reaped::Stopped(libc::SIGTSTP) if terminal.handed => {
+                    terminal.take_back();
+                    // Still lent, as far as the SIGCONT of `fg` is concerned.
+                    terminal.handed = true;
+                    child::stop_self();
+                }
+                Reaped::Stopped(_) | Reaped::Nothing => {}
+            },
             Event::Wake | Event::Timeout => {}
         }
     }
+    terminal.take_back();
     End {
         status: status.unwrap_or(Status::Signaled(libc::SIGKILL)),
         lost,
+    }
+}
+
+/// Whether the command has been lent the terminal. It runs in its own process group, so it is
+/// not in the terminal's foreground; the first time it tries to read from (or configure) the
+/// terminal, the kernel stops it with SIGTTIN/SIGTTOU, and redlock then lends it the terminal
+/// and lets it continue — but only when redlock itself is in the foreground.
+#[derive(Default)]
+struct Terminal {
+    handed: bool,
+}
+
+impl Terminal {
+    fn lend(&mut self, pgid: pid_t) {
+        if self.handed || child::foreground_terminal() {
+            child::give_terminal(pgid);
+            self.handed = true;
+            log::info("terminal", "the command reads the terminal: lent it the foreground", &[]);
+            child::signal_group(pgid, libc::SIGCONT);
+        } else {
+            // Continuing it would only stop it again.
+            log::warn(
+                "stopped",
+                "the command is stopped: it tried to use a terminal redlock does not own \
+                 (redirect its stdin, e.g. </dev/null)",
+                &[],
+            );
+        }
+    }
+
+    fn take_back(&mut self) {
+        if std::mem::take(&mut self.handed) {
+            // SAFETY: getpgrp has no preconditions.
+            child::give_terminal(unsafe { libc::getpgrp() });
+        }
     }
 }
 

@@ -16,6 +16,7 @@ mod run;
 mod run_contention;
 mod run_errors;
 mod run_heartbeat;
+mod run_job_control;
 mod run_lease_loss;
 mod run_reaping;
 mod run_release;
