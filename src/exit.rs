@@ -104,6 +104,11 @@ pub fn classify(err: &anyhow::Error) -> Exit {
 /// Redis errors by class. Transient server states (LOADING, MASTERDOWN, BUSY, CLUSTERDOWN,
 /// TRYAGAIN), READONLY and OOM mean "this server cannot take the lock right now": 69.
 pub fn classify_redis(err: &RedisError) -> Exit {
+    // Some clients (the cluster client) wrap an authentication failure in another kind.
+    let text = err.to_string();
+    if text.contains("WRONGPASS") || text.contains("invalid username-password") {
+        return Exit::Permission;
+    }
     match err.kind() {
         ErrorKind::AuthenticationFailed => return Exit::Permission,
         ErrorKind::Server(ServerErrorKind::NoPerm) => return Exit::Permission,

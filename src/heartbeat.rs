@@ -1,8 +1,9 @@
 //! The renewal thread.
 //!
-//! It renews every ttl/3 on a connection of its own, reconnects after any transport error, and bounds every connect,
-//! read and write by the time left before the kill point — never by a fixed timeout that could
-//! outlast the lease. What it learns goes into [`Shared`]: a new [`Timeline`] after each
+//! It renews every ttl/3 on a connection of its own, reconnects after any transport error, and
+//! bounds every connect, read and write by the time left before SIGTERM is due — never by a
+//! fixed timeout that could outlast the lease — and by a third of the renewal interval (a
+//! quorum: the per-node timeout), so that a connection that died silently is replaced in time. What it learns goes into [`Shared`]: a new [`Timeline`] after each
 //! confirmed renewal, or the reason the lease is lost. A loss rings the main thread's doorbell
 //! ([`signals::wake`]); a renewal needs no wake-up because the main thread re-reads the timeline
 //! whenever its own timer fires.
@@ -72,9 +73,17 @@ impl Heartbeat {
             }),
             stop: Condvar::new(),
         });
+        // A quorum's nodes keep their per-node timeout (far below the TTL); one server gets a
+        // third of the renewal interval, so two more attempts fit before the kill point.
+        let attempt_timeout = if nodes.is_quorum() {
+            nodes.timeout()
+        } else {
+            (lease.interval() / 3).max(Duration::from_millis(50))
+        };
         let worker = Worker {
             shared: Arc::clone(&shared),
             nodes,
+            attempt_timeout,
             keys,
             token,
             lease,
@@ -145,6 +154,8 @@ fn report_lost(shared: &Shared, reason: String) {
 struct Worker {
     shared: Arc<Shared>,
     nodes: Nodes,
+    /// The longest one renewal attempt may take (connect included).
+    attempt_timeout: Duration,
     keys: Keys,
     token: String,
     lease: Lease,
@@ -179,10 +190,12 @@ impl Worker {
             let now = Instant::now();
             // Past the kill point the main thread has already given up on this lease; a late
             // renewal must not revive it.
-            let Some(budget) = timeline.term_at.checked_duration_since(now) else {
+            let Some(left) = timeline.term_at.checked_duration_since(now) else {
                 return;
             };
-            self.nodes.set_timeout(budget);
+            // One attempt may not use up all the time left: a connection that silently died
+            // must time out early enough for a fresh one to be tried before the kill point.
+            self.nodes.set_timeout(left.min(self.attempt_timeout));
             let sent = Instant::now();
             match self.nodes.extend(&self.keys, &self.token, self.lease.ttl) {
                 Renewal::Confirmed => {
@@ -207,7 +220,7 @@ impl Worker {
                     }
                     next = sent + interval;
                 }
-                Renewal::Lost(reason) => {
+                Renewal::Lost { reason, .. } => {
                     report_lost(&self.shared, reason);
                     return;
                 }
@@ -221,7 +234,7 @@ impl Worker {
                                  unless a renewal succeeds",
                                 self.keys.lock,
                                 crate::nodes::render(&err),
-                                crate::lease::fmt(budget)
+                                crate::lease::fmt(left)
                             ),
                             &[("key", (&self.keys.lock).into())],
                         );

@@ -175,27 +175,40 @@ pub fn hostname() -> String {
 
 /// Set-if-absent plus fence and holder record in one round trip. On a busy lock it returns the
 /// holder's record instead, and counts the refusal when asked to (only the final attempt of a
-/// run counts). `GET` on a key of another type raises WRONGTYPE, so a foreign key is reported
-/// (78) instead of looking busy forever.
+/// run counts).
+///
+/// * `GET` first: on a key of another type it raises WRONGTYPE (78) before anything is
+///   written, instead of the key looking busy forever.
+/// * The companion keys are written before the lock, so a companion of the wrong type fails
+///   the script with the lock untouched, never taken and left behind.
+/// * A lock already holding *our* token is ours: an earlier attempt landed but its reply was
+///   lost. It is renewed and reported as acquired, with the fence that attempt drew.
 static ACQUIRE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r#"
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+local current = redis.call('GET', KEYS[1])
+if current == ARGV[1] then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  local h = redis.call('HMGET', KEYS[3], 'fence', 'started')
+  return {1, tonumber(h[1]) or tonumber(redis.call('GET', KEYS[2])) or 0, tonumber(h[2]) or now}
+end
+if not current then
   local fence = redis.call('INCR', KEYS[2])
   redis.call('HSET', KEYS[3], 'host', ARGV[5], 'pid', ARGV[6], 'user', ARGV[7], 'cmd', ARGV[8],
     'started', now, 'renewed', now, 'ttl', ARGV[2], 'fence', fence, 'finished', 0)
   redis.call('PEXPIRE', KEYS[3], ARGV[2])
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
   return {1, fence, now}
 end
-redis.call('GET', KEYS[1])
 local pttl = redis.call('PTTL', KEYS[1])
 if ARGV[3] == '1' then
   redis.call('HINCRBY', KEYS[4], 'busy', 1)
   redis.call('PEXPIRE', KEYS[4], ARGV[4])
 end
-local h = redis.call('HMGET', KEYS[3], 'host', 'pid', 'user', 'started', 'fence')
+local h = redis.pcall('HMGET', KEYS[3], 'host', 'pid', 'user', 'started', 'fence')
+if h.err then h = {} end
 return {0, pttl, now, h[1], h[2], h[3], h[4], h[5]}
 "#,
     )
@@ -567,8 +580,8 @@ impl Inspection {
 }
 
 /// Reads the lock and its companions for every key in one round trip. MGET (not GET) so that a
-/// key of another type reads as nil instead of failing the whole pipeline; TYPE tells the two
-/// apart.
+/// key of another type reads as nil; TYPE tells the two apart. A companion key of the wrong
+/// type reads as empty rather than failing the whole pipeline.
 pub fn inspect(con: &mut Conn, keys: &[Keys]) -> Result<Vec<Inspection>> {
     // A cluster routes a pipeline by its first key: one pipeline per lock (one slot each).
     if let Conn::Cluster(_) = con
@@ -597,15 +610,26 @@ pub fn inspect(con: &mut Conn, keys: &[Keys]) -> Result<Vec<Inspection>> {
             .cmd("HGETALL")
             .arg(&k.stats);
     }
+    pipe.ignore_errors();
     let replies: Vec<Value> = pipe.query(con).context("cannot read the lock state")?;
     let mut out = Vec::with_capacity(keys.len());
     for chunk in replies.chunks(6) {
         let [key_type, values, pttl, holder, last, stats] = chunk else {
             anyhow::bail!("unexpected reply from the server");
         };
+        // Errors on the lock key itself (NOPERM, say) are the answer, with their class.
+        for v in [key_type, values, pttl] {
+            if let Value::ServerError(e) = v {
+                return Err(redis::RedisError::from(e.clone()))
+                    .context("cannot read the lock state");
+            }
+        }
         let key_type: String = redis::from_redis_value_ref(key_type)?;
         let (token, fence): (Option<String>, Option<String>) = redis::from_redis_value_ref(values)?;
         let pairs = |v: &Value| -> Result<Vec<(String, String)>> {
+            if let Value::ServerError(_) = v {
+                return Ok(Vec::new());
+            }
             let mut pairs: Vec<(String, String)> = redis::from_redis_value_ref(v)?;
             pairs.sort();
             Ok(pairs)

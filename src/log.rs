@@ -46,6 +46,14 @@ fn config() -> Config {
     })
 }
 
+/// Writes `text` to stdout. A reader that went away (`status | head -1`) is not redlock's
+/// failure: the error is returned for callers that must know (acquire's token), never a panic.
+pub fn stdout(text: &str) -> std::io::Result<()> {
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())?;
+    out.flush()
+}
+
 /// A value attached to a message; numbers stay numbers in JSON.
 pub enum Field<'a> {
     Str(&'a str),

@@ -92,14 +92,22 @@ fn is_definitive_error(err: &anyhow::Error) -> bool {
 pub struct Nodes {
     nodes: Vec<Node>,
     timeout: Duration,
+    /// How many nodes confirmed the last renewal, when that was not all of them: said once,
+    /// not at every renewal.
+    degraded: Option<usize>,
 }
 
 /// What a majority said about a renewal.
 pub enum Renewal {
     /// A majority renewed the lease.
     Confirmed,
-    /// Too many nodes refused for a majority to confirm it, ever.
-    Lost(String),
+    /// Too many nodes refused for a majority to confirm it, ever. `refusal` is the server's
+    /// error when that (and not "not the holder") is what ended it, for callers that report
+    /// it by its class.
+    Lost {
+        reason: String,
+        refusal: Option<anyhow::Error>,
+    },
     /// Not confirmed this time; worth retrying until the kill point.
     Failed(anyhow::Error),
 }
@@ -117,6 +125,7 @@ impl Nodes {
                 })
                 .collect(),
             timeout,
+            degraded: None,
         }
     }
 
@@ -127,6 +136,17 @@ impl Nodes {
             node.with(self.timeout, |_| Ok(()))?;
         }
         Ok(())
+    }
+
+    /// Drops every connection; the next operation connects afresh.
+    pub fn disconnect(&mut self) {
+        for node in &mut self.nodes {
+            node.con = None;
+        }
+    }
+
+    pub fn timeout(&self) -> Duration {
+        self.timeout
     }
 
     pub fn set_timeout(&mut self, timeout: Duration) {
@@ -294,6 +314,7 @@ impl Nodes {
         let results = self.each(|c| lock::extend(c, keys, token, ttl));
         let mut confirmed = 0;
         let mut refused: Vec<(String, String)> = Vec::new();
+        let mut refusal = None;
         let mut failed: Vec<(String, anyhow::Error)> = Vec::new();
         for (server, result) in self.servers().zip(results) {
             let name = server.name().to_string();
@@ -303,50 +324,55 @@ impl Nodes {
                     name,
                     format!("{} was deleted or taken by another holder", keys.lock),
                 )),
-                Err(e) if is_definitive_error(&e) => refused.push((
-                    name,
-                    format!("the server refused the renewal: {}", render(&e)),
-                )),
+                Err(e) if is_definitive_error(&e) => {
+                    refused.push((
+                        name,
+                        format!("the server refused the renewal: {}", render(&e)),
+                    ));
+                    refusal.get_or_insert(e);
+                }
                 Err(e) => failed.push((name, e)),
             }
         }
         if confirmed >= self.majority() {
-            if !failed.is_empty() || !refused.is_empty() {
+            let degraded = (confirmed < self.len()).then_some(confirmed);
+            if degraded.is_some() && degraded != self.degraded {
+                let reasons: Vec<String> = failed
+                    .iter()
+                    .map(|(name, e)| named_error(name, e))
+                    .chain(refused.iter().map(|(name, r)| format!("{name}: {r}")))
+                    .collect();
                 log::warn(
                     "node_failed",
                     &format!(
-                        "{} renewed on {confirmed} of {} nodes",
+                        "{} renewed on {confirmed} of {} nodes: {}",
                         keys.lock,
-                        self.len()
+                        self.len(),
+                        reasons.join("; ")
                     ),
                     &[],
                 );
             }
+            self.degraded = degraded;
             return Renewal::Confirmed;
         }
         let single = !self.is_quorum();
         let named = |(name, reason): &(String, String)| format!("{name}: {reason}");
         if self.len() - refused.len() < self.majority() {
-            return Renewal::Lost(if single {
+            let reason = if single {
                 refused[0].1.clone()
             } else {
                 let reasons: Vec<String> = refused.iter().map(named).collect();
                 format!("no majority can confirm the lease: {}", reasons.join("; "))
-            });
+            };
+            return Renewal::Lost { reason, refusal };
         }
         if single && let Some((_, e)) = failed.pop() {
             return Renewal::Failed(e);
         }
         let reasons: Vec<String> = failed
             .iter()
-            .map(|(name, e)| {
-                let text = render(e);
-                if text.contains(name.as_str()) {
-                    text
-                } else {
-                    format!("{name}: {text}")
-                }
-            })
+            .map(|(name, e)| named_error(name, e))
             .chain(refused.iter().map(named))
             .collect();
         Renewal::Failed(anyhow!(
@@ -416,11 +442,15 @@ impl Nodes {
 
 /// "server: error", unless the error already names the server.
 pub fn node_error(server: &Server, err: &anyhow::Error) -> String {
+    named_error(server.name(), err)
+}
+
+fn named_error(name: &str, err: &anyhow::Error) -> String {
     let text = render(err);
-    if text.contains(server.name()) {
+    if text.contains(name) {
         text
     } else {
-        format!("{}: {text}", server.name())
+        format!("{name}: {text}")
     }
 }
 
@@ -428,7 +458,11 @@ pub fn node_error(server: &Server, err: &anyhow::Error) -> String {
 pub fn render(err: &anyhow::Error) -> String {
     let mut line = String::new();
     for cause in err.chain() {
-        let text = cause.to_string();
+        // A socket read timeout surfaces as EAGAIN; say what it means.
+        let text = cause.to_string().replace(
+            "Resource temporarily unavailable (os error 11)",
+            "timed out",
+        );
         if line.contains(&text) {
             continue;
         }

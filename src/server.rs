@@ -46,7 +46,8 @@ enum Target {
         username: Option<String>,
     },
     Sentinel {
-        sentinel: Arc<Mutex<Sentinel>>,
+        /// One client per sentinel, asked in parallel: a hung sentinel must not hide the others.
+        sentinels: Vec<Arc<Mutex<Sentinel>>>,
         service: String,
         node: SentinelNodeConnectionInfo,
     },
@@ -290,8 +291,14 @@ impl Server {
             None => 0,
         };
         let (urls, username, url_password) = Server::nodes_of(hosts, &name)?;
-        let sentinel = Sentinel::build(urls)
-            .map_err(|e| usage(format!("--url {name}: {}", describe_url_error(&e))))?;
+        let sentinels = urls
+            .into_iter()
+            .map(|url| {
+                Sentinel::build(vec![url])
+                    .map(|s| Arc::new(Mutex::new(s)))
+                    .map_err(|e| usage(format!("--url {name}: {}", describe_url_error(&e))))
+            })
+            .collect::<Result<Vec<_>>>()?;
         let mut info = redis::RedisConnectionInfo::default()
             .set_skip_set_lib_name()
             .set_db(db);
@@ -303,7 +310,7 @@ impl Server {
         }
         Ok(Server {
             target: Target::Sentinel {
-                sentinel: Arc::new(Mutex::new(sentinel)),
+                sentinels,
                 service: service.to_string(),
                 node: SentinelNodeConnectionInfo::default()
                     .set_redis_connection_info(info)
@@ -385,10 +392,10 @@ impl Server {
                 Client::open(seeds[0].clone().set_redis_settings(info))?
             }
             Target::Sentinel {
-                sentinel,
+                sentinels,
                 service,
                 node,
-            } => self.master(sentinel, service, node, timeout)?,
+            } => self.master(sentinels, service, node, timeout)?,
         };
         let left = timeout
             .saturating_sub(started.elapsed())
@@ -400,32 +407,51 @@ impl Server {
         Ok(con)
     }
 
-    /// Asks Sentinel where the master is. The crate's lookup has no timeout of its own, so it
-    /// runs in a thread that is abandoned if it does not answer within `timeout`.
+    /// Asks the sentinels where the master is, all at once; the first answer wins. The crate's
+    /// lookup has no timeout of its own, so each runs in a thread that is abandoned if it does
+    /// not answer within `timeout`.
     fn master(
         &self,
-        sentinel: &Arc<Mutex<Sentinel>>,
+        sentinels: &[Arc<Mutex<Sentinel>>],
         service: &str,
         node: &SentinelNodeConnectionInfo,
         timeout: Duration,
     ) -> Result<Client> {
+        let deadline = Instant::now() + timeout;
         let (tx, rx) = mpsc::channel();
-        let (sentinel, service, node) = (Arc::clone(sentinel), service.to_string(), node.clone());
-        std::thread::Builder::new()
-            .name("sentinel".into())
-            .spawn(move || {
-                let mut sentinel = sentinel.lock().unwrap_or_else(|e| e.into_inner());
-                let _ = tx.send(sentinel.master_for(&service, Some(&node)));
-            })
-            .context("cannot start the Sentinel lookup")?;
-        match rx.recv_timeout(timeout) {
-            Ok(result) => {
-                result.with_context(|| format!("Sentinel {} has no usable master", self.name))
+        for sentinel in sentinels {
+            let (tx, sentinel) = (tx.clone(), Arc::clone(sentinel));
+            let (service, node) = (service.to_string(), node.clone());
+            std::thread::Builder::new()
+                .name("sentinel".into())
+                .stack_size(256 * 1024)
+                .spawn(move || {
+                    let mut sentinel = sentinel.lock().unwrap_or_else(|e| e.into_inner());
+                    let _ = tx.send(sentinel.master_for(&service, Some(&node)));
+                })
+                .context("cannot start a Sentinel lookup")?;
+        }
+        drop(tx);
+        let mut last_error = None;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match rx.recv_timeout(left) {
+                Ok(Ok(client)) => return Ok(client),
+                Ok(Err(e)) => last_error = Some(e),
+                // Every sentinel answered, none with a master.
+                Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    let e = last_error.expect("an answer");
+                    return Err(e)
+                        .with_context(|| format!("Sentinel {} has no usable master", self.name));
+                }
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    let timed_out = redis::RedisError::from(std::io::Error::new(
+                        std::io::ErrorKind::TimedOut,
+                        format!("no sentinel of {} answered within {timeout:?}", self.name),
+                    ));
+                    return Err(anyhow!(last_error.unwrap_or(timed_out)));
+                }
             }
-            Err(_) => Err(anyhow!(redis::RedisError::from(std::io::Error::new(
-                std::io::ErrorKind::TimedOut,
-                format!("Sentinel {} did not answer within {:?}", self.name, timeout),
-            )))),
         }
     }
 }
@@ -495,30 +521,38 @@ fn describe_url_error(err: &redis::RedisError) -> String {
     }
 }
 
-/// `redis://user:secret@host:6379/0` → `redis://user:***@host:6379/0`.
+/// `redis://user:secret@host:6379/0` → `redis://user:***@host:6379/0`; also the `pass` and
+/// `password` query parameters (`redis+unix:///s.sock?pass=secret`). People paste raw passwords
+/// containing `/`, `?` or `@` into URLs, so the user part runs to the *last* `@`: redacting a
+/// little too much is the safe mistake.
 pub fn redact(url: &str) -> String {
     let Some(scheme_end) = url.find("://") else {
         return url.to_string();
     };
-    let rest = &url[scheme_end + 3..];
-    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
-    let authority = &rest[..authority_end];
-    let Some(at) = authority.rfind('@') else {
-        return url.to_string();
+    let (head, rest) = url.split_at(scheme_end + 3);
+    let rest = match rest.rfind('@') {
+        Some(at) => {
+            let user = match rest[..at].split_once(':') {
+                Some((user, _)) => format!("{user}:***"),
+                None if at == 0 => String::new(),
+                // `redis://secret@host` is read as a username, but people write passwords there.
+                None => "***".to_string(),
+            };
+            format!("{user}@{}", &rest[at + 1..])
+        }
+        None => rest.to_string(),
     };
-    let userinfo = &authority[..at];
-    let user = match userinfo.split_once(':') {
-        Some((user, _)) => format!("{user}:***"),
-        None if userinfo.is_empty() => String::new(),
-        // `redis://secret@host` is read as a username, but people write passwords there.
-        None => "***".to_string(),
+    let Some((before, query)) = rest.split_once('?') else {
+        return format!("{head}{rest}");
     };
-    format!(
-        "{}://{}@{}",
-        &url[..scheme_end],
-        user,
-        &rest[at..].trim_start_matches('@')
-    )
+    let query: Vec<String> = query
+        .split('&')
+        .map(|param| match param.split_once('=') {
+            Some((name, _)) if matches!(name, "pass" | "password") => format!("{name}=***"),
+            _ => param.to_string(),
+        })
+        .collect();
+    format!("{head}{before}?{}", query.join("&"))
 }
 
 #[cfg(test)]

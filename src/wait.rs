@@ -74,7 +74,8 @@ pub fn take(nodes: &mut Nodes, req: &Request, signals: &Signals) -> Result<Taken
     let Some(wait) = wait else {
         return Ok(Taken::Busy(busy));
     };
-    let until = start + wait;
+    // A wait longer than a year is a year: `start + wait` must not overflow.
+    let until = start + wait.min(Duration::from_secs(365 * 24 * 3600));
     let _listeners: Vec<Listener> = nodes
         .servers()
         .map(|server| Listener::start(server.clone(), req.keys.channel.clone(), req.timeout))

@@ -41,7 +41,7 @@ pub fn acquire(ctx: &Context, args: AcquireArgs) -> Result<Exit> {
             fence, started_ms, ..
         } => {
             let ttl_ms = args.ttl.as_millis() as i64;
-            if args.json {
+            let text = if args.json {
                 let doc = Json::Obj(vec![
                     ("key", Json::str(&keys.name)),
                     ("redis_key", Json::str(&keys.lock)),
@@ -51,9 +51,14 @@ pub fn acquire(ctx: &Context, args: AcquireArgs) -> Result<Exit> {
                     ("acquired_ms", Json::Num(started_ms.into())),
                     ("deadline_ms", Json::Num((started_ms + ttl_ms).into())),
                 ]);
-                println!("{}", doc.render());
+                format!("{}\n", doc.render())
             } else {
-                println!("{token}\n{fence}");
+                format!("{token}\n{fence}\n")
+            };
+            // A token nobody received is a lock nobody can release: give it back.
+            if let Err(e) = log::stdout(&text) {
+                let _ = nodes.release(&keys, &token, None, None);
+                return Err(anyhow::Error::new(e).context("cannot print the token; lock released"));
             }
             Ok(Exit::Success)
         }

@@ -67,7 +67,7 @@ pub fn doctor(ctx: &Context) -> Result<Exit> {
     // A quorum: every node is checked, under a header line of its own; a node that cannot be
     // reached is a failed check, not the end of the report.
     for server in &ctx.servers {
-        println!("server {}", server.name());
+        let _ = log::stdout(&format!("server {}\n", server.name()));
         if let Err(e) = check_server(ctx, server, &mut report) {
             report.fail(
                 crate::exit::classify(&e),
@@ -133,7 +133,7 @@ impl Report {
                 "fail"
             }
         };
-        println!("{}", line(label, check, &text, fix.as_deref()));
+        let _ = log::stdout(&format!("{}\n", line(label, check, &text, fix.as_deref())));
     }
 
     fn ok(&mut self, check: &'static str, text: String) {

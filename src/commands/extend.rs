@@ -18,7 +18,12 @@ pub fn extend(ctx: &Context, args: ExtendArgs) -> Result<Exit> {
     nodes.connect()?;
     let renewed = match nodes.extend(&keys, &args.token, args.ttl) {
         Renewal::Confirmed => true,
-        Renewal::Lost(_) => false,
+        // A refusal (NOPERM, WRONGTYPE, READONLY) is reported by its class, not as "not the
+        // holder".
+        Renewal::Lost {
+            refusal: Some(e), ..
+        } => return Err(e),
+        Renewal::Lost { refusal: None, .. } => false,
         Renewal::Failed(e) => return Err(e),
     };
     if renewed {

@@ -31,11 +31,12 @@ pub fn release(ctx: &Context, args: ReleaseArgs) -> Result<Exit> {
                 String::new()
             };
             // The token stays hidden: DESIGN §6 shows it only with --show-token or by acquire.
-            println!(
-                "removed {}{on}: {}",
+            let _ = log::stdout(&format!(
+                "removed {}{on}: {}
+",
                 keys.lock,
                 removed.holder.describe_holder()
-            );
+            ));
         }
         return match any {
             true => Ok(Exit::Success),

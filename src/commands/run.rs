@@ -118,13 +118,14 @@ pub fn run(ctx: &Context, args: RunArgs) -> Result<Exit> {
         started_ms,
         acquired_at,
         hold_at_least: args.hold_at_least,
+        idle_limit: lease.interval(),
     };
 
     // A signal that arrived during the acquire round trip: honour it before starting anything.
     if let Event::Signal(sig) = signals.poll()
         && signals::FORWARDED.contains(&sig)
     {
-        session.release(&mut nodes, None);
+        session.release(&mut nodes, false, None);
         log::error(
             "interrupted",
             &format!(
@@ -148,6 +149,7 @@ pub fn run(ctx: &Context, args: RunArgs) -> Result<Exit> {
             let exit = child::spawn_failure_exit(&e);
             session.release(
                 &mut nodes,
+                false,
                 Some(session.record("failed", exit.code(), Duration::ZERO)),
             );
             return Err(fail(
@@ -193,6 +195,7 @@ pub fn run(ctx: &Context, args: RunArgs) -> Result<Exit> {
     );
     session.release(
         &mut nodes,
+        true,
         Some(session.record(outcome, end.status.exit().code(), ran)),
     );
     if let Some(reason) = end.lost {
@@ -217,6 +220,9 @@ struct Session<'a> {
     started_ms: i64,
     acquired_at: Instant,
     hold_at_least: Option<Duration>,
+    /// A connection idle longer than this (one renewal interval) is replaced before the
+    /// release: a server or a middlebox may have dropped it without a word.
+    idle_limit: Duration,
 }
 
 impl Session<'_> {
@@ -231,13 +237,18 @@ impl Session<'_> {
         }
     }
 
-    /// Releases the lock (or, under `--hold-at-least`, leaves it to expire then). Failure here
-    /// is a warning, not an error: the command has run, and the lease expires by itself.
-    fn release(&self, nodes: &mut Nodes, record: Option<RunRecord>) {
+    /// Releases the lock (or, when the command `ran` under `--hold-at-least`, leaves it to
+    /// expire then: a command that never started holds nothing back). Failure here is a
+    /// warning, not an error: the lease expires by itself.
+    fn release(&self, nodes: &mut Nodes, ran: bool, record: Option<RunRecord>) {
         let keep = self
             .hold_at_least
+            .filter(|_| ran)
             .and_then(|d| d.checked_sub(self.acquired_at.elapsed()))
             .filter(|d| !d.is_zero());
+        if self.acquired_at.elapsed() > self.idle_limit {
+            nodes.disconnect();
+        }
         let attempt =
             |nodes: &mut Nodes| nodes.release(self.keys, self.token, keep, record.as_ref());
         // The connection sat idle while the command ran; the server may have dropped it, and
@@ -440,7 +451,11 @@ impl Terminal {
         if self.handed || child::foreground_terminal() {
             child::give_terminal(pgid);
             self.handed = true;
-            log::info("terminal", "the command reads the terminal: lent it the foreground", &[]);
+            log::info(
+                "terminal",
+                "the command reads the terminal: lent it the foreground",
+                &[],
+            );
             child::signal_group(pgid, libc::SIGCONT);
         } else {
             // Continuing it would only stop it again.

@@ -15,7 +15,7 @@
 //! {"now_ms": 1795238551756, "locks": [{
 //!    "key": "report:daily",            // as given, without the prefix
 //!    "redis_key": "prod:report:daily", // what is in Redis
-//!    "state": "held" | "free" | "wrong_type",
+//!    "state": "held" | "free" | "wrong_type" | "unknown" (quorum: not enough nodes answered),
 //!    "type": "string" | "none" | "hash" | ...,
 //!    "ttl_left_ms": 29000 | null,      // null when free or without expiry
 //!    "fence": 17 | null,               // the fence counter's current value
@@ -43,6 +43,7 @@ use crate::exit::Exit;
 use crate::json::Json;
 use crate::lease::fmt;
 use crate::lock::{self, Inspection, Keys};
+use crate::log;
 
 pub fn status(ctx: &Context, args: StatusArgs) -> Result<Exit> {
     let keys = args
@@ -121,15 +122,25 @@ pub fn status(ctx: &Context, args: StatusArgs) -> Result<Exit> {
                 Json::Arr(views.iter().map(|v| v.json(args.show_token)).collect()),
             ),
         ]);
-        println!("{}", doc.render());
+        let _ = log::stdout(&format!("{}\n", doc.render()));
     } else if views.is_empty() {
-        println!("no locks under prefix {:?}", ctx.prefix);
+        let _ = log::stdout(&format!("no locks under prefix {:?}\n", ctx.prefix));
     } else {
         for view in &views {
-            print!("{}", view.text(args.show_token));
+            if log::stdout(&view.text(args.show_token)).is_err() {
+                break;
+            }
         }
     }
 
+    if views.iter().any(|v| v.state() == "unknown") {
+        crate::log::error(
+            "unavailable",
+            "the quorum cannot tell whether a lock is held: too many nodes did not answer",
+            &[],
+        );
+        return Ok(Exit::Unavailable);
+    }
     if views.iter().any(|v| v.state() == "wrong_type") {
         crate::log::error(
             "wrong_type",
@@ -192,8 +203,12 @@ struct View<'a> {
 struct Quorum<'a> {
     answers: Vec<(&'a str, Result<&'a Inspection, String>)>,
     majority: usize,
-    /// How many nodes hold the lock with the majority's token.
+    /// How many nodes hold the lock with the most common token.
     holding: usize,
+    /// Held by some nodes; the silent ones could make it a majority.
+    unknown: bool,
+    /// The most common token, which each node's view is compared with.
+    token: Option<String>,
 }
 
 /// An empty inspection, for a key no node could describe.
@@ -251,6 +266,11 @@ impl<'a> View<'a> {
             .iter()
             .copied()
             .find(|i| i.key_type != "string" && i.key_type != "none");
+        // Without a majority for one token, the nodes that did not answer decide: if they
+        // could complete one, nobody can say whether the lock is held.
+        let silent = answers.len() - ok.len();
+        let unknown = holding < majority && holding + silent >= majority && holding > 0;
+        let token = best.and_then(|(i, _)| i.token.clone());
         View {
             keys,
             i: wrong.unwrap_or(i),
@@ -259,11 +279,16 @@ impl<'a> View<'a> {
                 answers,
                 majority,
                 holding,
+                unknown,
+                token,
             }),
         }
     }
 
     fn state(&self) -> &'static str {
+        if self.quorum.as_ref().is_some_and(|q| q.unknown) {
+            return "unknown";
+        }
         match self.i.key_type.as_str() {
             "string" => "held",
             "none" => "free",
@@ -370,7 +395,7 @@ impl<'a> View<'a> {
                         .map(|(url, answer)| match answer {
                             Ok(i) => Json::Obj(vec![
                                 ("url", Json::str(*url)),
-                                ("state", Json::str(node_state(i, self.i))),
+                                ("state", Json::str(node_state(i, q.token.as_deref()))),
                                 (
                                     "ttl_left_ms",
                                     Json::opt_num((i.pttl_ms >= 0).then_some(i.pttl_ms)),
@@ -415,6 +440,10 @@ impl<'a> View<'a> {
                 return out;
             }
             "free" => out.push_str(&format!("{key}: free\n")),
+            "unknown" => out.push_str(&format!(
+                "{key}: UNKNOWN: held on fewer nodes than a majority, and the nodes that did not \
+                 answer could complete one\n"
+            )),
             _ => match self.holder("host") {
                 Some(host) => {
                     let mut who = format!("{key}: held by {host}");
@@ -461,7 +490,7 @@ impl<'a> View<'a> {
             for (url, answer) in &q.answers {
                 let line = match answer {
                     Ok(i) => {
-                        let mut line = node_state(i, self.i).replace('_', " ");
+                        let mut line = node_state(i, q.token.as_deref()).replace('_', " ");
                         if i.pttl_ms >= 0 {
                             line.push_str(&format!(
                                 ", expires in {}",
@@ -557,11 +586,11 @@ impl<'a> View<'a> {
     }
 }
 
-/// One node's view of a lock, next to the quorum's (`shown`).
-fn node_state(i: &Inspection, shown: &Inspection) -> &'static str {
+/// One node's view of a lock, next to the most common token.
+fn node_state(i: &Inspection, token: Option<&str>) -> &'static str {
     match i.key_type.as_str() {
         "none" => "free",
-        "string" if shown.token.is_some() && i.token == shown.token => "held",
+        "string" if token.is_some() && i.token.as_deref() == token => "held",
         "string" => "held_by_another_token",
         _ => "wrong_type",
     }
