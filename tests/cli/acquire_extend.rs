@@ -270,3 +270,21 @@ fn script_flow_of_acquire_extend_and_release_leaves_nothing_held() {
         .args(["status", "deploy"])
         .exits_with(1);
 }
+
+#[test]
+fn extend_refused_by_an_acl_exits_77_not_1() {
+    let server = RedisServer::start();
+    let token = Redlock::new(&server)
+        .args(["acquire", "--key", "job", "--ttl", "10s"])
+        .exits_with(0)
+        .stdout
+        .lines()
+        .next()
+        .expect("token")
+        .to_owned();
+    server.acl_setuser("reader", &["on", ">pw", "~*", "-@all", "+@read"]);
+    Redlock::without_url()
+        .args(["--url", &server.url_with_user("reader", "pw")])
+        .args(["extend", "--key", "job", "--token", &token, "--ttl", "20s"])
+        .exits_with(77);
+}

@@ -769,3 +769,28 @@ fn release_force_over_three_nodes_stops_a_live_run_with_76() {
         .exits_with(0);
     holder.exits_with(76).last_error_mentions(says::LEASE_LOST);
 }
+
+#[test]
+fn a_stalled_minority_node_does_not_cost_a_running_lease() {
+    let quorum = RedisQuorum::start(3);
+    quorum.node(2).pause();
+    // Every renewal meets the stalled node; a majority still confirms in time.
+    quorum
+        .redlock()
+        .args(["run", "--key", "job", "--ttl", "1s", "--", "sleep", "2.5"])
+        .exits_with(0);
+    quorum.node(2).resume();
+}
+
+#[test]
+fn status_is_unknown_when_silent_nodes_could_complete_a_majority() {
+    let quorum = RedisQuorum::start(3);
+    let _: () = quorum
+        .node(0)
+        .query(&["SET", "job", "someone", "PX", "30000"]);
+    quorum.node(2).pause();
+    let outcome = quorum.redlock().args(["status", "job"]).exits_with(69);
+    assert!(outcome.stdout.contains("UNKNOWN"), "{outcome}");
+    assert!(!outcome.stdout.contains("job: free"), "{outcome}");
+    quorum.node(2).resume();
+}

@@ -141,3 +141,16 @@ fn lock_key_of_another_type_exits_78_at_once_even_with_wait() {
         outcome.elapsed
     );
 }
+
+#[test]
+fn a_companion_key_of_another_type_fails_with_78_and_leaves_no_lock_behind() {
+    let server = RedisServer::start();
+    let _: () = server.query(&["SET", "{job}:redlock:holder", "not a hash"]);
+    Redlock::new(&server)
+        .args(["run", "--key", "job", "--ttl", "30s", "--", "true"])
+        .exits_with(78);
+    assert!(
+        !server.exists("job"),
+        "the failed acquire left the lock behind"
+    );
+}

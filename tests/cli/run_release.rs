@@ -151,3 +151,21 @@ fn hold_at_least_shorter_than_the_run_releases_as_usual() {
         "the lock outlived a run longer than --hold-at-least"
     );
 }
+
+#[test]
+fn hold_at_least_keeps_nothing_when_the_command_never_started() {
+    let server = RedisServer::start();
+    Redlock::new(&server)
+        .args([
+            "run",
+            "--key",
+            "job",
+            "--ttl",
+            "5s",
+            "--hold-at-least",
+            "1h",
+        ])
+        .args(["--", "/nonexistent/command"])
+        .exits_with(127);
+    assert!(!server.exists("job"), "the lock was kept for an hour");
+}

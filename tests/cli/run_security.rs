@@ -152,3 +152,26 @@ fn busy_lock_error_does_not_show_the_password() {
         .exits_with(75)
         .never_shows(PASSWORD);
 }
+
+#[test]
+fn a_raw_password_with_a_slash_is_not_shown_in_the_error() {
+    Redlock::without_url()
+        .args(["--url", "redis://:hun/ter2@127.0.0.1:1", "run"])
+        .args(["--key", "job", "--ttl", "1s", "--", "true"])
+        .run()
+        .never_shows("hun/ter2")
+        .never_shows("ter2");
+}
+
+#[test]
+fn a_password_in_a_unix_url_query_is_not_shown() {
+    Redlock::without_url()
+        .args([
+            "--url",
+            "redis+unix:///nonexistent/redis.sock?pass=hunter2",
+            "run",
+        ])
+        .args(["--key", "job", "--ttl", "1s", "--", "true"])
+        .exits_with(69)
+        .never_shows("hunter2");
+}

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use crate::support::poll::POLL_INTERVAL;
 use crate::support::process::is_running;
 use crate::support::redlock::Running;
-use crate::support::{RedisSentinel, Redlock, TempDir, child, free_port, says};
+use crate::support::{RedisSentinel, RedisServer, Redlock, TempDir, child, free_port, says};
 
 /// The master's password in the tests that set one.
 const PASSWORD: &str = "sentinel-master-pw";
@@ -214,4 +214,21 @@ fn sentinel_url_without_a_service_name_is_a_usage_error() {
     redlock(&url)
         .args(["run", "--key", "job", "--ttl", "2s", "-c", "echo started"])
         .exits_with(64);
+}
+
+#[test]
+fn a_hung_sentinel_does_not_hide_a_working_one() {
+    let sentinel = RedisSentinel::start();
+    let hung = RedisServer::start();
+    hung.pause();
+    let url = format!(
+        "redis+sentinel://127.0.0.1:{},127.0.0.1:{}/mymaster",
+        hung.port(),
+        sentinel.port()
+    );
+    Redlock::without_url()
+        .args(["--url", &url, "--timeout", "2s"])
+        .args(["run", "--key", "job", "--ttl", "1s", "--", "true"])
+        .exits_with(0);
+    hung.resume();
 }

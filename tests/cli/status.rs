@@ -539,3 +539,44 @@ fn warm_run_talks_to_redis_in_two_commands_acquire_and_release() {
         "acquire and release ran one script"
     );
 }
+
+#[test]
+fn a_companion_key_of_another_type_does_not_hide_the_other_locks() {
+    let server = RedisServer::start();
+    Redlock::new(&server)
+        .args(["run", "--key", "good", "--ttl", "1s", "--", "true"])
+        .exits_with(0);
+    let _: () = server.query(&["SET", "{bad}:redlock:fence", "1"]);
+    let _: () = server.query(&["SET", "{bad}:redlock:last", "not a hash"]);
+    let outcome = Redlock::new(&server)
+        .args(["status", "good", "bad"])
+        .exits_with(1);
+    assert!(outcome.stdout.contains("good: free"), "{outcome}");
+    assert!(outcome.stdout.contains("bad: free"), "{outcome}");
+}
+
+#[test]
+fn status_into_a_pipe_that_closes_early_does_not_panic() {
+    let server = RedisServer::start();
+    for key in ["a", "b", "c"] {
+        Redlock::new(&server)
+            .args(["run", "--key", key, "--ttl", "1s", "--", "true"])
+            .exits_with(0);
+    }
+    let out = std::process::Command::new("bash")
+        .arg("-c")
+        .arg(format!(
+            "{} --url {} status --all | true; echo ${{PIPESTATUS[0]}}",
+            env!("CARGO_BIN_EXE_redlock"),
+            server.url()
+        ))
+        .output()
+        .expect("bash");
+    let status = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    assert_eq!(
+        status,
+        "0",
+        "stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
