@@ -6,8 +6,9 @@
 //!   reaches redlock, which forwards it.
 //! * The child dies with redlock: `PR_SET_PDEATHSIG(SIGKILL)` is set in the child before exec,
 //!   so a `kill -9` of redlock never leaves it running unsupervised. The death signal follows the
-//!   thread that spawned the child, which is why only the main thread spawns. (Its own
-//!   descendants are not covered: they are stopped through the group while redlock lives.)
+//!   thread that spawned the child, which is why only the main thread spawns. The command's own
+//!   descendants are covered by a [`Watchdog`]: a tiny process that SIGKILLs the whole group
+//!   when redlock dies without saying goodbye.
 //! * redlock is a child subreaper: orphaned descendants are reparented to it, so it can reap
 //!   them (and, as PID 1, every zombie) and knows when the whole group is gone.
 //! * stdio is inherited, never re-piped.
@@ -218,6 +219,68 @@ pub fn group_alive(pgid: pid_t) -> bool {
     // SAFETY: signal 0 only checks for existence.
     let rc = unsafe { libc::killpg(pgid, 0) };
     rc == 0 || io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+}
+
+/// A forked sentinel process outside the command's group. It blocks reading a pipe whose only
+/// write end redlock holds: when redlock dies (even by SIGKILL) the read returns end-of-file
+/// and the watchdog kills the command's whole group; when redlock is done with the group, it
+/// writes one byte and the watchdog leaves quietly. Started only for commands that run more
+/// than a moment, as a fork costs about what the rest of a short run does.
+pub struct Watchdog {
+    fd: c_int,
+}
+
+impl Watchdog {
+    pub fn start(pgid: pid_t) -> Option<Watchdog> {
+        let mut fds = [0 as c_int; 2];
+        // SAFETY: `fds` is valid for two ints; O_CLOEXEC keeps the ends out of the command.
+        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+            return None;
+        }
+        let [read_end, write_end] = fds;
+        // SAFETY: between fork and _exit the child calls only async-signal-safe functions
+        // (setpgid, close, read, killpg, _exit) and touches no memory but a local byte, so
+        // forking a multi-threaded process is sound.
+        unsafe {
+            match libc::fork() {
+                0 => {
+                    // Out of redlock's group, so a Ctrl-C meant for redlock does not reach it.
+                    libc::setpgid(0, 0);
+                    libc::close(write_end);
+                    let mut byte = 0u8;
+                    let n = loop {
+                        let n = libc::read(read_end, (&raw mut byte).cast(), 1);
+                        if n >= 0 || *libc::__errno_location() != libc::EINTR {
+                            break n;
+                        }
+                    };
+                    if n <= 0 {
+                        libc::killpg(pgid, libc::SIGKILL);
+                    }
+                    libc::_exit(0);
+                }
+                -1 => {
+                    libc::close(read_end);
+                    libc::close(write_end);
+                    None
+                }
+                _ => {
+                    libc::close(read_end);
+                    Some(Watchdog { fd: write_end })
+                }
+            }
+        }
+    }
+
+    /// The group is gone (or no longer redlock's to guard): let the watchdog leave.
+    pub fn dismiss(self) {
+        let byte = 1u8;
+        // SAFETY: writing one byte from a local to our own pipe, then closing it.
+        unsafe {
+            libc::write(self.fd, (&raw const byte).cast(), 1);
+            libc::close(self.fd);
+        }
+    }
 }
 
 /// What became of the supervised child, as far as one round of reaping saw.

@@ -15,7 +15,7 @@ use anyhow::Result;
 use libc::pid_t;
 
 use crate::Context;
-use crate::child::{self, Reaped, Status};
+use crate::child::{self, Reaped, Status, Watchdog};
 use crate::cli::RunArgs;
 use crate::exit::{BUSY, Exit, fail, usage};
 use crate::heartbeat::Heartbeat;
@@ -320,15 +320,24 @@ enum Stop {
     Killed(Instant),
 }
 
+/// A command still running after this gets a [`Watchdog`]; one that ends sooner never pays
+/// for the fork.
+const WATCHDOG_AFTER: Duration = Duration::from_millis(20);
+
 fn supervise(signals: &Signals, pid: pid_t, heartbeat: &mut Heartbeat, lease: Lease) -> End {
     let pgid = pid;
     let mut status: Option<Status> = None;
     let mut lost: Option<String> = None;
     let mut stop = Stop::Running;
     let mut terminal = Terminal::default();
+    let mut watchdog: Option<Watchdog> = None;
+    let watchdog_due = Instant::now() + WATCHDOG_AFTER;
     loop {
         let now = Instant::now();
         heartbeat.start_if_due(now);
+        if watchdog.is_none() && status.is_none() && now >= watchdog_due {
+            watchdog = Watchdog::start(pgid);
+        }
         let lease_now = heartbeat.snapshot();
         let line: Timeline = lease_now.timeline;
 
@@ -380,11 +389,15 @@ fn supervise(signals: &Signals, pid: pid_t, heartbeat: &mut Heartbeat, lease: Le
         }
 
         let next = match stop {
-            Stop::Running => Some(
-                heartbeat
+            Stop::Running => {
+                let mut next = heartbeat
                     .due()
-                    .map_or(line.term_at, |d| d.min(line.term_at)),
-            ),
+                    .map_or(line.term_at, |d| d.min(line.term_at));
+                if watchdog.is_none() && status.is_none() {
+                    next = next.min(watchdog_due);
+                }
+                Some(next)
+            }
             Stop::Terminating(kill_at) => Some(kill_at),
             // Descendants that are not our children die without telling us; look again soon.
             Stop::Killed(_) => Some(now + Duration::from_millis(20)),
@@ -431,6 +444,9 @@ fn supervise(signals: &Signals, pid: pid_t, heartbeat: &mut Heartbeat, lease: Le
         }
     }
     terminal.take_back();
+    if let Some(watchdog) = watchdog {
+        watchdog.dismiss();
+    }
     End {
         status: status.unwrap_or(Status::Signaled(libc::SIGKILL)),
         lost,

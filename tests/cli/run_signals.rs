@@ -159,3 +159,27 @@ fn command_does_not_outlive_a_redlock_killed_with_sigkill() {
         Duration::from_secs(5),
     );
 }
+
+#[test]
+fn background_processes_of_the_command_do_not_outlive_a_redlock_killed_with_sigkill() {
+    let server = RedisServer::start();
+    let mut holder = Redlock::new(&server)
+        .args(["run", "--key", "job", "--ttl", "30s", "-c"])
+        .arg(r#"sleep 300 & echo "grandchild $!"; echo ready; read _ || true"#)
+        .spawn();
+    let grandchild = holder.expect_pid("grandchild");
+    holder.expect_line("ready");
+    // The watchdog is redlock's second child, started once the command has run a moment.
+    let redlock = holder.pid();
+    crate::support::wait_until("redlock's watchdog", Duration::from_secs(5), || {
+        let children =
+            std::fs::read_to_string(format!("/proc/{redlock}/task/{redlock}/children")).ok()?;
+        (children.split_whitespace().count() >= 2).then_some(())
+    });
+    holder.kill9();
+    wait_until_gone(
+        grandchild,
+        "a background process of a killed redlock's command",
+        Duration::from_secs(5),
+    );
+}
