@@ -3,11 +3,11 @@
 //! noticing but a warning; losing the majority stops the command before the lease runs out
 //! (76); fences keep growing whichever majority answers; every subcommand speaks to all nodes.
 
-use std::fs;
 use std::time::{Duration, Instant};
 
 use crate::support::json::Json;
 use crate::support::redlock::Running;
+use crate::support::stress::{CRITICAL_SECTION, expect_serial_sections, sections_started};
 use crate::support::{
     LockKeys, Outcome, RedisQuorum, Redlock, TempDir, child, holds_throughout, says,
     wait_for_contender, wait_until, wait_until_gone,
@@ -414,19 +414,7 @@ fn waiter_starts_as_soon_as_the_holder_finishes() {
     }
 }
 
-/// Each critical section appends `start PID FENCE`, lingers a little so overlaps would show,
-/// then appends `end PID`.
-const CRITICAL_SECTION: &str = r#"echo "start $$ $REDLOCK_FENCE" >> "$STRESS_LOG"; sleep 0.05; echo "end $$" >> "$STRESS_LOG""#;
-
 const CONTENDERS: usize = 16;
-
-fn sections_started(log: &std::path::Path) -> usize {
-    fs::read_to_string(log)
-        .unwrap_or_default()
-        .lines()
-        .filter(|line| line.starts_with("start "))
-        .count()
-}
 
 #[test]
 fn sixteen_contenders_run_one_at_a_time_while_a_node_crashes_and_comes_back() {
@@ -462,45 +450,7 @@ fn sixteen_contenders_run_one_at_a_time_while_a_node_crashes_and_comes_back() {
         contender.exits_with(0);
     }
 
-    let text = fs::read_to_string(&log).expect("read the sections log");
-    let lines: Vec<&str> = text.lines().collect();
-    assert_eq!(
-        lines.len(),
-        2 * CONTENDERS,
-        "expected {CONTENDERS} start/end pairs:\n{text}"
-    );
-    let mut last_fence = 0u64;
-    let mut runners = Vec::new();
-    for pair in lines.chunks(2) {
-        let start: Vec<&str> = pair[0].split(' ').collect();
-        let ["start", pid, fence] = start.as_slice() else {
-            panic!(
-                "expected a start line, got {:?}; sections overlap:\n{text}",
-                pair[0]
-            );
-        };
-        assert_eq!(
-            pair[1],
-            format!("end {pid}"),
-            "critical sections overlap:\n{text}"
-        );
-        let fence: u64 = fence
-            .parse()
-            .unwrap_or_else(|e| panic!("fence {fence:?}: {e}\n{text}"));
-        assert!(
-            fence > last_fence,
-            "fences do not grow in the order the sections ran:\n{text}"
-        );
-        last_fence = fence;
-        runners.push(pid.to_owned());
-    }
-    runners.sort();
-    runners.dedup();
-    assert_eq!(
-        runners.len(),
-        CONTENDERS,
-        "not every contender ran:\n{text}"
-    );
+    expect_serial_sections(&log, CONTENDERS);
 }
 
 /// The stdout line that starts with `prefix` once its indentation is trimmed.

@@ -13,6 +13,7 @@ pub mod redis_server;
 pub mod redlock;
 pub mod sentinel;
 pub mod status;
+pub mod stress;
 pub mod temp;
 
 use std::time::Duration;
