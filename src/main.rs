@@ -84,16 +84,6 @@ impl Context {
     pub fn nodes(&self, timeout: Duration) -> nodes::Nodes {
         nodes::Nodes::new(&self.servers, timeout)
     }
-
-    /// The one server of single-server mode.
-    pub fn server(&self) -> Result<Server> {
-        match self.servers.as_slice() {
-            [one] => Ok(one.clone()),
-            _ => Err(usage(
-                "several --url values (quorum mode) are not supported by this command",
-            )),
-        }
-    }
 }
 
 /// `--url` values are split on commas (so `REDLOCK_URL` can list a quorum), but a cluster or
