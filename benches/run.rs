@@ -19,6 +19,9 @@
 //!    for `-- true` and once for a child that outlives a few renewals (`--ttl 1s`, `sleep 1`).
 //!    `ru_maxrss` also covers the children redlock reaped, so the `VmHWM` column is the clean one.
 //!    Target: ≤ 3 MiB.
+//! 5. **Other lock tools.** When `etcd` and `etcdctl` are installed (Debian: etcd-server,
+//!    etcd-client), `etcdctl lock NAME true` against an etcd of its own, interleaved with
+//!    `redlock run -- true`. Consul has no Debian package and is not measured.
 //! 4. **Hand-off latency.** A holder runs `sh -c 'read x'`, a waiter runs with `--wait 10s` and is
 //!    subscribed to `{KEY}:redlock:released`; the bench ends the holder by writing a line to its
 //!    stdin and watches keyspace notifications of the lock key: the time from the holder's `del`
@@ -61,6 +64,11 @@ type Target = (
 );
 
 fn main() {
+    // `cargo bench` has just written the binaries: until the kernel has written them back, a
+    // page fault on a page under writeback waits for it, which slows the first few hundred
+    // starts by a tenth. Measure the steady state.
+    // SAFETY: sync(2) takes no arguments and cannot fail.
+    unsafe { libc::sync() };
     let server = Server::start();
     println!("redlock bench: {BIN}");
     println!(
@@ -72,6 +80,7 @@ fn main() {
     let per_run = section("2. Round trips per run", round_trips(&server));
     let peak_kib = section("3. Peak RSS of the redlock process", peak_rss(&server));
     let handoff = section("4. Hand-off latency", handoff(&server));
+    section("5. Other lock tools", other_tools(&server));
 
     println!("Summary (targets; reported only, the bench exits 0 either way)");
     #[rustfmt::skip]
@@ -476,6 +485,87 @@ fn handoff(server: &Server) -> Res<f64> {
 }
 
 /// The next keyspace event named `name` on a subscribed connection, with its time of receipt.
+/// `etcdctl lock NAME true` against an etcd of its own, when `etcd` and `etcdctl` are installed
+/// (Debian: etcd-server, etcd-client), next to `redlock run -- true`, interleaved. Consul has no
+/// Debian package, so `consul lock` is not measured here.
+fn other_tools(server: &Server) -> Res<()> {
+    let (Ok(_), Ok(_)) = (which("etcd"), which("etcdctl")) else {
+        println!("5. Other lock tools: etcd/etcdctl not installed; skipped\n");
+        return Ok(());
+    };
+    let dir = server.dir.join("etcd");
+    let client = free_port();
+    let peer = free_port();
+    let client_url = format!("http://127.0.0.1:{client}");
+    let peer_url = format!("http://127.0.0.1:{peer}");
+    let mut etcd = Command::new("etcd");
+    etcd.arg("--data-dir")
+        .arg(&dir)
+        .args(["--listen-client-urls", &client_url])
+        .args(["--advertise-client-urls", &client_url])
+        .args(["--listen-peer-urls", &peer_url])
+        .args(["--initial-advertise-peer-urls", &peer_url])
+        .args(["--initial-cluster", &format!("default={peer_url}")])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let _etcd = Guard(die_with_parent(&mut etcd).spawn().map_err(text)?);
+    let mut lock = Command::new("etcdctl");
+    lock.env("ETCDCTL_API", "3")
+        .args(["--endpoints", &client_url, "lock", "bench", "true"]);
+    quiet(&mut lock);
+    let ready = Instant::now() + Duration::from_secs(20);
+    while !lock.status().map_err(text)?.success() {
+        if Instant::now() > ready {
+            return Err("etcd did not come up within 20 s".into());
+        }
+        sleep(Duration::from_millis(100));
+    }
+    let mut run = redlock(&server.url(), RUN_TRUE);
+    quiet(&mut run);
+    let rounds = 100;
+    let (mut etcd_ms, mut redlock_ms) = (Vec::new(), Vec::new());
+    for _ in 0..rounds {
+        for (cmd, samples) in [(&mut lock, &mut etcd_ms), (&mut run, &mut redlock_ms)] {
+            let start = Instant::now();
+            let status = cmd.status();
+            let elapsed = start.elapsed();
+            assert_success("other tools", cmd, status);
+            samples.push(millis(elapsed));
+        }
+    }
+    etcd_ms.sort_by(f64::total_cmp);
+    redlock_ms.sort_by(f64::total_cmp);
+    println!("5. Other lock tools: {rounds} interleaved rounds, spawn to exit");
+    println!("   {:<36} {:>9} {:>9}", "command", "median", "p90");
+    for (name, s) in [
+        ("etcdctl lock NAME true (etcd 3)", &etcd_ms),
+        ("redlock run -- true (TCP)", &redlock_ms),
+    ] {
+        println!(
+            "   {name:<36} {:>6.3} ms {:>6.3} ms",
+            percentile(s, 50.0),
+            percentile(s, 90.0)
+        );
+    }
+    println!("   consul lock: not measured (no Debian package)\n");
+    Ok(())
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+}
+
+fn which(name: &str) -> Result<PathBuf, ()> {
+    let path = std::env::var_os("PATH").ok_or(())?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(name))
+        .find(|p| p.is_file())
+        .ok_or(())
+}
+
 fn next_event(events: &mut Conn, name: &str) -> Res<Instant> {
     let deadline = Instant::now() + IO_TIMEOUT;
     while Instant::now() < deadline {
@@ -568,10 +658,7 @@ impl Server {
         let dir = std::env::temp_dir().join(format!("redlock-bench-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).expect("create the server's temp dir");
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free port")
-            .port();
+        let port = free_port();
         let socket = dir.join("redis.sock");
         let mut cmd = Command::new("redis-server");
         let port_arg = port.to_string();
