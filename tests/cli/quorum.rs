@@ -744,3 +744,20 @@ fn status_is_unknown_when_silent_nodes_could_complete_a_majority() {
     assert!(!outcome.stdout.contains("job: free"), "{outcome}");
     quorum.node(2).resume();
 }
+
+#[test]
+fn a_majority_killed_during_a_run_stops_the_command_before_the_lease_ends() {
+    let mut quorum = RedisQuorum::start(3);
+    let (holder, _token) = hold(&quorum, "job", "1s");
+    let killed = Instant::now();
+    quorum.node_mut(0).kill9();
+    quorum.node_mut(1).kill9();
+    let outcome = holder.exits_with(76);
+    // The last renewal was confirmed at most a renewal interval before the kill; the command
+    // must be gone within one TTL of it (generous slack for a loaded machine).
+    assert!(
+        killed.elapsed() < Duration::from_millis(1000 + 500),
+        "redlock took {:?} to stop the command:\n{outcome}",
+        killed.elapsed()
+    );
+}
