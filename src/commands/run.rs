@@ -286,7 +286,7 @@ impl Session<'_> {
             ),
             Err(e) => log::warn(
                 "release_failed",
-                &format!("{e:#}; the lock expires by itself"),
+                &format!("{}; the lock expires by itself", crate::nodes::render(&e)),
                 &[("key", self.keys.lock.as_str().into())],
             ),
         }
