@@ -1,11 +1,15 @@
 //! `redis+cluster://` URLs: a lock on Redis Cluster, reached through the redis crate's own
 //! cluster support (DESIGN.md §7) from one or more seed nodes. The lock key and its companions
 //! share one hash slot (§4), so each lock lives whole on the master owning that slot; redlock
-//! follows the cluster when a slot moves.
+//! follows the cluster when a slot moves, and when a replica takes over its master's slots in a
+//! failover.
 
+use std::thread;
 use std::time::{Duration, Instant};
 
 use crate::support::json::Json;
+use crate::support::poll::POLL_INTERVAL;
+use crate::support::process::is_running;
 use crate::support::redlock::Running;
 use crate::support::{
     LockKeys, Outcome, RedisCluster, Redlock, child, free_port, holds_throughout, says, wait_until,
@@ -275,4 +279,135 @@ fn unreachable_cluster_seed_exits_69() {
         .args(["run", "--key", "job", "--ttl", "2s", "-c", "echo started"])
         .exits_with(69)
         .error_mentions(says::UNAVAILABLE);
+}
+
+/// Prints its token and fence, then `ready`, then holds until the test closes stdin.
+const HOLD_PRINTING_TOKEN_AND_FENCE: &str =
+    r#"echo "token=$REDLOCK_TOKEN"; echo "fence=$REDLOCK_FENCE"; echo ready; read _ || true"#;
+
+/// The bound on a run caught in a failover, from start to exit.
+const FAILOVER_RUN_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// Like [`hold`], and also returns the run's fence.
+fn hold_with_fence(url: &str, key: &str) -> (Running, String, i64) {
+    let mut holder = redlock(url)
+        .args(["run", "--key", key, "--ttl", "2s"])
+        .args(["-c", HOLD_PRINTING_TOKEN_AND_FENCE])
+        .spawn();
+    let token = holder.expect_line_starting("token=");
+    let fence = holder.expect_line_starting("fence=");
+    holder.expect_line("ready");
+    let fence = fence
+        .parse()
+        .unwrap_or_else(|e| panic!("REDLOCK_FENCE {fence:?} is no integer: {e}"));
+    (holder, token, fence)
+}
+
+#[test]
+fn cluster_harness_with_replicas_fails_a_shard_over_to_its_replica() {
+    let cluster = RedisCluster::start_with_replicas();
+    assert_eq!(cluster.nodes().len(), 6);
+    let slot = cluster.slot("job");
+    let old = cluster.owner("job");
+    let replica = cluster.replica_of(old);
+    let _: () = cluster.node(old).query(&["SET", "job", "value"]);
+    cluster.wait_until_replicated(old);
+
+    let new = cluster.fail_over(slot);
+    assert_eq!(
+        new, replica,
+        "the harness promoted another node than the replica"
+    );
+    for viewer in 0..cluster.nodes().len() {
+        assert_eq!(
+            cluster.owner_of_slot(slot, viewer),
+            Some(new),
+            "node {viewer} does not see slot {slot} on the promoted replica"
+        );
+    }
+    assert_eq!(
+        cluster.replica_of(new),
+        old,
+        "the old master is not its replica"
+    );
+    assert_eq!(cluster.node(new).get("job").as_deref(), Some("value"));
+}
+
+#[test]
+fn a_run_after_a_cluster_failover_takes_the_lock_on_the_new_master() {
+    let cluster = RedisCluster::start_with_replicas();
+    let old = cluster.owner("job");
+    let outside = cluster.master_outside_shard_of("job");
+    let fence_key = LockKeys::of("job").fence;
+    let (holder, _, first) = hold_with_fence(&cluster.seed_url(outside), "job");
+    finish(holder);
+    assert_eq!(
+        cluster.node(old).get(&fence_key),
+        Some(first.to_string()),
+        "the fence counter is not on the shard's master"
+    );
+    cluster.wait_until_replicated(old);
+
+    let new = cluster.fail_over(cluster.slot("job"));
+    assert_eq!(
+        cluster.node(new).get(&fence_key),
+        Some(first.to_string()),
+        "the fence counter did not reach the replica before the failover"
+    );
+    // A seed outside the shard, then the old master itself (now a replica) as the only seed.
+    let mut last = first;
+    for seed in [outside, old] {
+        let (holder, token, fence) = hold_with_fence(&cluster.seed_url(seed), "job");
+        assert_eq!(
+            cluster.node(new).get("job").as_deref(),
+            Some(token.as_str()),
+            "seeded by node {seed}, the run does not hold the lock on the new master"
+        );
+        assert!(
+            fence > last,
+            "seeded by node {seed}, the fence went from {last} to {fence} across the failover"
+        );
+        last = fence;
+        finish(holder);
+        assert!(
+            !cluster.node(new).exists("job"),
+            "seeded by node {seed}, the run did not release the lock on the new master"
+        );
+    }
+    assert_eq!(cluster.node(new).get(&fence_key), Some(last.to_string()));
+}
+
+#[test]
+fn a_run_during_a_cluster_failover_ends_in_0_or_76_and_never_hangs() {
+    let cluster = RedisCluster::start_with_replicas();
+    let old = cluster.owner("job");
+    let mut holder = redlock(&cluster.seed_url(old))
+        .args(["run", "--key", "job", "--ttl", "2s"])
+        .args(["-c", child::HOLD_PRINTING_PID])
+        .timeout(FAILOVER_RUN_TIMEOUT)
+        .spawn();
+    let child = holder.expect_pid("child");
+    holder.expect_line("ready");
+
+    cluster.fail_over(cluster.slot("job"));
+    // Longer than the TTL: by then redlock has renewed its lease on the new master, or given
+    // it up.
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while is_running(holder.pid()) && Instant::now() < deadline {
+        thread::sleep(POLL_INTERVAL);
+    }
+    holder.close_stdin();
+    let outcome = holder.wait();
+    match outcome.code() {
+        Some(0) => {}
+        Some(76) => {
+            outcome.last_error_mentions(says::LEASE_LOST);
+        }
+        _ => outcome.fail("expected exit status 0 or 76 after a failover"),
+    }
+    if is_running(child) {
+        outcome.fail(&format!(
+            "the command (pid {child}) outlived the run that started it"
+        ));
+    }
 }

@@ -4,16 +4,28 @@
 //! drop) started with `--cluster-enabled yes` and an explicit cluster bus port, because the
 //! default bus port (port + 10000) of a high ephemeral port does not exist. `redis-cli
 //! --cluster create` then splits the slots between the three, and the cluster counts as up
-//! once every node reports `cluster_state:ok` (a bounded poll). No replicas: each slot lives on
-//! exactly one node, so a test can tell where a key is.
+//! once every node reports `cluster_state:ok` (a bounded poll). [`RedisCluster::start`] starts
+//! no replicas: each slot lives on exactly one node, so a test can tell where a key is.
+//!
+//! [`RedisCluster::start_with_replicas`] adds one replica per master (six nodes) with a short
+//! node timeout, for failover tests. It counts as up only once, besides `cluster_state:ok`,
+//! every node lists all six with the same roles, every link connected and no failure flag, and
+//! every replica's link to its master is up (so a vote for a failover can succeed).
+//! [`RedisCluster::fail_over`] promotes a shard's replica with `CLUSTER FAILOVER` (a manual
+//! failover: the master is alive and hands over), then waits until every node's `CLUSTER SLOTS`
+//! names the replica for the slot and the old master replicates from it. Node indexes do not
+//! change: a failover swaps the roles of two indexes, so tests ask for roles, never assume them.
 //!
 //! The harness talks to each node on its own (plain) connection: a key must be read on the
-//! node that owns its slot, which [`RedisCluster::owner`] finds from `CLUSTER NODES`.
+//! node that owns its slot, which [`RedisCluster::owner`] finds from `CLUSTER NODES`. A
+//! replica answers reads of its slots with MOVED, so the harness reads keys on masters only.
 
 use std::fs;
 use std::process::{Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
+
+use redis::Value;
 
 use super::poll::{POLL_INTERVAL, wait_until};
 use super::redis_server::{RedisServer, free_port};
@@ -23,34 +35,63 @@ use super::temp::TempDir;
 const CREATE_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long the nodes may take to agree that the cluster is up.
 const CONVERGE_TIMEOUT: Duration = Duration::from_secs(20);
+/// How long a failover may take, from the first `CLUSTER FAILOVER` until every node agrees.
+const FAILOVER_TIMEOUT: Duration = Duration::from_secs(20);
+/// A manual failover that has not promoted the replica by then has been given up by Redis
+/// (after 5 s, `CLUSTER_MF_TIMEOUT`), so the harness asks again.
+const FAILOVER_ATTEMPT: Duration = Duration::from_secs(6);
+/// The node timeout of a cluster with replicas: short, so elections and retries are quick.
+const REPLICATED_NODE_TIMEOUT: &str = "1000";
 
 pub const MASTERS: usize = 3;
 
 pub struct RedisCluster {
     nodes: Vec<RedisServer>,
+    /// Replicas per master: 0 or 1.
+    replicas: usize,
 }
 
 impl RedisCluster {
     /// Three masters sharing the 16384 slots, every node agreeing the cluster is up.
     pub fn start() -> RedisCluster {
-        let nodes: Vec<RedisServer> = (0..MASTERS)
+        RedisCluster::launch(0, "2000")
+    }
+
+    /// Three masters sharing the 16384 slots and one replica of each (six nodes): every node
+    /// agrees on the cluster and on every node's role, and every replica is in sync.
+    pub fn start_with_replicas() -> RedisCluster {
+        RedisCluster::launch(1, REPLICATED_NODE_TIMEOUT)
+    }
+
+    fn launch(replicas: usize, node_timeout: &str) -> RedisCluster {
+        let nodes: Vec<RedisServer> = (0..MASTERS * (1 + replicas))
             .map(|_| {
                 let bus_port = free_port().to_string();
-                RedisServer::start_with(&[
+                let mut args = vec![
                     "--cluster-enabled",
                     "yes",
                     "--cluster-config-file",
                     "nodes.conf",
                     "--cluster-node-timeout",
-                    "2000",
+                    node_timeout,
                     "--cluster-port",
                     &bus_port,
-                ])
+                ];
+                if replicas > 0 {
+                    // A master waits 5 s by default before a diskless sync, in case more
+                    // replicas come; a replica's first sync should not.
+                    args.extend(["--repl-diskless-sync-delay", "0"]);
+                }
+                RedisServer::start_with(&args)
             })
             .collect();
-        let cluster = RedisCluster { nodes };
+        let cluster = RedisCluster { nodes, replicas };
         cluster.create();
         cluster.wait_until_converged();
+        if replicas > 0 {
+            cluster.wait_until_roles_agree();
+            cluster.wait_until_replicas_linked();
+        }
         cluster
     }
 
@@ -97,15 +138,10 @@ impl RedisCluster {
     /// The index of the node owning `slot`, as node `viewer` sees the cluster.
     pub fn owner_of_slot(&self, slot: u16, viewer: usize) -> Option<usize> {
         let table: String = self.nodes[viewer].query(&["CLUSTER", "NODES"]);
-        table.lines().find_map(|line| {
-            let fields: Vec<&str> = line.split_whitespace().collect();
-            let port = fields.get(1)?.split('@').next()?.rsplit(':').next()?;
-            let owns = fields.iter().skip(8).any(|range| in_range(range, slot));
-            if !owns {
-                return None;
-            }
-            self.nodes.iter().position(|n| n.port().to_string() == port)
-        })
+        parse_nodes(&table)
+            .iter()
+            .find(|line| line.slots.iter().any(|range| in_range(range, slot)))
+            .and_then(|line| self.index_of_port(line.port))
     }
 
     /// Keys named `PREFIX-N`, at least one on every master; returns them with their owners.
@@ -175,6 +211,104 @@ impl RedisCluster {
         );
     }
 
+    /// The index of the replica of master `master`, as the master sees it.
+    pub fn replica_of(&self, master: usize) -> usize {
+        let id = self.node_id(master);
+        let table: String = self.nodes[master].query(&["CLUSTER", "NODES"]);
+        parse_nodes(&table)
+            .iter()
+            .find(|line| line.master.as_deref() == Some(id.as_str()))
+            .and_then(|line| self.index_of_port(line.port))
+            .unwrap_or_else(|| panic!("node {master} has no replica:\n{table}"))
+    }
+
+    /// A master of another shard than `key`'s: neither the owner of its slot nor a replica.
+    pub fn master_outside_shard_of(&self, key: &str) -> usize {
+        let owner = self.owner(key);
+        (0..self.nodes.len())
+            .find(|&index| index != owner && role(&self.nodes[index]) == "master")
+            .unwrap_or_else(|| panic!("no master other than node {owner}"))
+    }
+
+    /// Waits until the replica of master `master` has applied everything the master has
+    /// written so far (replication is asynchronous).
+    pub fn wait_until_replicated(&self, master: usize) {
+        let replica = self.replica_of(master);
+        let written = replication_offset(&self.nodes[master], "master_repl_offset")
+            .expect("the master's replication offset");
+        wait_until(
+            &format!("node {replica} to reach the offset {written} of its master, node {master}"),
+            CONVERGE_TIMEOUT,
+            || {
+                replication_offset(&self.nodes[replica], "slave_repl_offset")
+                    .is_some_and(|applied| applied >= written)
+                    .then_some(())
+            },
+        );
+    }
+
+    /// Fails over the shard owning `slot` with `CLUSTER FAILOVER` on its replica (a manual
+    /// failover: the master, alive, stops writes until the replica has caught up, then hands
+    /// over). Returns the index of the promoted replica once it is a master, every node's
+    /// `CLUSTER SLOTS` maps `slot` to it, the old master replicates from it with its link up,
+    /// and every node agrees on the roles again.
+    pub fn fail_over(&self, slot: u16) -> usize {
+        assert!(self.replicas > 0, "fail_over needs start_with_replicas");
+        let old = self
+            .owner_of_slot(slot, 0)
+            .unwrap_or_else(|| panic!("no node owns slot {slot}"));
+        let new = self.replica_of(old);
+        let deadline = Instant::now() + FAILOVER_TIMEOUT;
+        let mut refusals = Vec::new();
+        loop {
+            if let Err(e) = self.nodes[new].try_query::<()>(&["CLUSTER", "FAILOVER"]) {
+                refusals.push(e.to_string());
+            }
+            let attempt_end = deadline.min(Instant::now() + FAILOVER_ATTEMPT);
+            if poll_until(attempt_end, || role(&self.nodes[new]) == "master") {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "node {new} was not promoted within {FAILOVER_TIMEOUT:?} (refusals: {refusals:?})"
+            );
+        }
+        let new_port = self.nodes[new].port();
+        let left = deadline.saturating_duration_since(Instant::now());
+        wait_until(
+            &format!("every node's CLUSTER SLOTS to map slot {slot} to node {new}"),
+            left,
+            || {
+                self.nodes
+                    .iter()
+                    .all(|viewer| {
+                        viewer
+                            .try_query::<Vec<Value>>(&["CLUSTER", "SLOTS"])
+                            .is_ok_and(|slots| master_port_of_slot(&slots, slot) == Some(new_port))
+                    })
+                    .then_some(())
+            },
+        );
+        let left = deadline.saturating_duration_since(Instant::now());
+        wait_until(
+            &format!("the old master, node {old}, to replicate from node {new}"),
+            left,
+            || {
+                let old = &self.nodes[old];
+                (role(old) == "slave"
+                    && replication(old, "master_port") == Some(new_port.to_string())
+                    && replication(old, "master_link_status").as_deref() == Some("up"))
+                .then_some(())
+            },
+        );
+        self.wait_until_roles_agree();
+        new
+    }
+
+    fn index_of_port(&self, port: u16) -> Option<usize> {
+        self.nodes.iter().position(|n| n.port() == port)
+    }
+
     /// Runs `redis-cli --cluster create` with a deadline; panics with its output on failure.
     fn create(&self) {
         let scratch = TempDir::new("cluster-create");
@@ -186,7 +320,11 @@ impl RedisCluster {
             command.arg(format!("127.0.0.1:{}", node.port()));
         }
         command
-            .args(["--cluster-replicas", "0", "--cluster-yes"])
+            .args([
+                "--cluster-replicas",
+                &self.replicas.to_string(),
+                "--cluster-yes",
+            ])
             .stdin(Stdio::null())
             .stdout(file.try_clone().expect("clone the output file"))
             .stderr(file);
@@ -228,6 +366,149 @@ impl RedisCluster {
                     .then_some(())
             },
         );
+    }
+
+    /// Waits until every node lists every node, with the same role (master, or replica of
+    /// the same master) in every view, all links connected and no failure flag.
+    fn wait_until_roles_agree(&self) {
+        let ports: Vec<u16> = self.nodes.iter().map(RedisServer::port).collect();
+        wait_until(
+            "every cluster node to agree on every node's role",
+            CONVERGE_TIMEOUT,
+            || {
+                let mut views = Vec::new();
+                for node in &self.nodes {
+                    let table: String = node.try_query(&["CLUSTER", "NODES"]).ok()?;
+                    let mut view: Vec<(u16, Option<String>)> = Vec::new();
+                    for line in parse_nodes(&table) {
+                        let healthy = line.connected
+                            && !line.flags.iter().any(|flag| {
+                                matches!(flag.as_str(), "fail" | "fail?" | "handshake" | "noaddr")
+                            });
+                        if !healthy {
+                            return None;
+                        }
+                        view.push((line.port, line.master));
+                    }
+                    view.sort();
+                    views.push(view);
+                }
+                let listed: Vec<u16> = views[0].iter().map(|(port, _)| *port).collect();
+                let mut expected = ports.clone();
+                expected.sort_unstable();
+                let masters = views[0].iter().filter(|(_, m)| m.is_none()).count();
+                (listed == expected
+                    && masters == MASTERS
+                    && views.iter().all(|view| *view == views[0]))
+                .then_some(())
+            },
+        );
+    }
+
+    /// Waits until every replica's link to its master is up.
+    fn wait_until_replicas_linked(&self) {
+        wait_until(
+            "every replica to report master_link_status:up",
+            CONVERGE_TIMEOUT,
+            || {
+                self.nodes
+                    .iter()
+                    .filter(|node| role(node) != "master")
+                    .all(|node| replication(node, "master_link_status").as_deref() == Some("up"))
+                    .then_some(())
+            },
+        );
+    }
+}
+
+/// One line of `CLUSTER NODES`.
+struct NodeLine {
+    port: u16,
+    flags: Vec<String>,
+    /// The id of its master, for a replica.
+    master: Option<String>,
+    connected: bool,
+    /// Slot fields: `0-5460`, `42`, `[42->-id]`.
+    slots: Vec<String>,
+}
+
+/// `<id> <ip:port@cport[,hostname]> <flags> <master> <ping> <pong> <epoch> <link> <slot>...`
+fn parse_nodes(table: &str) -> Vec<NodeLine> {
+    table
+        .lines()
+        .filter_map(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let port = fields
+                .get(1)?
+                .split('@')
+                .next()?
+                .rsplit(':')
+                .next()?
+                .parse()
+                .ok()?;
+            let master = (*fields.get(3)? != "-").then(|| fields[3].to_owned());
+            Some(NodeLine {
+                port,
+                flags: fields.get(2)?.split(',').map(str::to_owned).collect(),
+                master,
+                connected: *fields.get(7)? == "connected",
+                slots: fields.iter().skip(8).map(|f| (*f).to_owned()).collect(),
+            })
+        })
+        .collect()
+}
+
+/// The port of the master that a `CLUSTER SLOTS` reply names for `slot`. Each entry is
+/// `[start, end, [ip, port, id, ...], replicas...]`.
+fn master_port_of_slot(slots: &[Value], slot: u16) -> Option<u16> {
+    slots.iter().find_map(|entry| {
+        let Value::Array(fields) = entry else {
+            return None;
+        };
+        let (Some(Value::Int(start)), Some(Value::Int(end)), Some(Value::Array(master))) =
+            (fields.first(), fields.get(1), fields.get(2))
+        else {
+            return None;
+        };
+        if !(*start..=*end).contains(&i64::from(slot)) {
+            return None;
+        }
+        match master.get(1) {
+            Some(Value::Int(port)) => u16::try_from(*port).ok(),
+            _ => None,
+        }
+    })
+}
+
+/// A field of `INFO replication`, or `None` while the server cannot be asked (a node changing
+/// roles may drop the harness's connection; the next query reconnects).
+fn replication(server: &RedisServer, field: &str) -> Option<String> {
+    let text: String = server.try_query(&["INFO", "replication"]).ok()?;
+    text.lines()
+        .filter_map(|line| line.split_once(':'))
+        .find(|(name, _)| *name == field)
+        .map(|(_, value)| value.trim().to_owned())
+}
+
+fn replication_offset(server: &RedisServer, field: &str) -> Option<u64> {
+    replication(server, field).and_then(|value| value.parse().ok())
+}
+
+/// `role` from `INFO replication`: `master` or `slave` (empty while it cannot be asked).
+fn role(server: &RedisServer) -> String {
+    replication(server, "role").unwrap_or_default()
+}
+
+/// Polls `check` until it holds or `deadline` passes; says whether it held.
+fn poll_until(deadline: Instant, mut check: impl FnMut() -> bool) -> bool {
+    loop {
+        if check() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        thread::sleep(POLL_INTERVAL);
     }
 }
 
