@@ -88,6 +88,11 @@ impl fmt::Display for Failure {
 
 impl std::error::Error for Failure {}
 
+/// The Redis errors in an error's chain of causes, outermost first.
+pub fn redis_errors(err: &anyhow::Error) -> impl Iterator<Item = &RedisError> {
+    err.chain().filter_map(|c| c.downcast_ref::<RedisError>())
+}
+
 /// The exit status an error stands for.
 pub fn classify(err: &anyhow::Error) -> Exit {
     for cause in err.chain() {

@@ -24,9 +24,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use anyhow::{Result, anyhow};
-use redis::RedisError;
 
-use crate::exit::{Exit, classify, fail, is_definitive};
+use crate::exit::{Exit, classify, fail, is_definitive, redis_errors};
 use crate::lock::{self, Acquire, Busy, Holder, Keys, Removed, RunRecord};
 use crate::log;
 use crate::server::{Conn, Server, set_timeouts};
@@ -66,27 +65,19 @@ impl Node {
 
 /// Whether an error is a reply from the server (it answered) rather than a transport failure.
 pub fn is_server_reply(err: &anyhow::Error) -> bool {
-    err.chain()
-        .filter_map(|c| c.downcast_ref::<RedisError>())
-        .any(|e| e.code().is_some())
+    redis_errors(err).any(|e| e.code().is_some())
 }
 
 pub fn is_readonly(err: &anyhow::Error) -> bool {
-    err.chain()
-        .filter_map(|c| c.downcast_ref::<RedisError>())
-        .any(|e| e.code() == Some("READONLY"))
+    redis_errors(err).any(|e| e.code() == Some("READONLY"))
 }
 
 pub fn is_timeout(err: &anyhow::Error) -> bool {
-    err.chain()
-        .filter_map(|c| c.downcast_ref::<RedisError>())
-        .any(|e| e.is_timeout())
+    redis_errors(err).any(|e| e.is_timeout())
 }
 
 fn is_definitive_error(err: &anyhow::Error) -> bool {
-    err.chain()
-        .filter_map(|c| c.downcast_ref::<RedisError>())
-        .any(is_definitive)
+    redis_errors(err).any(is_definitive)
 }
 
 pub struct Nodes {

@@ -41,7 +41,7 @@ use anyhow::{Context as _, Result};
 use redis::{RedisError, RedisResult};
 
 use crate::Context;
-use crate::exit::{Exit, classify_redis};
+use crate::exit::{Exit, classify_redis, redis_errors};
 use crate::lock::{self, Acquire, Holder, Keys, RunRecord};
 use crate::log;
 use crate::server::{Conn, Server};
@@ -216,9 +216,7 @@ fn answered_lock<T>(result: Result<T>) -> Result<Result<T, RedisError>> {
 }
 
 fn server_reply(err: &anyhow::Error) -> Option<&RedisError> {
-    err.chain()
-        .filter_map(|c| c.downcast_ref::<RedisError>())
-        .find(|e| e.code().is_some())
+    redis_errors(err).find(|e| e.code().is_some())
 }
 
 /// Whether the server refused for want of an ACL permission. Inside a script, Redis 7 says so

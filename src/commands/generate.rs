@@ -189,6 +189,12 @@ const MISCONFIGURED: (&str, &str) = (
      a command redlock needs is renamed or missing.",
 );
 
+const NOT_EXECUTABLE: (&str, &str) = (
+    "126",
+    "The command is not executable (nothing left locked).",
+);
+const NOT_FOUND: (&str, &str) = ("127", "The command was not found (nothing left locked).");
+
 const SEE_ALSO_ALL: &[&str] = &[
     "redlock(1)",
     "redlock-run(1)",
@@ -250,11 +256,8 @@ fn extra(sub: Option<&str>) -> Extra {
                 ),
                 PERMISSION,
                 MISCONFIGURED,
-                (
-                    "126",
-                    "The command is not executable (nothing left locked).",
-                ),
-                ("127", "The command was not found (nothing left locked)."),
+                NOT_EXECUTABLE,
+                NOT_FOUND,
             ],
             exit_note: NOTE_STDERR,
             env_intro: "Each global option has an environment fallback; a flag on the command \
@@ -376,11 +379,8 @@ fn extra(sub: Option<&str>) -> Extra {
                 ),
                 PERMISSION,
                 MISCONFIGURED,
-                (
-                    "126",
-                    "The command is not executable (nothing left locked).",
-                ),
-                ("127", "The command was not found (nothing left locked)."),
+                NOT_EXECUTABLE,
+                NOT_FOUND,
             ],
             exit_note: NOTE_STDERR,
             env_intro: "The command runs in its own process group, with redlock's stdin, stdout \
