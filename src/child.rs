@@ -1,16 +1,19 @@
-//! The supervised command: spawn, signal its process group, reap.
+//! The supervised command: spawn, reap, lend the terminal.
 //!
 //! Invariants:
-//! * The child leads its own process group (`setpgid(0, 0)` before exec), so one `killpg`
-//!   reaches every descendant that did not deliberately leave the group, and a terminal's Ctrl-C
-//!   reaches redlock, which forwards it.
-//! * The child dies with redlock: `PR_SET_PDEATHSIG(SIGKILL)` is set in the child before exec,
-//!   so a `kill -9` of redlock never leaves it running unsupervised. The death signal follows the
-//!   thread that spawned the child, which is why only the main thread spawns. The command's own
-//!   descendants are covered by a [`Watchdog`]: a tiny process that SIGKILLs the whole group
-//!   when redlock dies without saying goodbye.
-//! * redlock is a child subreaper: orphaned descendants are reparented to it, so it can reap
-//!   them (and, as PID 1, every zombie) and knows when the whole group is gone.
+//! * The child leads its own process group (`setpgid(0, 0)` before exec), so a terminal's
+//!   Ctrl-C reaches redlock, which forwards it, and a forwarded signal reaches the group as a
+//!   terminal would send it.
+//! * The child is in the command's room before its first instruction: it joins the cgroup
+//!   (`tree.rs`) and records its pid for the keeper before exec, while redlock is suspended
+//!   (CLONE_VFORK), so nothing the command starts is ever outside the tree, and the keeper
+//!   knows whom to kill from the moment the command exists. If it cannot join, it says so in
+//!   the shared tree and the walk of redlock's descendants takes over.
+//! * In a cgroup, the child also dies with redlock (`PR_SET_PDEATHSIG(SIGKILL)`), as a second
+//!   line behind the keeper. Not when the tree is redlock's descendants: there the command must
+//!   outlive redlock for the moment the keeper needs to find its descendants through it.
+//! * redlock is a child subreaper: orphaned descendants are re-parented to it, so it can reap
+//!   them (and, as PID 1, every zombie) and knows when the whole tree is gone.
 //! * stdio is inherited, never re-piped.
 
 use std::ffi::CString;
@@ -20,6 +23,7 @@ use std::os::unix::ffi::OsStrExt;
 use libc::{c_int, pid_t};
 
 use crate::exit::Exit;
+use crate::tree::{MODE_DESCENDANTS, Tree};
 
 pub struct Child {
     pub pid: pid_t,
@@ -57,7 +61,7 @@ pub fn become_subreaper() {
 /// (what `Command::pre_exec` forces) costs more than the rest of a short run's overhead. The
 /// child shares redlock's memory, so everything it needs is prepared here and it only calls
 /// async-signal-safe functions, allocating nothing.
-pub fn spawn(argv: &[String], env: &[(&str, &str)]) -> io::Result<Child> {
+pub fn spawn(argv: &[String], env: &[(&str, &str)], tree: &Tree) -> io::Result<Child> {
     let cstr = |s: &[u8]| {
         CString::new(s)
             .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL byte in command"))
@@ -90,26 +94,52 @@ pub fn spawn(argv: &[String], env: &[(&str, &str)]) -> io::Result<Child> {
         paths: path_ptrs.as_ptr(),
         argv: argv_ptrs.as_ptr(),
         envp: env_ptrs.as_ptr(),
-        // SAFETY: getpid has no preconditions.
-        parent: unsafe { libc::getpid() },
+        cgroup: tree.cgroup_fd().unwrap_or(-1),
+        joined: false,
+        tree: tree as *const Tree,
         errno: 0,
     };
     // Uninitialised memory is a fine stack; only the child's few frames touch it.
     let mut stack: Vec<u8> = Vec::with_capacity(CHILD_STACK);
-    // SAFETY: the stack grows down from its (16-byte aligned) top; `plan`, the pointer arrays
-    // and the strings they point to outlive the child's use of them, because CLONE_VFORK
-    // suspends this thread until the child has exec'd or exited. Without CLONE_SIGHAND the
-    // child gets its own copy of the signal dispositions.
-    let pid = unsafe {
-        let top = stack.as_mut_ptr().add(CHILD_STACK);
-        let top = top.sub(top as usize % 16);
-        libc::clone(
-            exec_child,
-            top.cast(),
-            libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
-            (&mut plan as *mut ExecPlan).cast(),
-        )
-    };
+    let plan_ptr = (&mut plan as *mut ExecPlan).cast();
+    let mut pid = -1;
+    #[cfg(target_arch = "x86_64")]
+    if plan.cgroup >= 0 {
+        let args = crate::sys::CloneArgs {
+            flags: (libc::CLONE_VM | libc::CLONE_VFORK) as u64 | crate::sys::CLONE_INTO_CGROUP,
+            exit_signal: libc::SIGCHLD as u64,
+            stack: stack.as_mut_ptr() as u64,
+            stack_size: (CHILD_STACK - stack.as_ptr() as usize % 16) as u64,
+            cgroup: plan.cgroup as u64,
+            ..Default::default()
+        };
+        plan.joined = true;
+        // SAFETY: as for clone below; the stack's top (base + size) is 16-byte aligned.
+        let rc = unsafe { crate::sys::clone3_run(&args, exec_child, plan_ptr) };
+        if rc > 0 {
+            pid = rc as pid_t;
+        } else {
+            // No clone3 (an old kernel, a seccomp filter): the child joins by writing to
+            // cgroup.procs.
+            plan.joined = false;
+        }
+    }
+    if pid < 0 {
+        // SAFETY: the stack grows down from its (16-byte aligned) top; `plan`, the pointer
+        // arrays and the strings they point to outlive the child's use of them, because
+        // CLONE_VFORK suspends this thread until the child has exec'd or exited. Without
+        // CLONE_SIGHAND the child gets its own copy of the signal dispositions.
+        pid = unsafe {
+            let top = stack.as_mut_ptr().add(CHILD_STACK);
+            let top = top.sub(top as usize % 16);
+            libc::clone(
+                exec_child,
+                top.cast(),
+                libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
+                plan_ptr,
+            )
+        };
+    }
     if pid < 0 {
         return Err(io::Error::last_os_error());
     }
@@ -133,7 +163,12 @@ struct ExecPlan {
     paths: *const *const libc::c_char,
     argv: *const *const libc::c_char,
     envp: *const *const libc::c_char,
-    parent: pid_t,
+    /// The command's cgroup directory, or -1.
+    cgroup: c_int,
+    /// Whether the child was cloned into the cgroup already.
+    joined: bool,
+    /// Where the child records its pid, and its room if it cannot join the cgroup.
+    tree: *const Tree,
     /// Written by the child when no exec succeeded.
     errno: c_int,
 }
@@ -144,11 +179,15 @@ extern "C" fn exec_child(arg: *mut libc::c_void) -> c_int {
     // async-signal-safe calls follow.
     unsafe {
         let plan = &mut *(arg as *mut ExecPlan);
+        let tree = &*plan.tree;
         libc::setpgid(0, 0);
-        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
-        // redlock may have died before prctl; then nobody would ever stop us.
-        if libc::getppid() != plan.parent {
-            libc::_exit(127);
+        tree.command
+            .store(libc::getpid(), std::sync::atomic::Ordering::Release);
+        if plan.cgroup >= 0 && !plan.joined && !join(plan.cgroup) {
+            tree.mode
+                .store(MODE_DESCENDANTS, std::sync::atomic::Ordering::Release);
+        } else if plan.cgroup >= 0 {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
         }
         // Before unblocking anything: the handlers std installed (SIGSEGV, SIGBUS) must not run
         // in a child that shares redlock's memory, and SIGPIPE, which std ignores, must reach
@@ -183,6 +222,22 @@ extern "C" fn exec_child(arg: *mut libc::c_void) -> c_int {
     }
 }
 
+/// Moves the calling process into the cgroup whose directory is `dir` (async-signal-safe).
+///
+/// # Safety
+/// Only for the cloned child before exec: it uses the C library's `errno`.
+unsafe fn join(dir: c_int) -> bool {
+    // SAFETY: a NUL-terminated name relative to an open directory; one byte from a literal.
+    unsafe {
+        let fd = libc::openat(
+            dir,
+            c"cgroup.procs".as_ptr(),
+            libc::O_WRONLY | libc::O_CLOEXEC,
+        );
+        fd >= 0 && libc::write(fd, b"0".as_ptr().cast(), 1) == 1
+    }
+}
+
 /// Where execvp would look for `program`.
 fn candidates(program: &str) -> Vec<String> {
     if program.contains('/') {
@@ -205,81 +260,6 @@ pub fn spawn_failure_exit(err: &io::Error) -> Exit {
     match err.kind() {
         io::ErrorKind::NotFound => Exit::NotFound,
         _ => Exit::NotExecutable,
-    }
-}
-
-/// Sends `sig` to every process in the group led by `pgid`. Returns false when none is left.
-pub fn signal_group(pgid: pid_t, sig: c_int) -> bool {
-    // SAFETY: killpg has no memory effects.
-    unsafe { libc::killpg(pgid, sig) == 0 }
-}
-
-/// Whether any process of the group still exists.
-pub fn group_alive(pgid: pid_t) -> bool {
-    // SAFETY: signal 0 only checks for existence.
-    let rc = unsafe { libc::killpg(pgid, 0) };
-    rc == 0 || io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
-}
-
-/// A forked sentinel process outside the command's group. It blocks reading a pipe whose only
-/// write end redlock holds: when redlock dies (even by SIGKILL) the read returns end-of-file
-/// and the watchdog kills the command's whole group; when redlock is done with the group, it
-/// writes one byte and the watchdog leaves quietly. Started only for commands that run more
-/// than a moment, as a fork costs about what the rest of a short run does.
-pub struct Watchdog {
-    fd: c_int,
-}
-
-impl Watchdog {
-    pub fn start(pgid: pid_t) -> Option<Watchdog> {
-        let mut fds = [0 as c_int; 2];
-        // SAFETY: `fds` is valid for two ints; O_CLOEXEC keeps the ends out of the command.
-        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-            return None;
-        }
-        let [read_end, write_end] = fds;
-        // SAFETY: between fork and _exit the child calls only async-signal-safe functions
-        // (setpgid, close, read, killpg, _exit) and touches no memory but a local byte, so
-        // forking a multi-threaded process is sound.
-        unsafe {
-            match libc::fork() {
-                0 => {
-                    // Out of redlock's group, so a Ctrl-C meant for redlock does not reach it.
-                    libc::setpgid(0, 0);
-                    libc::close(write_end);
-                    let mut byte = 0u8;
-                    let n = loop {
-                        let n = libc::read(read_end, (&raw mut byte).cast(), 1);
-                        if n >= 0 || *libc::__errno_location() != libc::EINTR {
-                            break n;
-                        }
-                    };
-                    if n <= 0 {
-                        libc::killpg(pgid, libc::SIGKILL);
-                    }
-                    libc::_exit(0);
-                }
-                -1 => {
-                    libc::close(read_end);
-                    libc::close(write_end);
-                    None
-                }
-                _ => {
-                    libc::close(read_end);
-                    Some(Watchdog { fd: write_end })
-                }
-            }
-        }
-    }
-
-    /// The group is gone (or no longer redlock's to guard): let the watchdog leave.
-    pub fn dismiss(self) {
-        let byte = 1u8;
-        // SAFETY: writing one byte from a local to our own pipe, then closing it.
-        unsafe {
-            libc::write(self.fd, (&raw const byte).cast(), 1);
-            libc::close(self.fd);
-        }
     }
 }
 
@@ -352,11 +332,13 @@ mod tests {
 
     #[test]
     fn spawn_reports_missing_and_non_executable_programs() {
-        let missing = spawn(&["/nonexistent/redlock-test".into()], &[])
+        let tree = Tree::prepare();
+        let missing = spawn(&["/nonexistent/redlock-test".into()], &[], &tree)
             .err()
             .unwrap();
         assert_eq!(spawn_failure_exit(&missing), Exit::NotFound);
-        let denied = spawn(&["/etc/hostname".into()], &[]).err().unwrap();
+        let denied = spawn(&["/etc/hostname".into()], &[], &tree).err().unwrap();
+        tree.remove_cgroup();
         assert_eq!(spawn_failure_exit(&denied), Exit::NotExecutable);
     }
 }

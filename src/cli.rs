@@ -318,7 +318,7 @@ pub struct ExtendArgs {
 
 /// humantime durations (`500ms`, `30s`, `1h 30m`), plus a clear word for the mistakes people
 /// actually make: a bare number or a negative value.
-fn parse_duration(s: &str) -> Result<Duration, String> {
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let t = s.trim();
     if t.starts_with('-') {
         return Err("a duration cannot be negative".into());
@@ -329,10 +329,115 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
     humantime::parse_duration(t).map_err(|e| e.to_string())
 }
 
+/// Global options that take a value as the next argument; the word after one is its value,
+/// not a subcommand name.
+const GLOBAL_VALUE_FLAGS: [&str; 8] = [
+    "--url",
+    "--password-file",
+    "--prefix",
+    "--timeout",
+    "--tls-ca-file",
+    "--tls-cert-file",
+    "--tls-key-file",
+    "--log-format",
+];
+
+impl Cli {
+    /// Parses the command line. clap builds every subcommand, and copies each global option
+    /// into each of them, before it parses anything: for `redlock run`, which cron starts
+    /// thousands of times a day, that was most of redlock's own start-up work. So a command
+    /// line that plainly names `run` (and asks for no help or version) is first parsed
+    /// against a tree holding `run` alone; anything else, and any error there, goes through
+    /// the full tree, so help and error messages are always the full tree's.
+    pub fn parse_args(args: Vec<std::ffi::OsString>) -> Result<Cli, clap::Error> {
+        if names_run(&args)
+            && let Ok(cli) = Cli::parse_run_only(&args)
+        {
+            return Ok(cli);
+        }
+        Cli::try_parse_from(args)
+    }
+
+    fn parse_run_only(args: &[std::ffi::OsString]) -> Result<Cli, clap::Error> {
+        use clap::{Args as _, FromArgMatches as _};
+        let run = RunArgs::augment_args(clap::Command::new("run"));
+        let cmd = Global::augment_args(
+            clap::Command::new("redlock")
+                .disable_help_subcommand(true)
+                .disable_help_flag(true)
+                .disable_version_flag(true),
+        )
+        .subcommand(run.disable_help_flag(true));
+        let mut matches = cmd.try_get_matches_from(args)?;
+        Cli::from_arg_matches_mut(&mut matches)
+    }
+}
+
+/// Whether the first word that is not an option (or an option's value) is `run`, with no
+/// help or version flag anywhere before the command's own words.
+fn names_run(args: &[std::ffi::OsString]) -> bool {
+    let mut words = args.iter().skip(1).map(|a| a.to_str());
+    while let Some(word) = words.next() {
+        match word {
+            None | Some("-h" | "--help" | "-V" | "--version") => return false,
+            Some("run") => break,
+            Some(flag) if GLOBAL_VALUE_FLAGS.contains(&flag) => {
+                words.next();
+            }
+            Some(flag) if flag.starts_with('-') => {}
+            Some(_) => return false,
+        }
+    }
+    for word in words {
+        match word {
+            Some("--") => return true,
+            Some("-h" | "--help" | "-V" | "--version") | None => return false,
+            _ => {}
+        }
+    }
+    true
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use clap::CommandFactory;
+
+    fn words(line: &str) -> Vec<std::ffi::OsString> {
+        line.split(' ').map(Into::into).collect()
+    }
+
+    #[test]
+    fn the_run_only_tree_parses_run_exactly_as_the_full_tree_does() {
+        for line in [
+            "redlock run --key k --ttl 5s -- true",
+            "redlock --url redis://a:1 run --key k --ttl 5s -c true",
+            "redlock run --url redis://a:1,redis://b:2 --key k --ttl 5s --wait 1m -v -- a -b",
+            "redlock --prefix run run --key run --ttl 1s --kill-after 100ms -- run",
+            "redlock -q --log-format json run --key k --ttl 5s --hold-at-least 1m --conflict-exit-code 0 -- x --help",
+            "redlock --timeout 2s --tls-insecure run --key k --ttl 5s -- x",
+        ] {
+            assert!(names_run(&words(line)), "{line}");
+            let fast = Cli::parse_run_only(&words(line)).unwrap();
+            let full = Cli::try_parse_from(words(line)).unwrap();
+            assert_eq!(format!("{fast:?}"), format!("{full:?}"), "{line}");
+        }
+    }
+
+    #[test]
+    fn help_version_and_other_subcommands_take_the_full_tree() {
+        for line in [
+            "redlock run --help",
+            "redlock run -h --key k",
+            "redlock -V run",
+            "redlock status run",
+            "redlock --url run status",
+        ] {
+            assert!(!names_run(&words(line)), "{line}");
+        }
+        // An error on the short path is reported by the full tree.
+        assert!(Cli::parse_args(words("redlock run --key k --ttl 5 -- x")).is_err());
+    }
 
     #[test]
     fn clap_definition_is_consistent() {

@@ -3,23 +3,25 @@
 //! It renews every ttl/3 on a connection of its own, reconnects after any transport error, and
 //! bounds every connect, read and write by the time left before SIGTERM is due — never by a
 //! fixed timeout that could outlast the lease — and by a third of the renewal interval (a
-//! quorum: the per-node timeout), so that a connection that died silently is replaced in time. What it learns goes into [`Shared`]: a new [`Timeline`] after each
-//! confirmed renewal, or the reason the lease is lost. A loss rings the main thread's doorbell
+//! quorum: the per-node timeout), so that a connection that died silently is replaced in time.
+//! What it learns goes into [`Shared`]: a new [`Timeline`] after each confirmed renewal (and
+//! the keeper's kill point moves with it, see `keeper.rs`), or the reason the lease is lost. A loss rings the main thread's doorbell
 //! ([`signals::wake`]); a renewal needs no wake-up because the main thread re-reads the timeline
 //! whenever its own timer fires.
 //!
 //! The thread and its connection are created only when the first renewal is due: a command
 //! that ends within ttl/3 costs no thread and no second connection.
 //!
-//! The main thread enforces the kill point by itself, so a heartbeat stuck in I/O (or stopped
-//! with the rest of redlock) can delay nothing. If the thread panicked, the panic is reported
+//! The main thread enforces the kill point by itself, and the keeper does when the main thread
+//! cannot, so a heartbeat stuck in I/O (or stopped with the rest of redlock) can delay nothing. If the thread panicked, the panic is reported
 //! as a lost lease rather than dying silently.
 
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use crate::lease::{Lease, Timeline};
+use crate::keeper::Arm;
+use crate::lease::{Lease, Moment, Timeline};
 use crate::lock::Keys;
 use crate::nodes::{Nodes, Renewal};
 use crate::{log, signals};
@@ -46,7 +48,7 @@ pub struct Heartbeat {
     shared: Arc<Shared>,
     /// The work to hand to the thread, until it is started.
     pending: Option<Worker>,
-    first_renewal: Instant,
+    first_renewal: Moment,
 }
 
 /// What the main thread needs to know about the lease right now.
@@ -64,6 +66,7 @@ impl Heartbeat {
         token: String,
         lease: Lease,
         timeline: Timeline,
+        keeper: Arm,
     ) -> Heartbeat {
         let shared = Arc::new(Shared {
             state: Mutex::new(State {
@@ -87,6 +90,7 @@ impl Heartbeat {
             keys,
             token,
             lease,
+            keeper,
         };
         Heartbeat {
             shared,
@@ -96,12 +100,12 @@ impl Heartbeat {
     }
 
     /// When the thread must be running; `None` once it is.
-    pub fn due(&self) -> Option<Instant> {
+    pub fn due(&self) -> Option<Moment> {
         self.pending.as_ref().map(|_| self.first_renewal)
     }
 
     /// Starts the renewal thread once the first renewal is due.
-    pub fn start_if_due(&mut self, now: Instant) {
+    pub fn start_if_due(&mut self, now: Moment) {
         if now < self.first_renewal {
             return;
         }
@@ -159,11 +163,13 @@ struct Worker {
     keys: Keys,
     token: String,
     lease: Lease,
+    /// Moves the keeper's kill point after each confirmed renewal.
+    keeper: Arm,
 }
 
 impl Worker {
     fn run(mut self) {
-        let mut failing_since: Option<Instant> = None;
+        let mut failing_since: Option<Moment> = None;
         let interval = self.lease.interval();
         let retry = (interval / 10).clamp(Duration::from_millis(10), Duration::from_secs(1));
         let mut next = self.shared.lock().timeline.sent + interval;
@@ -174,7 +180,7 @@ impl Worker {
                     if state.stop || state.lost.is_some() {
                         return;
                     }
-                    let now = Instant::now();
+                    let now = Moment::now();
                     if now >= next {
                         break;
                     }
@@ -187,7 +193,7 @@ impl Worker {
                 }
                 state.timeline
             };
-            let now = Instant::now();
+            let now = Moment::now();
             // Past the kill point the main thread has already given up on this lease; a late
             // renewal must not revive it.
             let Some(left) = timeline.term_at.checked_duration_since(now) else {
@@ -196,11 +202,12 @@ impl Worker {
             // One attempt may not use up all the time left: a connection that silently died
             // must time out early enough for a fresh one to be tried before the kill point.
             self.nodes.set_timeout(left.min(self.attempt_timeout));
-            let sent = Instant::now();
+            let sent = Moment::now();
             match self.nodes.extend(&self.keys, &self.token, self.lease.ttl) {
                 Renewal::Confirmed => {
                     let renewed = self.lease.timeline(sent);
                     self.shared.lock().timeline = renewed;
+                    self.keeper.arm(renewed.kill_at);
                     if let Some(since) = failing_since.take() {
                         log::warn(
                             "renewal_recovered",
@@ -239,7 +246,7 @@ impl Worker {
                             &[("key", (&self.keys.lock).into())],
                         );
                     }
-                    next = Instant::now() + retry;
+                    next = Moment::now() + retry;
                 }
             }
         }

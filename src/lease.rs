@@ -1,22 +1,40 @@
-//! Lease arithmetic on the monotonic clock.
+//! Lease arithmetic on CLOCK_BOOTTIME.
 //!
-//! Invariant: the child may run only while `Instant::now() < kill_at`, where every instant is
+//! Invariant: the command may run only while `Moment::now() < kill_at`, where every instant is
 //! derived from the moment a successful acquire or extend was *sent* (not answered): the server
 //! started its TTL no earlier than that, so `sent + ttl` is an upper bound on the server's
-//! expiry. We subtract a drift allowance (ttl/100 + 2 ms, for clock-rate differences) and a kill
-//! margin (the same amount again, for SIGKILL to take effect), and put SIGTERM `kill_after`
-//! before SIGKILL:
+//! expiry. We subtract a drift allowance (ttl/100 + 2 ms, for clock-rate differences between
+//! this host and the server) and a kill margin (the drift again plus [`SCHED_FLOOR`], for the
+//! kill to be issued and take effect on a loaded host), and put SIGTERM `kill_after` before
+//! SIGKILL:
 //!
 //! ```text
-//! sent ── renew every ttl/3 ──── term_at ── kill_after ── kill_at ─ margin ─ deadline ─ drift ─ sent+ttl
+//! sent ── renew every ttl/3 ── term_at ── kill_after ── kill_at ── margin ── deadline ── drift ── sent+ttl
 //! ```
 //!
 //! A TTL is accepted only when at least a third of it lies between the first renewal and
-//! `term_at`, so a Redis stall shorter than ttl/3 never stops the child. `Instant` is
-//! CLOCK_MONOTONIC: it keeps counting while redlock is stopped (SIGSTOP, a paused VM) but not
-//! while the whole machine is suspended, which is not a state a lock holder should be in.
+//! `term_at`, so a Redis stall shorter than ttl/3 never stops the command.
+//!
+//! **Why the floor.** Whoever kills at `kill_at` — the supervisor, or the keeper when the
+//! supervisor is frozen (`keeper.rs`) — must first be scheduled. A kill issued late by L lets
+//! the old command run until `kill_at + L`; the next holder can start no earlier than the
+//! server-side expiry, `sent + ttl`, at least `2·drift + SCHED_FLOOR` after `kill_at`. So the
+//! two never overlap while L < 2·drift + SCHED_FLOOR: 39 ms at the smallest TTL, more above it.
+//! The keeper runs with real-time priority where it may (root), where L is microseconds; as an
+//! ordinary process with both cores of a 2-core host busy (two CPU hogs), the benchmark
+//! measured L at a few milliseconds (see the README's figures). A SIGKILL takes effect before
+//! the target runs another instruction in user space, so no output follows it.
+//!
+//! **Why BOOTTIME.** CLOCK_MONOTONIC stops while the machine is suspended; a laptop or VM
+//! resumed after an hour would believe its lease still fresh. CLOCK_BOOTTIME counts the
+//! suspension, so the keeper's timer (a BOOTTIME timerfd) fires the moment the machine resumes.
+//! A *paused* VM (live migration, a hypervisor stall) is different: its guest clocks usually
+//! stop too, so nothing in the guest can tell the pause from no time at all; the next renewal
+//! (at most ttl/3 later) finds the key gone and the command is killed then. Use the fence
+//! (`REDLOCK_FENCE`) where a pause longer than the TTL is possible.
 
-use std::time::{Duration, Instant};
+use std::ops::{Add, Sub};
+use std::time::Duration;
 
 use anyhow::Result;
 
@@ -27,6 +45,9 @@ use crate::exit::usage;
 pub const MIN_TTL: Duration = Duration::from_millis(500);
 /// A longer TTL only delays recovery after a crash; `5M` (months) is a typo for `5m`.
 pub const MAX_TTL: Duration = Duration::from_secs(24 * 3600);
+/// Time for the kill to be issued and take effect on a loaded host, beyond the drift (see the
+/// module doc for the argument).
+pub const SCHED_FLOOR: Duration = Duration::from_millis(25);
 /// The default grace between SIGTERM and SIGKILL never exceeds this.
 pub const MAX_DEFAULT_KILL_AFTER: Duration = Duration::from_secs(10);
 
@@ -73,10 +94,10 @@ impl Lease {
     }
 
     /// The timeline of a lease whose acquire or extend was sent at `sent`.
-    pub fn timeline(&self, sent: Instant) -> Timeline {
+    pub fn timeline(&self, sent: Moment) -> Timeline {
         let drift = self.drift();
         let deadline = sent + self.ttl - drift;
-        let kill_at = deadline - drift;
+        let kill_at = deadline - margin(self.ttl);
         Timeline {
             sent,
             deadline,
@@ -90,13 +111,13 @@ impl Lease {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Timeline {
     /// When the confirming command was sent.
-    pub sent: Instant,
+    pub sent: Moment,
     /// The latest moment we may believe we hold the lock.
-    pub deadline: Instant,
-    /// SIGKILL to the child's group, so it is dead by `deadline`.
-    pub kill_at: Instant,
-    /// SIGTERM to the child's group, `kill_after` before `kill_at`.
-    pub term_at: Instant,
+    pub deadline: Moment,
+    /// SIGKILL to the command's tree, so it is dead by `deadline`.
+    pub kill_at: Moment,
+    /// SIGTERM to the command's tree, `kill_after` before `kill_at`.
+    pub term_at: Moment,
 }
 
 pub fn check_ttl(ttl: Duration) -> Result<()> {
@@ -122,9 +143,73 @@ pub fn drift(ttl: Duration) -> Duration {
     ttl / 100 + Duration::from_millis(2)
 }
 
+/// How long before the deadline the kill is issued: the drift again plus [`SCHED_FLOOR`].
+pub fn margin(ttl: Duration) -> Duration {
+    drift(ttl) + SCHED_FLOOR
+}
+
 /// The longest `--kill-after` that still leaves a third of the TTL for renewal retries.
 fn max_kill_after(ttl: Duration) -> Duration {
-    (ttl / 3).saturating_sub(drift(ttl) * 2)
+    (ttl / 3).saturating_sub(drift(ttl) + margin(ttl))
+}
+
+/// A point in time on CLOCK_BOOTTIME (nanoseconds since boot, suspension included). Unlike
+/// `Instant`, it keeps counting while the machine sleeps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Moment(u64);
+
+impl Moment {
+    pub fn now() -> Moment {
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: `ts` is valid for writes; CLOCK_BOOTTIME exists on every supported kernel.
+        unsafe { libc::clock_gettime(libc::CLOCK_BOOTTIME, &mut ts) };
+        Moment(ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64)
+    }
+
+    pub fn from_nanos(ns: u64) -> Moment {
+        Moment(ns)
+    }
+
+    pub fn as_nanos(self) -> u64 {
+        self.0
+    }
+
+    pub fn elapsed(self) -> Duration {
+        Moment::now().saturating_duration_since(self)
+    }
+
+    pub fn checked_duration_since(self, earlier: Moment) -> Option<Duration> {
+        self.0.checked_sub(earlier.0).map(Duration::from_nanos)
+    }
+
+    pub fn saturating_duration_since(self, earlier: Moment) -> Duration {
+        Duration::from_nanos(self.0.saturating_sub(earlier.0))
+    }
+}
+
+impl Add<Duration> for Moment {
+    type Output = Moment;
+    fn add(self, d: Duration) -> Moment {
+        Moment(self.0.saturating_add(d.as_nanos() as u64))
+    }
+}
+
+impl Sub<Duration> for Moment {
+    type Output = Moment;
+    fn sub(self, d: Duration) -> Moment {
+        Moment(self.0.saturating_sub(d.as_nanos() as u64))
+    }
+}
+
+impl Sub for Moment {
+    type Output = Duration;
+    /// The time from `earlier` to `self`; zero if `earlier` is later.
+    fn sub(self, earlier: Moment) -> Duration {
+        self.saturating_duration_since(earlier)
+    }
 }
 
 /// A duration as an operator would write it (`1s 500ms`).
@@ -162,7 +247,7 @@ mod tests {
     fn every_accepted_lease_leaves_a_third_of_the_ttl_for_retries() {
         for ttl_ms in [500u64, 501, 999, 1000, 3000, 30_000, 3_600_000, 86_400_000] {
             let lease = Lease::new(Duration::from_millis(ttl_ms), None).unwrap();
-            let t0 = Instant::now();
+            let t0 = Moment::now();
             let line = lease.timeline(t0);
             let first_renewal = t0 + lease.interval();
             assert!(
@@ -187,9 +272,29 @@ mod tests {
     fn kill_after_that_leaves_no_time_to_renew_is_rejected() {
         let err = Lease::new(Duration::from_secs(1), Some(Duration::from_secs(5))).unwrap_err();
         assert!(err.to_string().contains("--kill-after 5s"), "{err}");
-        assert!(err.to_string().contains("309ms"), "{err}");
-        assert!(Lease::new(Duration::from_secs(1), Some(309 * MS)).is_ok());
+        assert!(err.to_string().contains("284ms"), "{err}");
+        assert!(Lease::new(Duration::from_secs(1), Some(284 * MS)).is_ok());
         assert!(Lease::new(Duration::from_secs(1), Some(Duration::ZERO)).is_err());
+    }
+
+    #[test]
+    fn every_accepted_lease_kills_with_the_scheduling_floor_to_spare() {
+        for ttl_ms in [500u64, 1000, 30_000, 86_400_000] {
+            let lease = Lease::new(Duration::from_millis(ttl_ms), None).unwrap();
+            let t0 = Moment::now();
+            let line = lease.timeline(t0);
+            let server_expiry = t0 + lease.ttl;
+            assert!(server_expiry - line.kill_at >= SCHED_FLOOR + lease.drift() * 2);
+        }
+    }
+
+    #[test]
+    fn moments_count_on_the_boot_clock() {
+        let a = Moment::now();
+        let b = Moment::now();
+        assert!(b >= a);
+        assert_eq!((a + Duration::from_millis(5)) - a, Duration::from_millis(5));
+        assert_eq!(a - (a + Duration::from_millis(5)), Duration::ZERO);
     }
 
     #[test]

@@ -6,11 +6,22 @@
 //! (`info`/`warn`/`error`), `event` (a short fixed name such as `acquired`), `msg`, and the
 //! event's own fields. Each line is written with a single `write` so that lines from the
 //! heartbeat thread never interleave with the main thread's.
+//!
+//! **Logging never blocks supervision.** A stderr nobody reads (a stuck log shipper, a full
+//! pipe to a mailer, a terminal stopped with Ctrl-S) must not hold up a renewal, a kill or a
+//! reap, so no write to stderr ever waits: a pipe or terminal is reopened through
+//! `/proc/self/fd/2` as a description of redlock's own, non-blocking (the command's stderr,
+//! the same pipe, stays as it was); a socket (journald) is written with `MSG_DONTWAIT`; a
+//! regular file is written as it is (it never waits for a reader). A line that does not fit
+//! is dropped and counted, and the count is said in the final line (or, after a success, in
+//! a last warning). Only that last line, written after the release when nothing is left to
+//! supervise, waits for room — at most [`LAST_LINE_WAIT`].
 
 use std::fmt::Write as _;
 use std::io::Write as _;
 use std::sync::OnceLock;
-use std::time::SystemTime;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant, SystemTime};
 
 use crate::cli::LogFormat;
 
@@ -55,6 +66,7 @@ pub fn stdout(text: &str) -> std::io::Result<()> {
 }
 
 /// A value attached to a message; numbers stay numbers in JSON.
+#[derive(Clone, Copy)]
 pub enum Field<'a> {
     Str(&'a str),
     Num(i128),
@@ -109,13 +121,169 @@ pub fn emit(level: Level, event: &str, msg: &str, fields: &[(&str, Field)]) {
     if !enabled(level) {
         return;
     }
-    let config = config();
-    let line = match config.format {
+    let line = format_line(level, event, msg, fields);
+    if !stderr().try_write(line.as_bytes()) {
+        DROPPED.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// The last line redlock prints, after everything else is done: it says how many earlier
+/// lines a full stderr cost, and it may wait (a bounded time) for room.
+pub fn last(level: Level, event: &str, msg: &str, fields: &[(&str, Field)]) {
+    if !enabled(level) {
+        return;
+    }
+    let line = match DROPPED.load(Ordering::Relaxed) {
+        0 => format_line(level, event, msg, fields),
+        n => {
+            let mut all: Vec<(&str, Field)> = fields.to_vec();
+            all.push(("dropped", n.into()));
+            let msg = format!("{msg} ({n} earlier messages were dropped: stderr was full)");
+            format_line(level, event, &msg, &all)
+        }
+    };
+    stderr().write_waiting(line.as_bytes(), LAST_LINE_WAIT);
+}
+
+/// After a run that needed no final line: says what a full stderr cost, if anything.
+pub fn dropped_summary() {
+    let n = DROPPED.load(Ordering::Relaxed);
+    if n > 0 && enabled(Level::Warn) {
+        let line = format_line(
+            Level::Warn,
+            "dropped",
+            &format!("{n} messages were dropped: stderr was full"),
+            &[("dropped", n.into())],
+        );
+        stderr().write_waiting(line.as_bytes(), LAST_LINE_WAIT);
+    }
+}
+
+/// How long the last line may wait for a full stderr to drain.
+const LAST_LINE_WAIT: Duration = Duration::from_secs(2);
+/// A line longer than this is cut: a pipe takes up to this much in one piece, or nothing.
+const MAX_LINE: usize = 4096;
+
+static DROPPED: AtomicU64 = AtomicU64::new(0);
+
+fn format_line(level: Level, event: &str, msg: &str, fields: &[(&str, Field)]) -> String {
+    let mut line = match config().format {
         LogFormat::Text => format!("redlock: {msg}\n"),
         LogFormat::Json => json_line(level, event, msg, fields),
     };
-    // One write per line; a closed stderr must not take redlock down with it.
-    let _ = std::io::stderr().lock().write_all(line.as_bytes());
+    if line.len() > MAX_LINE {
+        let mut cut = MAX_LINE - 1;
+        while !line.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        line.truncate(cut);
+        line.push('\n');
+    }
+    line
+}
+
+/// stderr as redlock writes it: never waiting, see the module doc.
+struct Stderr {
+    fd: libc::c_int,
+    how: How,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum How {
+    /// A description of our own with O_NONBLOCK (a pipe, a FIFO, a terminal).
+    Own,
+    /// `send` with MSG_DONTWAIT (a socket).
+    Socket,
+    /// A plain write (a regular file, which never waits for a reader).
+    Plain,
+    /// Could not get a description of our own: write only when poll says there is room.
+    Polled,
+}
+
+fn stderr() -> &'static Stderr {
+    static STDERR: OnceLock<Stderr> = OnceLock::new();
+    STDERR.get_or_init(|| {
+        // SAFETY: `st` is valid for writes; fstat on fd 2 has no other effects.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        if unsafe { libc::fstat(2, &mut st) } != 0 {
+            return Stderr {
+                fd: 2,
+                how: How::Plain,
+            };
+        }
+        match st.st_mode & libc::S_IFMT {
+            libc::S_IFSOCK => Stderr {
+                fd: 2,
+                how: How::Socket,
+            },
+            libc::S_IFIFO | libc::S_IFCHR => {
+                // SAFETY: a valid NUL-terminated path. On Linux, opening a pipe (or a
+                // terminal) through /proc gives a new description of the same file.
+                let fd = unsafe {
+                    libc::open(
+                        c"/proc/self/fd/2".as_ptr(),
+                        libc::O_WRONLY | libc::O_NONBLOCK | libc::O_CLOEXEC | libc::O_NOCTTY,
+                    )
+                };
+                if fd >= 0 {
+                    Stderr { fd, how: How::Own }
+                } else {
+                    Stderr {
+                        fd: 2,
+                        how: How::Polled,
+                    }
+                }
+            }
+            _ => Stderr {
+                fd: 2,
+                how: How::Plain,
+            },
+        }
+    })
+}
+
+impl Stderr {
+    /// Writes `line` if there is room now; false when it had to be dropped.
+    fn try_write(&self, line: &[u8]) -> bool {
+        if self.how == How::Polled && !self.writable(Duration::ZERO) {
+            return false;
+        }
+        // SAFETY: `line` is valid for reads of its length.
+        let n = unsafe {
+            match self.how {
+                How::Socket => libc::send(
+                    self.fd,
+                    line.as_ptr().cast(),
+                    line.len(),
+                    libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
+                ),
+                _ => libc::write(self.fd, line.as_ptr().cast(), line.len()),
+            }
+        };
+        // A closed stderr is not a full one: nothing to count, nothing to retry.
+        n >= 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::EAGAIN)
+    }
+
+    /// Writes `line`, waiting up to `limit` for room.
+    fn write_waiting(&self, line: &[u8], limit: Duration) {
+        let until = Instant::now() + limit;
+        while !self.try_write(line) {
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() || !self.writable(left) {
+                return;
+            }
+        }
+    }
+
+    fn writable(&self, within: Duration) -> bool {
+        let mut pfd = libc::pollfd {
+            fd: self.fd,
+            events: libc::POLLOUT,
+            revents: 0,
+        };
+        // SAFETY: `pfd` is valid for one entry.
+        unsafe { libc::poll(&mut pfd, 1, within.as_millis().min(60_000) as libc::c_int) > 0 }
+    }
 }
 
 fn json_line(level: Level, event: &str, msg: &str, fields: &[(&str, Field)]) -> String {

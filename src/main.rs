@@ -2,6 +2,14 @@
 //!
 //! `main` is the only place an outcome becomes an exit status; everything below returns
 //! `anyhow::Result` and leaves the process alone, so destructors run.
+//!
+//! redlock defines the C `main` itself (`no_main`) rather than letting the Rust runtime start
+//! first: the runtime's start-up reads `/proc/self/maps` and sets up an alternate signal stack
+//! for a stack-overflow message, a tenth of what a short `redlock run` costs beyond flock's.
+//! What of it redlock needs is done in [`main`]: make sure fds 0–2 are open, ignore SIGPIPE
+//! (a closed reader is an error to handle, not a death), and flush stdout at the end.
+
+#![cfg_attr(not(test), no_main)]
 
 mod child;
 mod cli;
@@ -9,19 +17,20 @@ mod commands;
 mod exit;
 mod heartbeat;
 mod json;
+mod keeper;
 mod lease;
 mod lock;
 mod log;
 mod nodes;
 mod server;
 mod signals;
+mod sys;
+mod tree;
 mod wait;
 
-use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Result;
-use clap::Parser;
 use clap::error::ErrorKind;
 
 use crate::cli::{Cli, Command, Global};
@@ -103,18 +112,54 @@ fn rejoin_urls(pieces: &[String]) -> Vec<String> {
     urls
 }
 
-fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
+// Under `cargo test` the test harness brings its own entry point; this one is then unused.
+#[cfg_attr(not(test), unsafe(no_mangle))]
+#[cfg_attr(test, allow(dead_code))]
+extern "C" fn main(_argc: libc::c_int, _argv: *const *const libc::c_char) -> libc::c_int {
+    standard_fds();
+    // SAFETY: setting a disposition to SIG_IGN installs no handler.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };
+    let code = run_main();
+    let _ = std::io::Write::flush(&mut std::io::stdout());
+    code.into()
+}
+
+/// Opens /dev/null on any of fds 0, 1, 2 that is closed, so that no connection redlock opens
+/// later is mistaken for its stdout or stderr (as the Rust runtime does).
+fn standard_fds() {
+    let mut fds = [0, 1, 2].map(|fd| libc::pollfd {
+        fd,
+        events: 0,
+        revents: 0,
+    });
+    // SAFETY: `fds` is valid for three entries; a zero timeout returns at once.
+    if unsafe { libc::poll(fds.as_mut_ptr(), 3, 0) } <= 0 {
+        return;
+    }
+    for pfd in fds {
+        if pfd.revents & libc::POLLNVAL != 0 {
+            // SAFETY: a valid NUL-terminated path; open takes the lowest free fd, this one.
+            unsafe { libc::open(c"/dev/null".as_ptr(), libc::O_RDWR) };
+        }
+    }
+}
+
+fn run_main() -> u8 {
+    let cli = match Cli::parse_args(std::env::args_os().collect()) {
         Ok(cli) => cli,
         Err(err) => return usage_error(err),
     };
     log::init(cli.global.verbose, cli.global.quiet, cli.global.log_format);
     let result = Context::new(&cli.global).and_then(|ctx| dispatch(&ctx, cli.command));
     let exit = match result {
-        Ok(exit) => exit,
+        Ok(exit) => {
+            log::dropped_summary();
+            exit
+        }
         Err(err) => {
             let exit = classify(&err);
-            log::error(
+            log::last(
+                log::Level::Error,
                 event_name(exit),
                 &nodes::render(&err),
                 &[("exit", exit.code().into())],
@@ -122,7 +167,7 @@ fn main() -> ExitCode {
             exit
         }
     };
-    ExitCode::from(exit.code())
+    exit.code()
 }
 
 fn dispatch(ctx: &Context, command: Command) -> Result<Exit> {
@@ -152,15 +197,15 @@ fn event_name(exit: Exit) -> &'static str {
 
 /// clap's own errors, reduced to the one `redlock:` line the contract promises (64).
 /// `--help` and `--version` are not errors.
-fn usage_error(err: clap::Error) -> ExitCode {
+fn usage_error(err: clap::Error) -> u8 {
     match err.kind() {
         ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
             let _ = err.print();
-            return ExitCode::SUCCESS;
+            return 0;
         }
         ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
             eprint!("{}", err.render());
-            return ExitCode::from(Exit::Usage.code());
+            return Exit::Usage.code();
         }
         _ => {}
     }
@@ -172,7 +217,7 @@ fn usage_error(err: clap::Error) -> ExitCode {
         &format!("{first} (see 'redlock --help')"),
         &[("exit", Exit::Usage.code().into())],
     );
-    ExitCode::from(Exit::Usage.code())
+    Exit::Usage.code()
 }
 
 #[cfg(test)]

@@ -21,14 +21,15 @@
 //! * **release** goes to every node.
 
 use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{Result, anyhow};
 
 use crate::exit::{Exit, classify, fail, is_definitive, redis_errors};
+use crate::lease::Moment;
 use crate::lock::{self, Acquire, Busy, Holder, Keys, Removed, RunRecord};
 use crate::log;
-use crate::server::{Conn, Server, set_timeouts};
+use crate::server::{Conn, Overlap, Server, set_timeouts};
 
 struct Node {
     server: Server,
@@ -191,7 +192,9 @@ impl Nodes {
     }
 
     /// One acquire attempt on every node; see the module doc for the quorum rules. `sent` is
-    /// when the attempt started: the lease is counted from it.
+    /// when the attempt started: the lease is counted from it. `meanwhile` runs while the
+    /// request is on the wire (one server) or before it is sent (a quorum).
+    #[allow(clippy::too_many_arguments)]
     pub fn acquire(
         &mut self,
         keys: &Keys,
@@ -199,8 +202,19 @@ impl Nodes {
         ttl: Duration,
         holder: &Holder,
         count_busy: bool,
-        sent: Instant,
+        sent: Moment,
+        meanwhile: Option<&mut dyn FnMut()>,
     ) -> Result<Acquire> {
+        let timeout = self.timeout;
+        if let Some(work) = meanwhile {
+            if let [node] = self.nodes.as_mut_slice() {
+                return node.with(timeout, |c| {
+                    let mut overlapped = Overlap::new(c, work);
+                    lock::acquire(&mut overlapped, keys, token, ttl, holder, count_busy)
+                });
+            }
+            work();
+        }
         let results = self.each(|c| lock::acquire(c, keys, token, ttl, holder, count_busy));
         if !self.is_quorum() {
             return results.into_iter().next().expect("one node");

@@ -59,6 +59,87 @@ pub enum Conn {
     Cluster(Box<ClusterConnection>),
 }
 
+/// A connection that runs local work while its first request is on the wire: the round trip
+/// to Redis is idle time for redlock, and the work (preparing the command's room and keeper)
+/// would otherwise follow it. Only a single server's plain connection is overlapped; through a
+/// cluster router the work simply runs first.
+pub struct Overlap<'a> {
+    con: &'a mut Conn,
+    meanwhile: Option<&'a mut dyn FnMut()>,
+}
+
+impl<'a> Overlap<'a> {
+    pub fn new(con: &'a mut Conn, meanwhile: &'a mut dyn FnMut()) -> Overlap<'a> {
+        Overlap {
+            con,
+            meanwhile: Some(meanwhile),
+        }
+    }
+
+    fn run_meanwhile(&mut self) {
+        if let Some(work) = self.meanwhile.take() {
+            work();
+        }
+    }
+}
+
+impl Drop for Overlap<'_> {
+    /// The work is owed whatever the request did (an error before sending included).
+    fn drop(&mut self) {
+        self.run_meanwhile();
+    }
+}
+
+impl ConnectionLike for Overlap<'_> {
+    fn req_packed_command(&mut self, cmd: &[u8]) -> RedisResult<Value> {
+        let work = self.meanwhile.take();
+        let run = |work: Option<&mut dyn FnMut()>| {
+            if let Some(work) = work {
+                work();
+            }
+        };
+        let Conn::Single(c) = &mut *self.con else {
+            run(work);
+            return self.con.req_packed_command(cmd);
+        };
+        let sent = c.send_packed_command(cmd);
+        run(work);
+        sent?;
+        loop {
+            match c.recv_response()? {
+                Value::Push { .. } => continue,
+                value => return Ok(value),
+            }
+        }
+    }
+
+    fn req_packed_commands(
+        &mut self,
+        cmd: &[u8],
+        offset: usize,
+        count: usize,
+    ) -> RedisResult<Vec<Value>> {
+        self.run_meanwhile();
+        self.con.req_packed_commands(cmd, offset, count)
+    }
+
+    fn req_command(&mut self, cmd: &Cmd) -> RedisResult<Value> {
+        self.req_packed_command(&cmd.get_packed_command())
+    }
+
+    fn get_db(&self) -> i64 {
+        self.con.get_db()
+    }
+
+    fn check_connection(&mut self) -> bool {
+        self.con.check_connection()
+    }
+
+    fn is_open(&self) -> bool {
+        self.con.is_open()
+    }
+}
+
 impl ConnectionLike for Conn {
     fn req_packed_command(&mut self, cmd: &[u8]) -> RedisResult<Value> {
         match self {

@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Result;
 
+use crate::lease::Moment;
 use crate::lock::{Acquire, Busy, Holder, Keys};
 use crate::nodes::{Nodes, is_server_reply};
 use crate::server::{Server, set_timeouts_direct};
@@ -30,7 +31,7 @@ pub enum Taken {
         fence: i64,
         started_ms: i64,
         /// When the successful acquire was sent: the lease is counted from here.
-        sent: Instant,
+        sent: Moment,
     },
     Busy(Busy),
     /// A signal arrived while waiting.
@@ -48,11 +49,17 @@ pub struct Request<'a> {
 }
 
 /// Tries to take the lock, and with `wait` keeps trying until it is free or the wait runs out.
-/// A refusal is counted once, by the last attempt.
-pub fn take(nodes: &mut Nodes, req: &Request, signals: &Signals) -> Result<Taken> {
+/// A refusal is counted once, by the last attempt. `meanwhile` runs once, while the first
+/// attempt is on the wire.
+pub fn take(
+    nodes: &mut Nodes,
+    req: &Request,
+    signals: &Signals,
+    meanwhile: &mut dyn FnMut(),
+) -> Result<Taken> {
     let start = Instant::now();
     let wait = req.wait.filter(|w| !w.is_zero());
-    let sent = Instant::now();
+    let sent = Moment::now();
     let first = nodes.acquire(
         req.keys,
         req.token,
@@ -60,6 +67,7 @@ pub fn take(nodes: &mut Nodes, req: &Request, signals: &Signals) -> Result<Taken
         req.holder,
         wait.is_none(),
         sent,
+        Some(meanwhile),
     )?;
     let mut busy = match first {
         Acquire::Acquired { fence, started_ms } => {
@@ -122,25 +130,27 @@ pub fn take(nodes: &mut Nodes, req: &Request, signals: &Signals) -> Result<Taken
             }
             Event::Wake | Event::Timeout => {}
         }
-        let sent = Instant::now();
-        let attempt = match nodes.acquire(req.keys, req.token, req.ttl, req.holder, false, sent) {
-            Ok(a) => a,
-            // A long wait may outlive one connection; the failed one was dropped, so this
-            // attempt reconnects.
-            Err(e) if !is_server_reply(&e) => {
-                let sent = Instant::now();
-                let retry = nodes.acquire(req.keys, req.token, req.ttl, req.holder, false, sent)?;
-                if let Acquire::Acquired { fence, started_ms } = retry {
-                    return Ok(Taken::Acquired {
-                        fence,
-                        started_ms,
-                        sent,
-                    });
+        let sent = Moment::now();
+        let attempt =
+            match nodes.acquire(req.keys, req.token, req.ttl, req.holder, false, sent, None) {
+                Ok(a) => a,
+                // A long wait may outlive one connection; the failed one was dropped, so this
+                // attempt reconnects.
+                Err(e) if !is_server_reply(&e) => {
+                    let sent = Moment::now();
+                    let retry = nodes
+                        .acquire(req.keys, req.token, req.ttl, req.holder, false, sent, None)?;
+                    if let Acquire::Acquired { fence, started_ms } = retry {
+                        return Ok(Taken::Acquired {
+                            fence,
+                            started_ms,
+                            sent,
+                        });
+                    }
+                    retry
                 }
-                retry
-            }
-            Err(e) => return Err(e),
-        };
+                Err(e) => return Err(e),
+            };
         match attempt {
             Acquire::Acquired { fence, started_ms } => {
                 return Ok(Taken::Acquired {

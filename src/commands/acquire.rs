@@ -36,7 +36,7 @@ pub fn acquire(ctx: &Context, args: AcquireArgs) -> Result<Exit> {
         wait: args.wait,
         timeout: ctx.timeout,
     };
-    match wait::take(&mut nodes, &request, &signals)? {
+    match wait::take(&mut nodes, &request, &signals, &mut || {})? {
         Taken::Acquired {
             fence, started_ms, ..
         } => {

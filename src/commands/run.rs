@@ -1,29 +1,34 @@
 //! `redlock run`: acquire, spawn, supervise, release.
 //!
 //! The supervisor is one event loop over {signal, child exited, lease news, timer}. Its
-//! invariant: the child's process group is running only while the lease is confirmed, i.e.
-//! before the current [`Timeline`]'s `term_at`; from `term_at` it is being stopped (SIGTERM),
-//! and at `kill_at` it is killed, so it is dead before the deadline even if Redis never answers
-//! again. A definitive loss (key deleted, another token, a refusal) starts the same stop at once.
-//! If redlock itself was stopped past the deadline, the group gets SIGKILL straight away — the
-//! grace period is already spent. The lock is released only after every process of the group is
-//! gone, so nothing runs unlocked.
+//! invariant: the command's tree (`tree.rs`: every process it started, whatever its group or
+//! session) is running only while the lease is confirmed, i.e. before the current
+//! [`Timeline`]'s `term_at`; from `term_at` it is being stopped (SIGTERM), and at `kill_at` it
+//! is killed, so it is dead before the deadline even if Redis never answers again. A definitive
+//! loss (key deleted, another token, a refusal) starts the same stop at once. If redlock itself
+//! was stopped past the kill point, the tree gets SIGKILL straight away — the grace period is
+//! already spent — and the keeper (`keeper.rs`) has killed it at the kill point already, as it
+//! does whenever the supervisor is frozen, starved or dead. The lock is released only after
+//! every process of the tree is gone, so nothing runs unlocked. The whole argument is in
+//! ARCHITECTURE.md's "Lease timeline" and the README's "Safety".
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::Result;
 use libc::pid_t;
 
 use crate::Context;
-use crate::child::{self, Reaped, Status, Watchdog};
+use crate::child::{self, Reaped, Status};
 use crate::cli::RunArgs;
 use crate::exit::{BUSY, Exit, fail, usage};
 use crate::heartbeat::Heartbeat;
-use crate::lease::{self, Lease, Timeline};
+use crate::keeper::Keeper;
+use crate::lease::{self, Lease, Moment, Timeline};
 use crate::lock::{self, Holder, Keys, RunRecord};
 use crate::log;
 use crate::nodes::{Nodes, is_readonly, is_server_reply, is_timeout};
 use crate::signals::{self, Event, Signals};
+use crate::tree::{Scratch, Tree};
 use crate::wait::{self, Request, Taken};
 
 pub fn run(ctx: &Context, args: RunArgs) -> Result<Exit> {
@@ -44,7 +49,7 @@ pub fn run(ctx: &Context, args: RunArgs) -> Result<Exit> {
     let signals = Signals::block();
     child::become_subreaper();
 
-    let started = Instant::now();
+    let started = Moment::now();
     let mut nodes = ctx.nodes(node_timeout(ctx, lease.ttl));
     nodes.connect()?;
     if crate::log::enabled(crate::log::Level::Info) {
@@ -69,7 +74,13 @@ pub fn run(ctx: &Context, args: RunArgs) -> Result<Exit> {
         wait: args.wait,
         timeout: ctx.timeout,
     };
-    let (fence, started_ms, sent) = match wait::take(&mut nodes, &request, &signals)? {
+    // The command's room and its keeper are made while the acquire is on the wire: local work
+    // that would otherwise follow the round trip.
+    let mut guard: Option<Guard> = None;
+    let taken = wait::take(&mut nodes, &request, &signals, &mut || {
+        guard = Some(Guard::prepare());
+    });
+    let (fence, started_ms, sent) = match taken? {
         Taken::Acquired {
             fence,
             started_ms,
@@ -95,7 +106,7 @@ pub fn run(ctx: &Context, args: RunArgs) -> Result<Exit> {
         }
         Taken::Interrupted(sig) => return Ok(wait::interrupted(sig, &keys)),
     };
-    let acquired_at = Instant::now();
+    let acquired_at = Moment::now();
     log::info(
         "acquired",
         &format!(
@@ -143,9 +154,29 @@ pub fn run(ctx: &Context, args: RunArgs) -> Result<Exit> {
         ("REDLOCK_TOKEN", token.as_str()),
         ("REDLOCK_FENCE", fence_text.as_str()),
     ];
-    let child = match child::spawn(&argv, &env) {
+    // The room and the keeper exist before the command does: from its first instruction, the
+    // command is inside the tree and the keeper's kill point is armed.
+    let Guard { tree, keeper } = guard.take().unwrap_or_else(Guard::prepare);
+    let keeper = match keeper {
+        Ok(keeper) => keeper,
+        Err(e) => {
+            session.release(
+                &mut nodes,
+                false,
+                Some(session.record("failed", Exit::NotExecutable.code(), Duration::ZERO)),
+            );
+            return Err(fail(
+                Exit::NotExecutable,
+                format!("cannot start the keeper that guards the command: {e}; lock released"),
+            ));
+        }
+    };
+    let timeline = lease.timeline(sent);
+    keeper.arm().arm(timeline.kill_at);
+    let child = match child::spawn(&argv, &env, tree) {
         Ok(child) => child,
         Err(e) => {
+            drop(keeper);
             let exit = child::spawn_failure_exit(&e);
             session.release(
                 &mut nodes,
@@ -160,7 +191,12 @@ pub fn run(ctx: &Context, args: RunArgs) -> Result<Exit> {
     };
     log::info(
         "started",
-        &format!("started {} (pid {})", display, child.pid),
+        &format!(
+            "started {} (pid {}) in {}",
+            display,
+            child.pid,
+            tree.describe()
+        ),
         &[("pid", child.pid.into())],
     );
 
@@ -169,10 +205,27 @@ pub fn run(ctx: &Context, args: RunArgs) -> Result<Exit> {
         keys.clone(),
         token.clone(),
         lease,
-        lease.timeline(sent),
+        timeline,
+        keeper.arm(),
     );
-    let end = supervise(&signals, child.pid, &mut heartbeat, lease);
+    let mut command = Command {
+        tree,
+        pgid: child.pid,
+        scratch: None,
+    };
+    let mut end = supervise(&signals, child.pid, &mut heartbeat, lease, &mut command);
     heartbeat.stop();
+    // The keeper got there first: the supervisor was not running when it should have been.
+    if let Some(fired) = keeper.fired()
+        && end.lost_at.is_none_or(|at| fired.at < at)
+    {
+        end.lost = Some(format!(
+            "redlock was not scheduled (stopped, or starved of CPU) past its kill point; \
+             the keeper killed the command {} after it",
+            lease::fmt(fired.at - fired.kill_at)
+        ));
+    }
+    keeper.dismiss();
 
     let ran = acquired_at.elapsed();
     let (exit, outcome) = match (&end.lost, end.status) {
@@ -211,6 +264,26 @@ pub fn run(ctx: &Context, args: RunArgs) -> Result<Exit> {
     Ok(exit)
 }
 
+/// The command's room and its keeper, made before the command is started.
+struct Guard {
+    tree: &'static Tree,
+    keeper: std::io::Result<Keeper>,
+}
+
+impl Guard {
+    fn prepare() -> Guard {
+        // Leaked: the keeper reads it, and may outlive this function (or redlock).
+        let tree: &'static Tree = Box::leak(Box::new(Tree::prepare()));
+        let keeper = Keeper::start(tree);
+        if keeper.is_err() {
+            tree.remove_cgroup();
+        }
+        // Dropped unused (the lock was busy, the wait interrupted), the keeper is dismissed
+        // and removes the cgroup.
+        Guard { tree, keeper }
+    }
+}
+
 /// The state a run carries from acquire to release.
 struct Session<'a> {
     keys: &'a Keys,
@@ -218,7 +291,7 @@ struct Session<'a> {
     holder: &'a Holder,
     fence: i64,
     started_ms: i64,
-    acquired_at: Instant,
+    acquired_at: Moment,
     hold_at_least: Option<Duration>,
     /// A connection idle longer than this (one renewal interval) is replaced before the
     /// release: a server or a middlebox may have dropped it without a word.
@@ -309,79 +382,110 @@ fn node_timeout(ctx: &Context, ttl: Duration) -> Duration {
 struct End {
     status: Status,
     lost: Option<String>,
+    /// When the supervisor learnt that the lease was lost.
+    lost_at: Option<Moment>,
 }
 
-/// Where the group is in being stopped.
+/// The command's tree, as the supervisor acts on it.
+struct Command {
+    tree: &'static Tree,
+    /// The command's process group (its pid).
+    pgid: pid_t,
+    /// Room for walks; allocated the first time a signal or a kill needs one.
+    scratch: Option<Box<Scratch>>,
+}
+
+impl Command {
+    fn scratch(&mut self) -> &mut Scratch {
+        self.scratch.get_or_insert_with(Scratch::new)
+    }
+
+    /// Sends `sig` to every process of the command (its group as a terminal would, the rest
+    /// one by one).
+    fn signal(&mut self, sig: libc::c_int) {
+        let tree = self.tree;
+        tree.signal(sig, self.scratch());
+    }
+
+    /// SIGKILL to the whole tree, frozen first so that nothing forks its way out.
+    fn kill(&mut self) {
+        let tree = self.tree;
+        tree.kill_all(tree.redlock, self.scratch());
+    }
+}
+
+/// Where the tree is in being stopped.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Stop {
     Running,
-    /// SIGTERM sent; SIGKILL at the instant given.
-    Terminating(Instant),
-    Killed(Instant),
+    /// SIGTERM sent; SIGKILL at the moment given.
+    Terminating(Moment),
+    Killed(Moment),
 }
 
-/// A command still running after this gets a [`Watchdog`]; one that ends sooner never pays
-/// for the fork.
-const WATCHDOG_AFTER: Duration = Duration::from_millis(20);
-
-fn supervise(signals: &Signals, pid: pid_t, heartbeat: &mut Heartbeat, lease: Lease) -> End {
-    let pgid = pid;
+fn supervise(
+    signals: &Signals,
+    pid: pid_t,
+    heartbeat: &mut Heartbeat,
+    lease: Lease,
+    command: &mut Command,
+) -> End {
+    let pgid = command.pgid;
     let mut status: Option<Status> = None;
     let mut lost: Option<String> = None;
+    let mut lost_at: Option<Moment> = None;
     let mut stop = Stop::Running;
     let mut terminal = Terminal::default();
-    let mut watchdog: Option<Watchdog> = None;
-    let watchdog_due = Instant::now() + WATCHDOG_AFTER;
     loop {
-        let now = Instant::now();
+        let now = Moment::now();
         heartbeat.start_if_due(now);
-        if watchdog.is_none() && status.is_none() && now >= watchdog_due {
-            watchdog = Watchdog::start(pgid);
-        }
         let lease_now = heartbeat.snapshot();
         let line: Timeline = lease_now.timeline;
 
         if lost.is_none() {
             if let Some(reason) = lease_now.lost {
                 lost = Some(reason);
-                stop = stop.terminate(pgid, (now + lease.kill_after).min(line.kill_at));
+                stop = stop.terminate(command, (now + lease.kill_after).min(line.kill_at));
             } else if now >= line.kill_at {
                 // Stopped past the kill point (SIGSTOP, a VM pause): no grace is left.
                 lost = Some("no renewal was confirmed before the lease ran out".into());
-                stop = stop.kill(pgid, now);
+                stop = stop.kill(command, now);
             } else if now >= line.term_at {
                 lost = Some(format!(
                     "no renewal was confirmed in {}",
                     lease::fmt(now - line.sent)
                 ));
-                stop = stop.terminate(pgid, line.kill_at);
+                stop = stop.terminate(command, line.kill_at);
+            }
+            if lost.is_some() {
+                lost_at = Some(now);
             }
         }
         if let Stop::Terminating(kill_at) = stop
             && now >= kill_at
         {
-            stop = stop.kill(pgid, now);
+            stop = stop.kill(command, now);
         }
         if status.is_some() {
-            if !child::group_alive(pgid) {
+            if !command.tree.occupied() {
                 break;
             }
-            // The command has ended but left processes in its group: they must not run on
-            // unlocked.
+            // The command has ended but left processes behind (in its group or not): they
+            // must not run on unlocked.
             if stop == Stop::Running {
                 log::warn(
                     "leftovers",
-                    "the command exited but left processes in its group; stopping them",
+                    "the command exited but left processes running; stopping them",
                     &[],
                 );
-                stop = stop.terminate(pgid, (now + lease.kill_after).min(line.kill_at));
+                stop = stop.terminate(command, (now + lease.kill_after).min(line.kill_at));
             }
             if let Stop::Killed(at) = stop
                 && now >= at + Duration::from_secs(5)
             {
                 log::warn(
                     "unkillable",
-                    "processes of the command's group survive SIGKILL; releasing anyway",
+                    "processes of the command survive SIGKILL; releasing anyway",
                     &[],
                 );
                 break;
@@ -389,25 +493,18 @@ fn supervise(signals: &Signals, pid: pid_t, heartbeat: &mut Heartbeat, lease: Le
         }
 
         let next = match stop {
-            Stop::Running => {
-                let mut next = heartbeat
-                    .due()
-                    .map_or(line.term_at, |d| d.min(line.term_at));
-                if watchdog.is_none() && status.is_none() {
-                    next = next.min(watchdog_due);
-                }
-                Some(next)
-            }
-            Stop::Terminating(kill_at) => Some(kill_at),
+            Stop::Running => heartbeat
+                .due()
+                .map_or(line.term_at, |d| d.min(line.term_at)),
+            Stop::Terminating(kill_at) => kill_at,
             // Descendants that are not our children die without telling us; look again soon.
-            Stop::Killed(_) => Some(now + Duration::from_millis(20)),
+            Stop::Killed(_) => now + Duration::from_millis(20),
         };
-        let next = match (status, next) {
-            (Some(_), Some(n)) => Some(n.min(now + Duration::from_millis(100))),
-            (_, n) => n,
+        let next = match status {
+            Some(_) => next.min(now + Duration::from_millis(100)),
+            None => next,
         };
-        let timeout = next.map(|n| n.saturating_duration_since(Instant::now()));
-        match signals.wait(timeout) {
+        match signals.wait(Some(next - Moment::now())) {
             Event::Signal(sig) => {
                 log::info(
                     "forwarded",
@@ -417,10 +514,10 @@ fn supervise(signals: &Signals, pid: pid_t, heartbeat: &mut Heartbeat, lease: Le
                 if sig == libc::SIGCONT && terminal.handed {
                     child::give_terminal(pgid);
                 }
-                child::signal_group(pgid, sig);
+                command.signal(sig);
                 if !signals::JOB_CONTROL.contains(&sig) {
                     // A stopped command must be able to act on what it was sent.
-                    child::signal_group(pgid, libc::SIGCONT);
+                    command.signal(libc::SIGCONT);
                 }
             }
             Event::Child => match child::reap(pid) {
@@ -431,7 +528,7 @@ fn supervise(signals: &Signals, pid: pid_t, heartbeat: &mut Heartbeat, lease: Le
                 Reaped::Stopped(libc::SIGTTIN | libc::SIGTTOU) => terminal.lend(pgid),
                 // Ctrl-Z reached the command, which has the terminal: stop as a job, so the
                 // shell gets it back. Renewals stop with redlock; if the lease runs out
-                // before `fg`, the command is killed on resuming.
+                // before `fg`, the keeper kills the command at the kill point.
                 Reaped::Stopped(libc::SIGTSTP) if terminal.handed => {
                     terminal.take_back();
                     // Still lent, as far as the SIGCONT of `fg` is concerned.
@@ -444,12 +541,10 @@ fn supervise(signals: &Signals, pid: pid_t, heartbeat: &mut Heartbeat, lease: Le
         }
     }
     terminal.take_back();
-    if let Some(watchdog) = watchdog {
-        watchdog.dismiss();
-    }
     End {
         status: status.unwrap_or(Status::Signaled(libc::SIGKILL)),
         lost,
+        lost_at,
     }
 }
 
@@ -472,7 +567,8 @@ impl Terminal {
                 "the command reads the terminal: lent it the foreground",
                 &[],
             );
-            child::signal_group(pgid, libc::SIGCONT);
+            // SAFETY: killpg has no memory effects.
+            unsafe { libc::killpg(pgid, libc::SIGCONT) };
         } else {
             // Continuing it would only stop it again.
             log::warn(
@@ -493,10 +589,11 @@ impl Terminal {
 }
 
 impl Stop {
-    fn terminate(self, pgid: pid_t, kill_at: Instant) -> Stop {
+    fn terminate(self, command: &mut Command, kill_at: Moment) -> Stop {
         match self {
             Stop::Running => {
-                child::signal_group(pgid, libc::SIGTERM);
+                command.signal(libc::SIGTERM);
+                command.signal(libc::SIGCONT);
                 Stop::Terminating(kill_at)
             }
             Stop::Terminating(at) => Stop::Terminating(at.min(kill_at)),
@@ -504,11 +601,11 @@ impl Stop {
         }
     }
 
-    fn kill(self, pgid: pid_t, now: Instant) -> Stop {
+    fn kill(self, command: &mut Command, now: Moment) -> Stop {
         match self {
             Stop::Killed(_) => self,
             _ => {
-                child::signal_group(pgid, libc::SIGKILL);
+                command.kill();
                 Stop::Killed(now)
             }
         }

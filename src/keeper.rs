@@ -1,0 +1,245 @@
+//! The keeper: a dead man's switch that kills the command at the kill point when the
+//! supervisor cannot.
+//!
+//! The supervisor (`commands/run.rs`) stops the command before its lease can lapse — as long as
+//! it runs. Frozen (`kill -STOP`, a debugger, a starved or swapped-out redlock) or killed, it
+//! does nothing, while the lease expires on the server and another host's run starts. The
+//! keeper does not depend on the supervisor being scheduled:
+//!
+//! * It is a separate process (its own thread group, its own process group), so a SIGSTOP or a
+//!   SIGKILL aimed at redlock does not reach it; it blocks every signal it can.
+//! * It sleeps on a CLOCK_BOOTTIME timer armed at the current kill point. The supervisor re-arms
+//!   it after each confirmed renewal by storing the new kill point in shared memory: when the
+//!   timer fires, the keeper reads the kill point again and sleeps on if it moved. Re-arming
+//!   costs one atomic store and no system call.
+//! * When the kill point passes unrenewed, it kills the command's whole tree (`tree.rs`):
+//!   `cgroup.kill`, or a freeze-then-kill walk of redlock's descendants. When redlock dies
+//!   without dismissing it (the pipe it reads reaches end-of-file), it does the same at once.
+//! * It asks for SCHED_FIFO priority 1 (granted to root, or with an RLIMIT_RTPRIO), so its
+//!   timer is served within microseconds even with every core busy; without it, it still only
+//!   needs the CPU for a moment, where the supervisor needs several system calls.
+//!
+//! It exists before the command starts (it is armed before the spawn) and is dismissed only
+//! once every process of the command is gone. It is cheap because it is created like a
+//! thread: `clone(CLONE_VM)` shares redlock's memory (no page tables copied), with a stack of
+//! its own and an exit signal of 0 (a "clone" child, which `waitid` without `__WALL` does not
+//! see, see [`Tree::occupied`]). Sharing memory means it must not use the C library (it runs
+//! with the main thread's thread pointer and `errno`), so it uses raw system calls (`sys.rs`),
+//! allocates nothing and never panics; the memory it uses is leaked by redlock on purpose, as
+//! the keeper may outlive redlock's interest in it (or redlock itself: the memory then stays
+//! mapped for the keeper alone).
+
+use std::io;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use libc::c_int;
+
+use crate::lease::Moment;
+use crate::sys;
+use crate::tree::{Scratch, Tree};
+
+const STACK: usize = 64 * 1024;
+
+struct Shared {
+    tree: &'static Tree,
+    /// The kill point on CLOCK_BOOTTIME, in nanoseconds; 0 while nothing is guarded.
+    kill_at: AtomicU64,
+    /// When the keeper killed the command, and the kill point it did that for; 0 if it never did.
+    fired_at: AtomicU64,
+    fired_for: AtomicU64,
+    /// The end of the pipe the keeper reads: a byte means "dismissed", end-of-file "redlock is gone".
+    read_fd: c_int,
+    /// redlock's end, which the keeper closes in its own copy of the descriptor table.
+    write_fd: c_int,
+    /// The keeper's own walk space, touched by no one else.
+    scratch: *mut Scratch,
+}
+
+// SAFETY: `scratch` is used by the keeper alone; everything else is atomics or immutable.
+unsafe impl Sync for Shared {}
+
+/// redlock's handle on its keeper.
+pub struct Keeper {
+    shared: &'static Shared,
+    dismissed: bool,
+}
+
+/// What the heartbeat needs to move the kill point: a store, no system call.
+#[derive(Clone, Copy)]
+pub struct Arm(&'static AtomicU64);
+
+impl Arm {
+    /// Moves the kill point to `kill_at` (never earlier: a renewal only adds time).
+    pub fn arm(&self, kill_at: Moment) {
+        self.0.fetch_max(kill_at.as_nanos(), Ordering::AcqRel);
+    }
+}
+
+/// What the keeper did.
+#[derive(Clone, Copy, Debug)]
+pub struct Fired {
+    pub kill_at: Moment,
+    pub at: Moment,
+}
+
+impl Keeper {
+    /// Starts the keeper for `tree`, disarmed.
+    pub fn start(tree: &'static Tree) -> io::Result<Keeper> {
+        let mut fds = [0 as c_int; 2];
+        // SAFETY: `fds` is valid for two ints; O_CLOEXEC keeps both ends out of the command.
+        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let shared: &'static Shared = Box::leak(Box::new(Shared {
+            tree,
+            kill_at: AtomicU64::new(0),
+            fired_at: AtomicU64::new(0),
+            fired_for: AtomicU64::new(0),
+            read_fd: fds[0],
+            write_fd: fds[1],
+            scratch: Box::into_raw(Scratch::new()),
+        }));
+        let stack: &'static mut [u8] = Vec::<u8>::with_capacity(STACK).leak();
+        // SAFETY: the stack grows down from its 16-byte aligned top and is never freed; the
+        // keeper reads `shared` (leaked, so it lives as long as the address space) and runs only
+        // raw system calls (see the module doc). Exit signal 0: a clone child.
+        let pid = unsafe {
+            let top = stack.as_mut_ptr().add(STACK);
+            let top = top.sub(top as usize % 16);
+            libc::clone(
+                keeper_main,
+                top.cast(),
+                libc::CLONE_VM,
+                (shared as *const Shared).cast_mut().cast(),
+            )
+        };
+        // SAFETY: closing our copy of the keeper's end; the keeper has its own.
+        unsafe { libc::close(fds[0]) };
+        if pid < 0 {
+            let err = io::Error::last_os_error();
+            // SAFETY: our own descriptor.
+            unsafe { libc::close(fds[1]) };
+            return Err(err);
+        }
+        tree.keeper.store(pid, Ordering::Release);
+        Ok(Keeper {
+            shared,
+            dismissed: false,
+        })
+    }
+
+    pub fn arm(&self) -> Arm {
+        Arm(&self.shared.kill_at)
+    }
+
+    /// Whether (and when) the keeper killed the command.
+    pub fn fired(&self) -> Option<Fired> {
+        let at = self.shared.fired_at.load(Ordering::Acquire);
+        (at != 0).then(|| Fired {
+            kill_at: Moment::from_nanos(self.shared.fired_for.load(Ordering::Acquire)),
+            at: Moment::from_nanos(at),
+        })
+    }
+
+    /// The command is gone: the keeper removes the cgroup and leaves.
+    pub fn dismiss(mut self) {
+        self.send_dismissal();
+    }
+
+    fn send_dismissal(&mut self) {
+        if !std::mem::replace(&mut self.dismissed, true) {
+            sys::write(self.shared.write_fd, &[1]);
+            sys::close(self.shared.write_fd);
+        }
+    }
+}
+
+impl Drop for Keeper {
+    /// A keeper is never left waiting for a redlock that is still alive: every way out of a
+    /// run dismisses it (a command that never started has nothing to kill).
+    fn drop(&mut self) {
+        self.send_dismissal();
+    }
+}
+
+extern "C" fn keeper_main(arg: *mut libc::c_void) -> c_int {
+    // SAFETY: `arg` is the leaked `Shared`, alive for the life of the address space.
+    let k = unsafe { &*(arg as *const Shared) };
+    // SAFETY: only the keeper uses its scratch space.
+    let scratch = unsafe { &mut *k.scratch };
+    sys::block_all_signals();
+    sys::close(k.write_fd);
+    // Out of redlock's process group: `kill -STOP -PGID` or a Ctrl-Z meant for redlock's job
+    // must not stop the keeper too.
+    sys::setpgid_self();
+    sys::set_name(b"redlock-keeper\0");
+    sys::realtime_priority();
+    let timer = sys::timerfd_create_boottime() as c_int;
+    let mut fired = false;
+    loop {
+        if timer >= 0 && !fired {
+            sys::timerfd_set_abs(timer, k.kill_at.load(Ordering::Acquire));
+        }
+        let mut fds = [
+            libc::pollfd {
+                fd: k.read_fd,
+                events: libc::POLLIN,
+                revents: 0,
+            },
+            libc::pollfd {
+                fd: if fired { -1 } else { timer },
+                events: libc::POLLIN,
+                revents: 0,
+            },
+        ];
+        if sys::ppoll(&mut fds) < 0 {
+            // Nothing interrupts it (every signal is blocked); do not spin on the unexpected.
+            sys::sleep_ns(1_000_000);
+            continue;
+        }
+        if fds[0].revents != 0 {
+            let mut byte = [0u8; 1];
+            match sys::read(k.read_fd, &mut byte) {
+                1 => {
+                    // Dismissed: the command's tree is empty.
+                    k.tree.remove_cgroup();
+                    sys::exit(0);
+                }
+                n if n == -(libc::EINTR as isize) || n == -(libc::EAGAIN as isize) => continue,
+                _ => {
+                    // redlock is gone without a word: nobody supervises the command any more.
+                    let root = k.tree.command.load(Ordering::Acquire);
+                    if root > 0 {
+                        fire(k, scratch, root);
+                        // A process that was forking while the first pass ran.
+                        sys::sleep_ns(20_000_000);
+                        k.tree.kill_all(root, scratch);
+                    }
+                    k.tree.remove_cgroup();
+                    sys::exit(0);
+                }
+            }
+        }
+        if fds[1].revents != 0 {
+            let mut expirations = [0u8; 8];
+            sys::read(timer, &mut expirations);
+            let kill_at = k.kill_at.load(Ordering::Acquire);
+            if kill_at != 0 && sys::boottime_ns() >= kill_at {
+                // The kill point passed and the supervisor has not moved it: it is frozen or
+                // starved. redlock still lives, so the tree hangs under it.
+                fire(k, scratch, k.tree.redlock);
+                fired = true;
+            }
+        }
+    }
+}
+
+fn fire(k: &Shared, scratch: &mut Scratch, root: c_int) {
+    let now = sys::boottime_ns();
+    if k.fired_at.load(Ordering::Acquire) == 0 {
+        k.fired_for
+            .store(k.kill_at.load(Ordering::Acquire), Ordering::Release);
+        k.fired_at.store(now, Ordering::Release);
+    }
+    k.tree.kill_all(root, scratch);
+}
