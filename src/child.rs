@@ -332,7 +332,7 @@ mod tests {
 
     #[test]
     fn spawn_reports_missing_and_non_executable_programs() {
-        let tree = Tree::prepare();
+        let tree = Tree::prepare(true);
         let missing = spawn(&["/nonexistent/redlock-test".into()], &[], &tree)
             .err()
             .unwrap();

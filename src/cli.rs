@@ -137,6 +137,15 @@ pub enum LogFormat {
     Json,
 }
 
+/// Where the command's processes are kept track of (see `tree.rs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Contain {
+    /// A cgroup of its own where redlock may create one, otherwise redlock's descendants
+    Auto,
+    /// redlock's descendants, found by walking /proc (no cgroup is created)
+    Descendants,
+}
+
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run a command while holding the lock
@@ -225,7 +234,7 @@ pub struct RunArgs {
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u8))]
     pub conflict_exit_code: Option<u8>,
 
-    /// Grace between SIGTERM and SIGKILL when redlock must stop the command's process group
+    /// Grace between SIGTERM and SIGKILL when redlock must stop the command
     /// [default: TTL/5, at most 10s]
     #[arg(long, value_parser = parse_duration, allow_hyphen_values = true, value_name = "DURATION")]
     pub kill_after: Option<Duration>,
@@ -233,6 +242,17 @@ pub struct RunArgs {
     /// Keep the lock at least this long after acquiring it, even when the command ends sooner
     #[arg(long, value_parser = parse_duration, allow_hyphen_values = true, value_name = "DURATION")]
     pub hold_at_least: Option<Duration>,
+
+    /// How redlock finds every process the command starts: auto (a cgroup of its own where
+    /// redlock may create one, otherwise its descendants), or descendants
+    #[arg(
+        long,
+        env = "REDLOCK_CONTAIN",
+        value_enum,
+        default_value = "auto",
+        value_name = "HOW"
+    )]
+    pub contain: Contain,
 
     /// Run this through `sh -c` instead of a command after `--`
     #[arg(short = 'c', value_name = "SHELL COMMAND", conflicts_with = "command")]

@@ -8,10 +8,11 @@
 //!
 //! * It is a separate process (its own thread group, its own process group), so a SIGSTOP or a
 //!   SIGKILL aimed at redlock does not reach it; it blocks every signal it can.
-//! * It sleeps on a CLOCK_BOOTTIME timer armed at the current kill point. The supervisor re-arms
-//!   it after each confirmed renewal by storing the new kill point in shared memory: when the
-//!   timer fires, the keeper reads the kill point again and sleeps on if it moved. Re-arming
-//!   costs one atomic store and no system call.
+//! * It sleeps on a CLOCK_BOOTTIME timer armed at the current kill point. redlock arms it once
+//!   before the command starts (a byte on the pipe wakes the keeper to read the kill point) and
+//!   re-arms it after each confirmed renewal by storing the new kill point in shared memory:
+//!   when the timer fires, the keeper reads the kill point again and sleeps on if it moved.
+//!   Re-arming costs one atomic store and no system call.
 //! * When the kill point passes unrenewed, it kills the command's whole tree (`tree.rs`):
 //!   `cgroup.kill`, or a freeze-then-kill walk of redlock's descendants. When redlock dies
 //!   without dismissing it (the pipe it reads reaches end-of-file), it does the same at once.
@@ -66,12 +67,23 @@ pub struct Keeper {
 
 /// What the heartbeat needs to move the kill point: a store, no system call.
 #[derive(Clone, Copy)]
-pub struct Arm(&'static AtomicU64);
+pub struct Arm {
+    kill_at: &'static AtomicU64,
+    wake: c_int,
+}
+
+/// The bytes redlock writes to the keeper's pipe.
+const DISMISS: u8 = 1;
+const ARMED: u8 = 2;
 
 impl Arm {
-    /// Moves the kill point to `kill_at` (never earlier: a renewal only adds time).
+    /// Moves the kill point to `kill_at` (never earlier: a renewal only adds time). The first
+    /// time wakes the keeper, which sleeps without a timer until then; later moves are only
+    /// seen when the timer fires, which is soon enough, as they only ever move it later.
     pub fn arm(&self, kill_at: Moment) {
-        self.0.fetch_max(kill_at.as_nanos(), Ordering::AcqRel);
+        if self.kill_at.fetch_max(kill_at.as_nanos(), Ordering::AcqRel) == 0 {
+            sys::write(self.wake, &[ARMED]);
+        }
     }
 }
 
@@ -129,7 +141,10 @@ impl Keeper {
     }
 
     pub fn arm(&self) -> Arm {
-        Arm(&self.shared.kill_at)
+        Arm {
+            kill_at: &self.shared.kill_at,
+            wake: self.shared.write_fd,
+        }
     }
 
     /// Whether (and when) the keeper killed the command.
@@ -148,7 +163,7 @@ impl Keeper {
 
     fn send_dismissal(&mut self) {
         if !std::mem::replace(&mut self.dismissed, true) {
-            sys::write(self.shared.write_fd, &[1]);
+            sys::write(self.shared.write_fd, &[DISMISS]);
             sys::close(self.shared.write_fd);
         }
     }
@@ -200,6 +215,7 @@ extern "C" fn keeper_main(arg: *mut libc::c_void) -> c_int {
         if fds[0].revents != 0 {
             let mut byte = [0u8; 1];
             match sys::read(k.read_fd, &mut byte) {
+                1 if byte[0] == ARMED => continue,
                 1 => {
                     // Dismissed: the command's tree is empty.
                     k.tree.remove_cgroup();

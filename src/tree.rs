@@ -67,9 +67,10 @@ struct Cgroup {
 const CGROUP_MOUNTS: [&str; 2] = ["/sys/fs/cgroup", "/sys/fs/cgroup/unified"];
 
 impl Tree {
-    /// A cgroup of its own when redlock may create one, otherwise redlock's descendants.
-    pub fn prepare() -> Tree {
-        let cgroup = Cgroup::create().ok();
+    /// A cgroup of its own when `cgroup` allows it and redlock may create one, otherwise
+    /// redlock's descendants.
+    pub fn prepare(cgroup: bool) -> Tree {
+        let cgroup = cgroup.then(|| Cgroup::create().ok()).flatten();
         Tree {
             mode: AtomicU32::new(if cgroup.is_some() {
                 MODE_CGROUP

@@ -19,7 +19,7 @@ use libc::pid_t;
 
 use crate::Context;
 use crate::child::{self, Reaped, Status};
-use crate::cli::RunArgs;
+use crate::cli::{Contain, RunArgs};
 use crate::exit::{BUSY, Exit, fail, usage};
 use crate::heartbeat::Heartbeat;
 use crate::keeper::Keeper;
@@ -78,7 +78,7 @@ pub fn run(ctx: &Context, args: RunArgs) -> Result<Exit> {
     // that would otherwise follow the round trip.
     let mut guard: Option<Guard> = None;
     let taken = wait::take(&mut nodes, &request, &signals, &mut || {
-        guard = Some(Guard::prepare());
+        guard = Some(Guard::prepare(args.contain));
     });
     let (fence, started_ms, sent) = match taken? {
         Taken::Acquired {
@@ -156,7 +156,7 @@ pub fn run(ctx: &Context, args: RunArgs) -> Result<Exit> {
     ];
     // The room and the keeper exist before the command does: from its first instruction, the
     // command is inside the tree and the keeper's kill point is armed.
-    let Guard { tree, keeper } = guard.take().unwrap_or_else(Guard::prepare);
+    let Guard { tree, keeper } = guard.take().unwrap_or_else(|| Guard::prepare(args.contain));
     let keeper = match keeper {
         Ok(keeper) => keeper,
         Err(e) => {
@@ -271,9 +271,9 @@ struct Guard {
 }
 
 impl Guard {
-    fn prepare() -> Guard {
+    fn prepare(contain: Contain) -> Guard {
         // Leaked: the keeper reads it, and may outlive this function (or redlock).
-        let tree: &'static Tree = Box::leak(Box::new(Tree::prepare()));
+        let tree: &'static Tree = Box::leak(Box::new(Tree::prepare(contain == Contain::Auto)));
         let keeper = Keeper::start(tree);
         if keeper.is_err() {
             tree.remove_cgroup();

@@ -23,6 +23,7 @@ mod run_release;
 mod run_security;
 mod run_signals;
 mod run_stress;
+mod run_supervision;
 mod run_usage;
 mod sentinel;
 mod status;

@@ -11,6 +11,7 @@ pub mod process;
 pub mod quorum;
 pub mod redis_server;
 pub mod redlock;
+pub mod sections;
 pub mod sentinel;
 pub mod status;
 pub mod stress;
