@@ -338,7 +338,6 @@ mod tests {
             .unwrap();
         assert_eq!(spawn_failure_exit(&missing), Exit::NotFound);
         let denied = spawn(&["/etc/hostname".into()], &[], &tree).err().unwrap();
-        tree.remove_cgroup();
         assert_eq!(spawn_failure_exit(&denied), Exit::NotExecutable);
     }
 }

@@ -13,8 +13,8 @@
 //!   re-arms it after each confirmed renewal by storing the new kill point in shared memory:
 //!   when the timer fires, the keeper reads the kill point again and sleeps on if it moved.
 //!   Re-arming costs one atomic store and no system call.
-//! * When the kill point passes unrenewed, it kills the command's whole tree (`tree.rs`):
-//!   `cgroup.kill`, or a freeze-then-kill walk of redlock's descendants. When redlock dies
+//! * When the kill point passes unrenewed, it kills the command's whole tree (`tree.rs`: every
+//!   member of its cgroup, or every descendant of redlock, frozen first). When redlock dies
 //!   without dismissing it (the pipe it reads reaches end-of-file), it does the same at once.
 //! * It asks for SCHED_FIFO priority 1 (granted to root, or with an RLIMIT_RTPRIO), so its
 //!   timer is served within microseconds even with every core busy; without it, it still only
@@ -156,7 +156,7 @@ impl Keeper {
         })
     }
 
-    /// The command is gone: the keeper removes the cgroup and leaves.
+    /// The command is gone: the keeper leaves.
     pub fn dismiss(mut self) {
         self.send_dismissal();
     }
@@ -218,7 +218,6 @@ extern "C" fn keeper_main(arg: *mut libc::c_void) -> c_int {
                 1 if byte[0] == ARMED => continue,
                 1 => {
                     // Dismissed: the command's tree is empty.
-                    k.tree.remove_cgroup();
                     sys::exit(0);
                 }
                 n if n == -(libc::EINTR as isize) || n == -(libc::EAGAIN as isize) => continue,
@@ -230,8 +229,9 @@ extern "C" fn keeper_main(arg: *mut libc::c_void) -> c_int {
                         // A process that was forking while the first pass ran.
                         sys::sleep_ns(20_000_000);
                         k.tree.kill_all(root, scratch);
+                        // The cgroup is claimed until the keeper exits: leave it empty.
+                        k.tree.await_empty_cgroup(scratch);
                     }
-                    k.tree.remove_cgroup();
                     sys::exit(0);
                 }
             }

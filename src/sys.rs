@@ -107,20 +107,6 @@ pub fn openat(dir: c_int, path: &[u8], flags: c_int) -> isize {
     unsafe { syscall(libc::SYS_openat, args!(dir, path.as_ptr(), flags, 0)) }
 }
 
-/// Removes the empty directory at the NUL-terminated `path`.
-pub fn rmdir(path: &[u8]) -> isize {
-    if path.last() != Some(&0) {
-        return -(libc::EINVAL as isize);
-    }
-    // SAFETY: `path` is NUL-terminated and valid during the call.
-    unsafe {
-        syscall(
-            libc::SYS_unlinkat,
-            args!(libc::AT_FDCWD, path.as_ptr(), libc::AT_REMOVEDIR),
-        )
-    }
-}
-
 pub fn getdents64(fd: c_int, buf: &mut [u8]) -> isize {
     // SAFETY: `buf` is valid for writes of its length during the call.
     unsafe { syscall(libc::SYS_getdents64, args!(fd, buf.as_mut_ptr(), buf.len())) }

@@ -3,13 +3,23 @@
 //! "The command" is every process it starts, whatever process group or session that process
 //! moves to (`timeout`, `setsid`, `set -m`, double forks). Two rooms, the stronger first:
 //!
-//! 1. **A cgroup of its own** (cgroup v2, Linux ≥ 5.14 for `cgroup.kill`): created next to
-//!    redlock's own cgroup as `redlock.PID` when redlock may write there (root on the host, or a
-//!    user with a delegated cgroup, e.g. a systemd user session). The command is cloned into it
-//!    (`CLONE_INTO_CGROUP`, which unlike a write to `cgroup.procs` does not wait for an RCU
-//!    grace period — milliseconds on an idle host), so everything it ever starts is born
-//!    inside; `cgroup.kill` kills the lot atomically, fork bombs included. Nothing escapes but a process started *on the command's behalf* by a
-//!    daemon outside the tree (`systemd-run`, `docker run`, `at`).
+//! 1. **A cgroup of its own** (cgroup v2): a child of redlock's own cgroup, where redlock may
+//!    create one (root on the host, or a user with a delegated cgroup, e.g. a systemd user
+//!    session). The command is cloned into it (`CLONE_INTO_CGROUP`, which unlike a write to
+//!    `cgroup.procs` does not wait for an RCU grace period — milliseconds on an idle host), so
+//!    everything it ever starts is born inside, whatever becomes of its parents, and the
+//!    cgroup's member list is complete. It is killed by the freeze-then-kill below over those
+//!    members — not by `cgroup.kill`, which leaves a cgroup killing every process that later
+//!    enters it (seen on Linux 6.18), so the cgroup could not be reused. Nothing escapes but a
+//!    process started *on the command's behalf* by a daemon outside the tree (`systemd-run`,
+//!    `docker run`, `at`). Needs Linux ≥ 5.7 (`CLONE_INTO_CGROUP`).
+//!
+//!    Creating and removing a cgroup costs more than the rest of a short run, so they are
+//!    reused: `redlock.0`, `redlock.1`, … are made once, next to redlock's cgroup, and a run
+//!    claims the first one it can `flock` — the lock belongs to the open directory, which
+//!    redlock and its keeper share, so the cgroup stays claimed until both are gone, and no
+//!    second run can ever share it. A claimed cgroup must be empty; one that is not (its run's
+//!    redlock and keeper were both SIGKILLed, leaving processes behind) is skipped.
 //! 2. **redlock's descendants.** redlock is a child subreaper, so a process whose parent exits
 //!    is re-parented to redlock, never to init: every process the command starts stays in the
 //!    tree under redlock. Found by a walk of `/proc`; killed by freezing first (SIGSTOP to each
@@ -53,24 +63,21 @@ pub struct Tree {
 }
 
 struct Cgroup {
-    /// The directory, NUL-terminated.
-    dir: Vec<u8>,
-    /// `cgroup.procs`, NUL-terminated.
-    procs: Vec<u8>,
-    /// The directory, open: the command is cloned into it (`CLONE_INTO_CGROUP`).
+    /// The directory, open and `flock`ed: the command is cloned into it.
     fd: c_int,
-    /// `cgroup.kill` opened for writing.
-    kill: c_int,
 }
 
 /// The cgroup v2 mount points redlock looks at: a unified hierarchy, or the hybrid layout.
 const CGROUP_MOUNTS: [&str; 2] = ["/sys/fs/cgroup", "/sys/fs/cgroup/unified"];
+/// How many cgroups runs under one parent cgroup share between them; with all of them busy,
+/// a run's room is its descendants.
+const SLOTS: usize = 256;
 
 impl Tree {
     /// A cgroup of its own when `cgroup` allows it and redlock may create one, otherwise
     /// redlock's descendants.
     pub fn prepare(cgroup: bool) -> Tree {
-        let cgroup = cgroup.then(|| Cgroup::create().ok()).flatten();
+        let cgroup = cgroup.then(|| Cgroup::claim().ok()).flatten();
         Tree {
             mode: AtomicU32::new(if cgroup.is_some() {
                 MODE_CGROUP
@@ -117,18 +124,14 @@ impl Tree {
         }
     }
 
-    /// Kills every process of the command, now. `root` is where a walk starts: redlock while it
-    /// lives, the command once redlock is gone.
+    /// Kills every process of the command, now: each member is stopped (SIGSTOP) and members
+    /// are listed again until a pass finds no new one — a stopped process cannot fork, so a
+    /// forking loop runs out of parents — then all get SIGKILL. `root` is where a walk of
+    /// descendants starts: redlock while it lives, the command once redlock is gone.
     pub fn kill_all(&self, root: c_int, scratch: &mut Scratch) {
         if root <= 0 {
             // Descendants of "no process" would be every process on the machine.
             return;
-        }
-        if let (true, Some(cgroup)) = (self.in_cgroup(), &self.cgroup) {
-            // Atomic in the kernel: nothing forks its way out.
-            if sys::write(cgroup.kill, b"1") == 1 {
-                return;
-            }
         }
         let pgid = self.command.load(Ordering::Acquire);
         if pgid > 0 {
@@ -170,7 +173,7 @@ impl Tree {
     pub fn members<'s>(&self, root: c_int, scratch: &'s mut Scratch) -> &'s [c_int] {
         scratch.members_len = 0;
         match (self.in_cgroup(), &self.cgroup) {
-            (true, Some(cgroup)) => scratch.read_pids(&cgroup.procs),
+            (true, Some(cgroup)) => scratch.read_pids(cgroup.fd, b"cgroup.procs\0"),
             _ => {
                 scratch.scan_proc();
                 scratch.descendants(root, self.keeper.load(Ordering::Acquire));
@@ -197,14 +200,15 @@ impl Tree {
         !(rc == -1 && io::Error::last_os_error().raw_os_error() == Some(libc::ECHILD))
     }
 
-    /// Removes the (empty) cgroup, retrying for a moment while the last killed processes exit.
-    pub fn remove_cgroup(&self) {
+    /// Waits (a bounded time) until the cgroup is empty, after a kill: the next run to claim
+    /// it must find it empty.
+    pub fn await_empty_cgroup(&self, scratch: &mut Scratch) {
         let Some(cgroup) = &self.cgroup else {
             return;
         };
         for _ in 0..500 {
-            let rc = sys::rmdir(&cgroup.dir);
-            if rc == 0 || rc == -(libc::ENOENT as isize) {
+            scratch.read_pids(cgroup.fd, b"cgroup.procs\0");
+            if scratch.members_len == 0 {
                 return;
             }
             sys::sleep_ns(10_000_000);
@@ -213,67 +217,81 @@ impl Tree {
 }
 
 impl Cgroup {
-    fn create() -> io::Result<Cgroup> {
-        let own = std::fs::read_to_string("/proc/self/cgroup")?;
-        let path = own
-            .lines()
-            .find_map(|l| l.strip_prefix("0::"))
-            .ok_or_else(|| io::Error::other("no cgroup v2"))?
-            .trim_end();
-        let mount = CGROUP_MOUNTS
-            .iter()
-            .find(|m| {
-                std::fs::metadata(format!("{m}/cgroup.procs")).is_ok()
-                    && std::fs::metadata(format!("{m}/cgroup.controllers")).is_ok()
-            })
-            .ok_or_else(|| io::Error::other("cgroup v2 is not mounted"))?;
-        let parent = format!("{mount}{}", path.trim_end_matches('/'));
-        // SAFETY: getpid has no preconditions.
-        let dir = format!("{parent}/redlock.{}", unsafe { libc::getpid() });
-        let cdir = CString::new(dir.clone())?;
-        // SAFETY: `cdir` is a valid NUL-terminated path.
-        if unsafe { libc::mkdir(cdir.as_ptr(), 0o755) } != 0 {
-            let err = io::Error::last_os_error();
-            if err.raw_os_error() != Some(libc::EEXIST) {
-                return Err(err);
+    /// Claims a free cgroup next to redlock's own, making one if none is free.
+    fn claim() -> io::Result<Cgroup> {
+        let parent = own_cgroup_dir()?;
+        for n in 0..SLOTS {
+            let dir = CString::new(format!("{parent}/redlock.{n}"))?;
+            let open = || {
+                // SAFETY: a valid NUL-terminated path.
+                unsafe {
+                    libc::open(
+                        dir.as_ptr(),
+                        libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC,
+                    )
+                }
+            };
+            let mut fd = open();
+            if fd < 0 && io::Error::last_os_error().raw_os_error() == Some(libc::ENOENT) {
+                // SAFETY: as above. Another run may make it at the same moment: EEXIST is fine.
+                if unsafe { libc::mkdir(dir.as_ptr(), 0o755) } != 0
+                    && io::Error::last_os_error().raw_os_error() != Some(libc::EEXIST)
+                {
+                    return Err(io::Error::last_os_error());
+                }
+                fd = open();
             }
-            // Left behind by an earlier redlock with this pid, which died hard: reuse it if
-            // it is empty (rmdir succeeds only then).
-            // SAFETY: as above.
-            if unsafe { libc::rmdir(cdir.as_ptr()) != 0 || libc::mkdir(cdir.as_ptr(), 0o755) != 0 }
-            {
-                return Err(io::Error::last_os_error());
-            }
-        }
-        let remove = |e: io::Error| {
-            // SAFETY: a valid NUL-terminated path.
-            unsafe { libc::rmdir(cdir.as_ptr()) };
-            e
-        };
-        let open = |path: String, flags: c_int| -> io::Result<(Vec<u8>, c_int)> {
-            let path = CString::new(path)?;
-            // SAFETY: a valid NUL-terminated path.
-            let fd = unsafe { libc::open(path.as_ptr(), flags | libc::O_CLOEXEC) };
             if fd < 0 {
                 return Err(io::Error::last_os_error());
             }
-            Ok((path.into_bytes_with_nul(), fd))
-        };
-        // No cgroup.kill (Linux < 5.14): the cgroup could not kill the tree atomically; the
-        // walk of redlock's descendants does as well without one.
-        let (_, kill) = open(format!("{dir}/cgroup.kill"), libc::O_WRONLY).map_err(remove)?;
-        let (_, fd) = open(dir.clone(), libc::O_RDONLY | libc::O_DIRECTORY).map_err(|e| {
-            sys::close(kill);
-            remove(e)
-        })?;
-        let procs = CString::new(format!("{dir}/cgroup.procs"))?.into_bytes_with_nul();
-        Ok(Cgroup {
-            dir: cdir.into_bytes_with_nul(),
-            procs,
-            fd,
-            kill,
-        })
+            // SAFETY: flock on our own descriptor.
+            if unsafe { libc::flock(fd, libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+                sys::close(fd);
+                continue;
+            }
+            let mut probe = [0u8; 16];
+            let procs = sys::openat(fd, b"cgroup.procs\0", libc::O_RDONLY | libc::O_CLOEXEC);
+            let empty = procs >= 0 && sys::read(procs as c_int, &mut probe) == 0;
+            if procs >= 0 {
+                sys::close(procs as c_int);
+            }
+            if empty {
+                return Ok(Cgroup { fd });
+            }
+            // Closing our descriptor releases the lock.
+            sys::close(fd);
+        }
+        Err(io::Error::other("every redlock cgroup is busy"))
     }
+}
+
+/// The directory of redlock's own cgroup in the cgroup v2 hierarchy.
+fn own_cgroup_dir() -> io::Result<String> {
+    let mut buf = [0u8; 4096];
+    let fd = sys::openat(
+        libc::AT_FDCWD,
+        b"/proc/self/cgroup\0",
+        libc::O_RDONLY | libc::O_CLOEXEC,
+    );
+    if fd < 0 {
+        return Err(io::Error::from_raw_os_error(-fd as i32));
+    }
+    let n = sys::read(fd as c_int, &mut buf);
+    sys::close(fd as c_int);
+    let text = std::str::from_utf8(&buf[..n.max(0) as usize]).unwrap_or("");
+    let path = text
+        .lines()
+        .find_map(|l| l.strip_prefix("0::"))
+        .ok_or_else(|| io::Error::other("no cgroup v2"))?;
+    let mount = CGROUP_MOUNTS
+        .iter()
+        .find(|m| {
+            let probe = CString::new(format!("{m}/cgroup.controllers")).unwrap_or_default();
+            // SAFETY: a valid NUL-terminated path.
+            unsafe { libc::access(probe.as_ptr(), libc::F_OK) == 0 }
+        })
+        .ok_or_else(|| io::Error::other("cgroup v2 is not mounted"))?;
+    Ok(format!("{mount}{}", path.trim_end_matches('/')))
 }
 
 fn getpgid(pid: c_int) -> c_int {
@@ -417,10 +435,10 @@ impl Scratch {
         }
     }
 
-    /// Reads the pids listed one per line in the file at the NUL-terminated `path`.
-    fn read_pids(&mut self, path: &[u8]) {
+    /// Reads the pids listed one per line in the file `name` (NUL-terminated) under `dir`.
+    fn read_pids(&mut self, dir: c_int, name: &[u8]) {
         self.members_len = 0;
-        let fd = sys::openat(libc::AT_FDCWD, path, libc::O_RDONLY | libc::O_CLOEXEC);
+        let fd = sys::openat(dir, name, libc::O_RDONLY | libc::O_CLOEXEC);
         if fd < 0 {
             return;
         }

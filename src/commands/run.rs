@@ -215,15 +215,21 @@ pub fn run(ctx: &Context, args: RunArgs) -> Result<Exit> {
     };
     let mut end = supervise(&signals, child.pid, &mut heartbeat, lease, &mut command);
     heartbeat.stop();
-    // The keeper got there first: the supervisor was not running when it should have been.
-    if let Some(fired) = keeper.fired()
-        && end.lost_at.is_none_or(|at| fired.at < at)
-    {
-        end.lost = Some(format!(
-            "redlock was not scheduled (stopped, or starved of CPU) past its kill point; \
-             the keeper killed the command {} after it",
-            lease::fmt(fired.at - fired.kill_at)
-        ));
+    if let Some(fired) = keeper.fired() {
+        let late = fired.at - fired.kill_at;
+        let late_text = format!("{:.3} ms", late.as_secs_f64() * 1000.0);
+        log::info(
+            "keeper_fired",
+            &format!("the keeper killed the command {late_text} after the kill point"),
+            &[("late_us", late.as_micros().into())],
+        );
+        // The keeper got there first: the supervisor was not running when it should have been.
+        if end.lost_at.is_none_or(|at| fired.at < at) {
+            end.lost = Some(format!(
+                "redlock was not scheduled (stopped, or starved of CPU) past its kill point; \
+                 the keeper killed the command {late_text} after it"
+            ));
+        }
     }
     keeper.dismiss();
 
@@ -274,13 +280,12 @@ impl Guard {
     fn prepare(contain: Contain) -> Guard {
         // Leaked: the keeper reads it, and may outlive this function (or redlock).
         let tree: &'static Tree = Box::leak(Box::new(Tree::prepare(contain == Contain::Auto)));
-        let keeper = Keeper::start(tree);
-        if keeper.is_err() {
-            tree.remove_cgroup();
+        // Dropped unused (the lock was busy, the wait interrupted), the keeper is dismissed; the
+        // cgroup is free again once redlock and the keeper are gone.
+        Guard {
+            tree,
+            keeper: Keeper::start(tree),
         }
-        // Dropped unused (the lock was busy, the wait interrupted), the keeper is dismissed
-        // and removes the cgroup.
-        Guard { tree, keeper }
     }
 }
 
