@@ -149,6 +149,7 @@ pub enum Contain {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run a command while holding the lock
+    #[command(long_about = RUN_LONG_ABOUT)]
     Run(RunArgs),
     /// Show who holds a lock, since when, and how its last run ended (0 held, 1 free)
     Status(StatusArgs),
@@ -170,6 +171,23 @@ pub enum Command {
     #[command(name = "generate-docs", hide = true)]
     GenerateDocs(GenerateDocsArgs),
 }
+
+const RUN_LONG_ABOUT: &str = "\
+Run a command while holding the lock.
+
+redlock takes the lock, starts the command, renews the lease every TTL/3 and releases the lock \
+when the command is gone. Nothing the command starts outlives the lease: every process it starts \
+lives in a cgroup of its own where redlock may make one (root, or a delegated cgroup), otherwise \
+among redlock's descendants (redlock is a child subreaper), whatever process group or session it \
+moves to (timeout, setsid, set -m). Forwarded signals reach all of them; leftovers of a command \
+that exited are stopped before the release.
+
+If no renewal is confirmed, every process of the command gets SIGTERM, and SIGKILL \
+--kill-after later, early enough to be dead before the lease can lapse on the server. A keeper \
+process enforces that kill point too, so a redlock that is frozen (SIGSTOP, a debugger, starved \
+of CPU) or killed cannot extend its command's life; the lease is counted on CLOCK_BOOTTIME, so \
+time the machine spent suspended counts. redlock never waits for its own stderr: messages that do \
+not fit a full pipe are dropped and counted.";
 
 const DOCTOR_LONG_ABOUT: &str = "\
 Check the server for lock hazards and print each finding with its fix.

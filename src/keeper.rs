@@ -16,6 +16,9 @@
 //! * When the kill point passes unrenewed, it kills the command's whole tree (`tree.rs`: every
 //!   member of its cgroup, or every descendant of redlock, frozen first). When redlock dies
 //!   without dismissing it (the pipe it reads reaches end-of-file), it does the same at once.
+//!   Dismissal is a flag in shared memory, read when that end-of-file comes: the keeper does not
+//!   wake while redlock releases the lock and the next holder takes it, and with real-time
+//!   priority it would otherwise take a core from them at that very moment.
 //! * It asks for SCHED_FIFO priority 1 (granted to root, or with an RLIMIT_RTPRIO), so its
 //!   timer is served within microseconds even with every core busy; without it, it still only
 //!   needs the CPU for a moment, where the supervisor needs several system calls.
@@ -31,7 +34,7 @@
 //! mapped for the keeper alone).
 
 use std::io;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use libc::c_int;
 
@@ -48,7 +51,10 @@ struct Shared {
     /// When the keeper killed the command, and the kill point it did that for; 0 if it never did.
     fired_at: AtomicU64,
     fired_for: AtomicU64,
-    /// The end of the pipe the keeper reads: a byte means "dismissed", end-of-file "redlock is gone".
+    /// Set once the command's tree is empty: nothing is left to guard.
+    dismissed: AtomicBool,
+    /// The end of the pipe the keeper reads: a byte means "the kill point is set", end-of-file
+    /// "redlock is gone".
     read_fd: c_int,
     /// redlock's end, which the keeper closes in its own copy of the descriptor table.
     write_fd: c_int,
@@ -62,7 +68,6 @@ unsafe impl Sync for Shared {}
 /// redlock's handle on its keeper.
 pub struct Keeper {
     shared: &'static Shared,
-    dismissed: bool,
 }
 
 /// What the heartbeat needs to move the kill point: a store, no system call.
@@ -72,8 +77,7 @@ pub struct Arm {
     wake: c_int,
 }
 
-/// The bytes redlock writes to the keeper's pipe.
-const DISMISS: u8 = 1;
+/// The byte redlock writes to the keeper's pipe when it first sets the kill point.
 const ARMED: u8 = 2;
 
 impl Arm {
@@ -107,6 +111,7 @@ impl Keeper {
             kill_at: AtomicU64::new(0),
             fired_at: AtomicU64::new(0),
             fired_for: AtomicU64::new(0),
+            dismissed: AtomicBool::new(false),
             read_fd: fds[0],
             write_fd: fds[1],
             scratch: Box::into_raw(Scratch::new()),
@@ -134,10 +139,7 @@ impl Keeper {
             return Err(err);
         }
         tree.keeper.store(pid, Ordering::Release);
-        Ok(Keeper {
-            shared,
-            dismissed: false,
-        })
+        Ok(Keeper { shared })
     }
 
     pub fn arm(&self) -> Arm {
@@ -156,24 +158,16 @@ impl Keeper {
         })
     }
 
-    /// The command is gone: the keeper leaves.
-    pub fn dismiss(mut self) {
-        self.send_dismissal();
-    }
-
-    fn send_dismissal(&mut self) {
-        if !std::mem::replace(&mut self.dismissed, true) {
-            sys::write(self.shared.write_fd, &[DISMISS]);
-            sys::close(self.shared.write_fd);
-        }
-    }
+    /// The command's tree is empty: the keeper has nothing left to guard, and leaves when
+    /// redlock does.
+    pub fn dismiss(self) {}
 }
 
 impl Drop for Keeper {
-    /// A keeper is never left waiting for a redlock that is still alive: every way out of a
-    /// run dismisses it (a command that never started has nothing to kill).
+    /// A keeper is dismissed on every way out of a run (a command that never started has
+    /// nothing to kill).
     fn drop(&mut self) {
-        self.send_dismissal();
+        self.shared.dismissed.store(true, Ordering::Release);
     }
 }
 
@@ -190,9 +184,9 @@ extern "C" fn keeper_main(arg: *mut libc::c_void) -> c_int {
     sys::set_name(b"redlock-keeper\0");
     sys::realtime_priority();
     let timer = sys::timerfd_create_boottime() as c_int;
-    let mut fired = false;
+    let mut timer_off = false;
     loop {
-        if timer >= 0 && !fired {
+        if timer >= 0 && !timer_off {
             sys::timerfd_set_abs(timer, k.kill_at.load(Ordering::Acquire));
         }
         let mut fds = [
@@ -202,7 +196,7 @@ extern "C" fn keeper_main(arg: *mut libc::c_void) -> c_int {
                 revents: 0,
             },
             libc::pollfd {
-                fd: if fired { -1 } else { timer },
+                fd: if timer_off { -1 } else { timer },
                 events: libc::POLLIN,
                 revents: 0,
             },
@@ -215,12 +209,9 @@ extern "C" fn keeper_main(arg: *mut libc::c_void) -> c_int {
         if fds[0].revents != 0 {
             let mut byte = [0u8; 1];
             match sys::read(k.read_fd, &mut byte) {
-                1 if byte[0] == ARMED => continue,
-                1 => {
-                    // Dismissed: the command's tree is empty.
-                    sys::exit(0);
-                }
+                1 => continue,
                 n if n == -(libc::EINTR as isize) || n == -(libc::EAGAIN as isize) => continue,
+                _ if k.dismissed.load(Ordering::Acquire) => sys::exit(0),
                 _ => {
                     // redlock is gone without a word: nobody supervises the command any more.
                     let root = k.tree.command.load(Ordering::Acquire);
@@ -240,11 +231,13 @@ extern "C" fn keeper_main(arg: *mut libc::c_void) -> c_int {
             let mut expirations = [0u8; 8];
             sys::read(timer, &mut expirations);
             let kill_at = k.kill_at.load(Ordering::Acquire);
-            if kill_at != 0 && sys::boottime_ns() >= kill_at {
+            if k.dismissed.load(Ordering::Acquire) {
+                timer_off = true;
+            } else if kill_at != 0 && sys::boottime_ns() >= kill_at {
                 // The kill point passed and the supervisor has not moved it: it is frozen or
                 // starved. redlock still lives, so the tree hangs under it.
                 fire(k, scratch, k.tree.redlock);
-                fired = true;
+                timer_off = true;
             }
         }
     }

@@ -373,9 +373,9 @@ fn extra(sub: Option<&str>) -> Extra {
                 (
                     "76",
                     "Lease lost while the command ran (the key expired or was taken, or \
-                     renewals kept failing): redlock sent SIGTERM, then SIGKILL --kill-after \
-                     later, to the command's process group before the lease ran out. 76 even \
-                     when the command itself exited 0.",
+                     renewals kept failing, or redlock itself was stopped past its kill point): \
+                     every process of the command got SIGTERM, then SIGKILL --kill-after later, \
+                     before the lease ran out. 76 even when the command itself exited 0.",
                 ),
                 PERMISSION,
                 MISCONFIGURED,
@@ -383,8 +383,9 @@ fn extra(sub: Option<&str>) -> Extra {
                 NOT_FOUND,
             ],
             exit_note: NOTE_STDERR,
-            env_intro: "The command runs in its own process group, with redlock's stdin, stdout \
-                and stderr and its environment plus:",
+            env_intro: "The command runs in its own process group (and, where redlock may make \
+                one, in a cgroup of its own), with redlock's stdin, stdout and stderr and its \
+                environment plus:",
             env: &[
                 ("REDLOCK_KEY", "The key as given, without the prefix."),
                 ("REDLOCK_TOKEN", "The lock's token (a UUID)."),
