@@ -19,7 +19,7 @@
 //!   Dismissal is a flag in shared memory, read when that end-of-file comes: the keeper does not
 //!   wake while redlock releases the lock and the next holder takes it, and with real-time
 //!   priority it would otherwise take a core from them at that very moment.
-//! * It asks for SCHED_FIFO priority 1 (granted to root, or with an RLIMIT_RTPRIO), so its
+//! * Once armed, it asks for SCHED_FIFO priority 1 (granted to root, or with an RLIMIT_RTPRIO), so its
 //!   timer is served within microseconds even with every core busy; without it, it still only
 //!   needs the CPU for a moment, where the supervisor needs several system calls.
 //!
@@ -68,6 +68,7 @@ unsafe impl Sync for Shared {}
 /// redlock's handle on its keeper.
 pub struct Keeper {
     shared: &'static Shared,
+    pid: c_int,
 }
 
 /// What the heartbeat needs to move the kill point: a store, no system call.
@@ -139,7 +140,7 @@ impl Keeper {
             return Err(err);
         }
         tree.keeper.store(pid, Ordering::Release);
-        Ok(Keeper { shared })
+        Ok(Keeper { shared, pid })
     }
 
     pub fn arm(&self) -> Arm {
@@ -165,9 +166,14 @@ impl Keeper {
 
 impl Drop for Keeper {
     /// A keeper is dismissed on every way out of a run (a command that never started has
-    /// nothing to kill).
+    /// nothing to kill). It also loses its real-time priority here, without being woken: it
+    /// leaves when redlock does, and as the last user of the address space it then tears it
+    /// down, which must not take a core from the next holder.
     fn drop(&mut self) {
         self.shared.dismissed.store(true, Ordering::Release);
+        let param = libc::sched_param { sched_priority: 0 };
+        // SAFETY: `param` is valid for reads; the keeper is our child.
+        unsafe { libc::sched_setscheduler(self.pid, libc::SCHED_OTHER, &param) };
     }
 }
 
@@ -178,11 +184,15 @@ extern "C" fn keeper_main(arg: *mut libc::c_void) -> c_int {
     let scratch = unsafe { &mut *k.scratch };
     sys::block_all_signals();
     sys::close(k.write_fd);
+    // Its copies of redlock's stdio: a reader waiting for the end of redlock's output must not
+    // wait for the keeper too.
+    for fd in 0..3 {
+        sys::close(fd);
+    }
     // Out of redlock's process group: `kill -STOP -PGID` or a Ctrl-Z meant for redlock's job
     // must not stop the keeper too.
     sys::setpgid_self();
     sys::set_name(b"redlock-keeper\0");
-    sys::realtime_priority();
     let timer = sys::timerfd_create_boottime() as c_int;
     let mut timer_off = false;
     loop {
@@ -209,9 +219,15 @@ extern "C" fn keeper_main(arg: *mut libc::c_void) -> c_int {
         if fds[0].revents != 0 {
             let mut byte = [0u8; 1];
             match sys::read(k.read_fd, &mut byte) {
-                1 => continue,
+                1 => {
+                    // Armed: from now on it must run the moment its timer fires. Not before:
+                    // it is made while the acquire is on the wire, and at real-time priority
+                    // its start-up would take a core from the Redis server answering it.
+                    sys::realtime_priority();
+                    continue;
+                }
                 n if n == -(libc::EINTR as isize) || n == -(libc::EAGAIN as isize) => continue,
-                _ if k.dismissed.load(Ordering::Acquire) => sys::exit(0),
+                _ if k.dismissed.load(Ordering::Acquire) => leave(),
                 _ => {
                     // redlock is gone without a word: nobody supervises the command any more.
                     let root = k.tree.command.load(Ordering::Acquire);
@@ -223,7 +239,7 @@ extern "C" fn keeper_main(arg: *mut libc::c_void) -> c_int {
                         // The cgroup is claimed until the keeper exits: leave it empty.
                         k.tree.await_empty_cgroup(scratch);
                     }
-                    sys::exit(0);
+                    leave();
                 }
             }
         }
@@ -241,6 +257,13 @@ extern "C" fn keeper_main(arg: *mut libc::c_void) -> c_int {
             }
         }
     }
+}
+
+/// Exits at ordinary priority: when redlock is gone, the keeper is the last user of the address
+/// space, and tearing it down at real-time priority would hold up the next holder.
+fn leave() -> ! {
+    sys::ordinary_priority();
+    sys::exit(0)
 }
 
 fn fire(k: &Shared, scratch: &mut Scratch, root: c_int) {

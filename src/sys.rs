@@ -212,6 +212,19 @@ pub fn realtime_priority() -> isize {
     }
 }
 
+/// Back to the ordinary scheduler (SCHED_OTHER), e.g. before a real-time process's exit tears
+/// down an address space, which must not take a core from everyone else.
+pub fn ordinary_priority() -> isize {
+    let param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: `param` is valid for reads during the call.
+    unsafe {
+        syscall(
+            libc::SYS_sched_setscheduler,
+            args!(0, libc::SCHED_OTHER, &raw const param),
+        )
+    }
+}
+
 pub fn exit(code: c_int) -> ! {
     loop {
         // SAFETY: takes no pointers; does not return.

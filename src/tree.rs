@@ -219,7 +219,7 @@ impl Tree {
 impl Cgroup {
     /// Claims a free cgroup next to redlock's own, making one if none is free.
     fn claim() -> io::Result<Cgroup> {
-        let parent = own_cgroup_dir()?;
+        let (parent, mount) = own_cgroup_dir()?;
         for n in 0..SLOTS {
             let dir = CString::new(format!("{parent}/redlock.{n}"))?;
             let open = || {
@@ -233,6 +233,9 @@ impl Cgroup {
             };
             let mut fd = open();
             if fd < 0 && io::Error::last_os_error().raw_os_error() == Some(libc::ENOENT) {
+                if !is_cgroup2(mount) {
+                    return Err(io::Error::other("cgroup v2 is not mounted where expected"));
+                }
                 // SAFETY: as above. Another run may make it at the same moment: EEXIST is fine.
                 if unsafe { libc::mkdir(dir.as_ptr(), 0o755) } != 0
                     && io::Error::last_os_error().raw_os_error() != Some(libc::EEXIST)
@@ -266,7 +269,12 @@ impl Cgroup {
 }
 
 /// The directory of redlock's own cgroup in the cgroup v2 hierarchy.
-fn own_cgroup_dir() -> io::Result<String> {
+///
+/// `/proc/self/cgroup` names the cgroup; where the v2 hierarchy is mounted follows from the
+/// same file, as systemd lays it out: one line (`0::…`) on a unified host, where it is
+/// `/sys/fs/cgroup`; more (v1 controllers beside it) on a hybrid one, where it is
+/// `/sys/fs/cgroup/unified`. The guess is checked before anything is created there.
+fn own_cgroup_dir() -> io::Result<(String, &'static str)> {
     let mut buf = [0u8; 4096];
     let fd = sys::openat(
         libc::AT_FDCWD,
@@ -283,15 +291,21 @@ fn own_cgroup_dir() -> io::Result<String> {
         .lines()
         .find_map(|l| l.strip_prefix("0::"))
         .ok_or_else(|| io::Error::other("no cgroup v2"))?;
-    let mount = CGROUP_MOUNTS
-        .iter()
-        .find(|m| {
-            let probe = CString::new(format!("{m}/cgroup.controllers")).unwrap_or_default();
-            // SAFETY: a valid NUL-terminated path.
-            unsafe { libc::access(probe.as_ptr(), libc::F_OK) == 0 }
-        })
-        .ok_or_else(|| io::Error::other("cgroup v2 is not mounted"))?;
-    Ok(format!("{mount}{}", path.trim_end_matches('/')))
+    let mount = if text.lines().count() == 1 {
+        CGROUP_MOUNTS[0]
+    } else {
+        CGROUP_MOUNTS[1]
+    };
+    Ok((format!("{mount}{}", path.trim_end_matches('/')), mount))
+}
+
+/// Whether a cgroup v2 hierarchy is mounted at `mount`.
+fn is_cgroup2(mount: &str) -> bool {
+    let Ok(probe) = CString::new(format!("{mount}/cgroup.controllers")) else {
+        return false;
+    };
+    // SAFETY: a valid NUL-terminated path.
+    unsafe { libc::access(probe.as_ptr(), libc::F_OK) == 0 }
 }
 
 fn getpgid(pid: c_int) -> c_int {
