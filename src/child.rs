@@ -182,7 +182,13 @@ extern "C" fn exec_child(arg: *mut libc::c_void) -> c_int {
         let tree = &*plan.tree;
         libc::setpgid(0, 0);
         tree.command
-            .store(libc::getpid(), std::sync::atomic::Ordering::Release);
+            .store(libc::getpid(), std::sync::atomic::Ordering::SeqCst);
+        // The keeper gave up on this lease before the command existed (redlock was stopped
+        // between arming it and this spawn): the command must not start at all. If the keeper
+        // fires after this check, its walk finds this process, which exists already.
+        if tree.fired.load(std::sync::atomic::Ordering::SeqCst) {
+            libc::_exit(127);
+        }
         if plan.cgroup >= 0 && !plan.joined && !join(plan.cgroup) {
             tree.mode
                 .store(MODE_DESCENDANTS, std::sync::atomic::Ordering::Release);

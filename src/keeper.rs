@@ -58,6 +58,8 @@ struct Shared {
     read_fd: c_int,
     /// redlock's end, which the keeper closes in its own copy of the descriptor table.
     write_fd: c_int,
+    /// The keeper's CLOCK_BOOTTIME timer (redlock closes its copy).
+    timer: c_int,
     /// The keeper's own walk space, touched by no one else.
     scratch: *mut Scratch,
 }
@@ -107,6 +109,17 @@ impl Keeper {
         if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
             return Err(io::Error::last_os_error());
         }
+        // Made here, not in the keeper, so that a keeper without a timer is never started.
+        let timer = sys::timerfd_create_boottime();
+        if timer < 0 {
+            // SAFETY: our own descriptors.
+            unsafe {
+                libc::close(fds[0]);
+                libc::close(fds[1]);
+            }
+            return Err(io::Error::from_raw_os_error(-timer as i32));
+        }
+        let timer = timer as c_int;
         let shared: &'static Shared = Box::leak(Box::new(Shared {
             tree,
             kill_at: AtomicU64::new(0),
@@ -115,6 +128,7 @@ impl Keeper {
             dismissed: AtomicBool::new(false),
             read_fd: fds[0],
             write_fd: fds[1],
+            timer,
             scratch: Box::into_raw(Scratch::new()),
         }));
         let stack: &'static mut [u8] = Vec::<u8>::with_capacity(STACK).leak();
@@ -131,10 +145,13 @@ impl Keeper {
                 (shared as *const Shared).cast_mut().cast(),
             )
         };
-        // SAFETY: closing our copy of the keeper's end; the keeper has its own.
-        unsafe { libc::close(fds[0]) };
+        let err = io::Error::last_os_error();
+        // SAFETY: closing our copies of the keeper's descriptors; the keeper has its own.
+        unsafe {
+            libc::close(fds[0]);
+            libc::close(timer);
+        }
         if pid < 0 {
-            let err = io::Error::last_os_error();
             // SAFETY: our own descriptor.
             unsafe { libc::close(fds[1]) };
             return Err(err);
@@ -159,18 +176,20 @@ impl Keeper {
         })
     }
 
-    /// The command's tree is empty: the keeper has nothing left to guard, and leaves when
-    /// redlock does.
-    pub fn dismiss(self) {}
+    /// The command's tree is empty (or the command never started): the keeper has nothing
+    /// left to guard, and leaves when redlock does. A keeper that was armed and is dropped
+    /// without this (a panic unwinding) still kills the tree when redlock goes; one never armed
+    /// has nothing to kill.
+    pub fn dismiss(self) {
+        self.shared.dismissed.store(true, Ordering::Release);
+    }
 }
 
 impl Drop for Keeper {
-    /// A keeper is dismissed on every way out of a run (a command that never started has
-    /// nothing to kill). It also loses its real-time priority here, without being woken: it
-    /// leaves when redlock does, and as the last user of the address space it then tears it
-    /// down, which must not take a core from the next holder.
+    /// The keeper loses its real-time priority here, without being woken: it leaves when
+    /// redlock does, and as the last user of the address space it then tears it down, which
+    /// must not take a core from the next holder.
     fn drop(&mut self) {
-        self.shared.dismissed.store(true, Ordering::Release);
         let param = libc::sched_param { sched_priority: 0 };
         // SAFETY: `param` is valid for reads; the keeper is our child.
         unsafe { libc::sched_setscheduler(self.pid, libc::SCHED_OTHER, &param) };
@@ -183,20 +202,15 @@ extern "C" fn keeper_main(arg: *mut libc::c_void) -> c_int {
     // SAFETY: only the keeper uses its scratch space.
     let scratch = unsafe { &mut *k.scratch };
     sys::block_all_signals();
-    sys::close(k.write_fd);
-    // Its copies of redlock's stdio: a reader waiting for the end of redlock's output must not
-    // wait for the keeper too.
-    for fd in 0..3 {
-        sys::close(fd);
-    }
+    keep_only(&mut [k.read_fd, k.timer, k.tree.cgroup_fd().unwrap_or(k.read_fd)]);
     // Out of redlock's process group: `kill -STOP -PGID` or a Ctrl-Z meant for redlock's job
     // must not stop the keeper too.
     sys::setpgid_self();
     sys::set_name(b"redlock-keeper\0");
-    let timer = sys::timerfd_create_boottime() as c_int;
+    let timer = k.timer;
     let mut timer_off = false;
     loop {
-        if timer >= 0 && !timer_off {
+        if !timer_off {
             sys::timerfd_set_abs(timer, k.kill_at.load(Ordering::Acquire));
         }
         let mut fds = [
@@ -227,18 +241,28 @@ extern "C" fn keeper_main(arg: *mut libc::c_void) -> c_int {
                     continue;
                 }
                 n if n == -(libc::EINTR as isize) || n == -(libc::EAGAIN as isize) => continue,
-                _ if k.dismissed.load(Ordering::Acquire) => leave(),
+                // Dismissed, or never armed (the command never started: the lock was busy,
+                // the wait interrupted): nothing to guard.
+                _ if k.dismissed.load(Ordering::Acquire)
+                    || k.kill_at.load(Ordering::Acquire) == 0 =>
+                {
+                    leave()
+                }
                 _ => {
                     // redlock is gone without a word: nobody supervises the command any more.
-                    let root = k.tree.command.load(Ordering::Acquire);
-                    if root > 0 {
-                        fire(k, scratch, root);
-                        // A process that was forking while the first pass ran.
-                        sys::sleep_ns(20_000_000);
-                        k.tree.kill_all(root, scratch);
-                        // The cgroup is claimed until the keeper exits: leave it empty.
-                        k.tree.await_empty_cgroup(scratch);
-                    }
+                    // Its orphans went to init with it; the command's own tree is still there
+                    // (unless the command was reaped already: its pid may be someone else's).
+                    let root = if k.tree.reaped.load(Ordering::Acquire) {
+                        0
+                    } else {
+                        k.tree.command.load(Ordering::Acquire)
+                    };
+                    fire(k, scratch, root);
+                    // A process that was forking while the first pass ran.
+                    sys::sleep_ns(20_000_000);
+                    k.tree.kill_all(root, scratch);
+                    // The cgroup is claimed until the keeper exits: leave it empty.
+                    k.tree.await_empty_cgroup(scratch);
                     leave();
                 }
             }
@@ -259,6 +283,21 @@ extern "C" fn keeper_main(arg: *mut libc::c_void) -> c_int {
     }
 }
 
+/// Closes every descriptor but `keep` in the keeper's own table: its copies of redlock's
+/// stdio, sockets and whatever redlock inherited. A reader waiting for the end of redlock's
+/// output, or a server for the end of its connection, must not wait for the keeper too.
+fn keep_only(keep: &mut [c_int]) {
+    keep.sort_unstable();
+    let mut next = 0;
+    for &fd in keep.iter() {
+        if fd > next {
+            sys::close_range(next, fd - 1);
+        }
+        next = next.max(fd + 1);
+    }
+    sys::close_range(next, c_int::MAX);
+}
+
 /// Exits at ordinary priority: when redlock is gone, the keeper is the last user of the address
 /// space, and tearing it down at real-time priority would hold up the next holder.
 fn leave() -> ! {
@@ -267,6 +306,8 @@ fn leave() -> ! {
 }
 
 fn fire(k: &Shared, scratch: &mut Scratch, root: c_int) {
+    // Before the walk: a command spawned from now on sees it and does not start (`child.rs`).
+    k.tree.fired.store(true, Ordering::SeqCst);
     let now = sys::boottime_ns();
     if k.fired_at.load(Ordering::Acquire) == 0 {
         k.fired_for

@@ -306,3 +306,9 @@ pub unsafe fn clone3_run(
     }
     ret
 }
+
+/// Closes every descriptor from `first` to `last` (inclusive); Linux ≥ 5.9.
+pub fn close_range(first: c_int, last: c_int) -> isize {
+    // SAFETY: takes no pointers.
+    unsafe { syscall(libc::SYS_close_range, args!(first, last, 0)) }
+}

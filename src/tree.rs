@@ -19,7 +19,12 @@
 //!    claims the first one it can `flock` — the lock belongs to the open directory, which
 //!    redlock and its keeper share, so the cgroup stays claimed until both are gone, and no
 //!    second run can ever share it. A claimed cgroup must be empty; one that is not (its run's
-//!    redlock and keeper were both SIGKILLed, leaving processes behind) is skipped.
+//!    redlock and keeper died together, e.g. by the OOM killer, which takes every process that
+//!    shares the memory) has its processes killed and is left to the next run.
+//!
+//!    The walk of descendants below runs in cgroup mode too, and its finds are added to the
+//!    cgroup's members: a process that the command moved into a cgroup of its own making, or
+//!    out of this one, is still a descendant.
 //! 2. **redlock's descendants.** redlock is a child subreaper, so a process whose parent exits
 //!    is re-parented to redlock, never to init: every process the command starts stays in the
 //!    tree under redlock. Found by a walk of `/proc`; killed by freezing first (SIGSTOP to each
@@ -34,7 +39,7 @@
 
 use std::ffi::CString;
 use std::io;
-use std::sync::atomic::{AtomicI32, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, Ordering};
 
 use libc::c_int;
 
@@ -58,6 +63,10 @@ pub struct Tree {
     pub command: AtomicI32,
     /// The keeper's pid, left out of every walk.
     pub keeper: AtomicI32,
+    /// Set by the keeper before it kills: a command spawned after that does not start.
+    pub fired: AtomicBool,
+    /// Set once the command has been reaped: its pid may then be anyone's.
+    pub reaped: AtomicBool,
     pub redlock: c_int,
     cgroup: Option<Cgroup>,
 }
@@ -86,6 +95,8 @@ impl Tree {
             }),
             command: AtomicI32::new(0),
             keeper: AtomicI32::new(0),
+            fired: AtomicBool::new(false),
+            reaped: AtomicBool::new(false),
             // SAFETY: getpid has no preconditions.
             redlock: unsafe { libc::getpid() },
             cgroup,
@@ -129,10 +140,6 @@ impl Tree {
     /// forking loop runs out of parents — then all get SIGKILL. `root` is where a walk of
     /// descendants starts: redlock while it lives, the command once redlock is gone.
     pub fn kill_all(&self, root: c_int, scratch: &mut Scratch) {
-        if root <= 0 {
-            // Descendants of "no process" would be every process on the machine.
-            return;
-        }
         let pgid = self.command.load(Ordering::Acquire);
         if pgid > 0 {
             sys::kill(-pgid, libc::SIGSTOP);
@@ -163,21 +170,24 @@ impl Tree {
         for i in 0..scratch.stopped_len {
             sys::kill(scratch.stopped[i], libc::SIGKILL);
         }
-        if pgid > 0 && root != pgid {
+        if pgid > 0 && !self.reaped.load(Ordering::Acquire) {
             sys::kill(pgid, libc::SIGKILL);
         }
     }
 
-    /// The command's processes: the cgroup's, or the descendants of `root` (the keeper left
-    /// out). A pid may have exited since; signalling it then fails harmlessly.
+    /// The command's processes: the cgroup's members, and the descendants of `root` (none
+    /// when `root` is 0), the keeper left out — in a cgroup too, for a process the command
+    /// moved to a cgroup of its own making or out of the cgroup is still a descendant. A pid
+    /// may have exited since; signalling it then fails harmlessly.
     pub fn members<'s>(&self, root: c_int, scratch: &'s mut Scratch) -> &'s [c_int] {
         scratch.members_len = 0;
-        match (self.in_cgroup(), &self.cgroup) {
-            (true, Some(cgroup)) => scratch.read_pids(cgroup.fd, b"cgroup.procs\0"),
-            _ => {
-                scratch.scan_proc();
-                scratch.descendants(root, self.keeper.load(Ordering::Acquire));
-            }
+        if let (true, Some(cgroup)) = (self.in_cgroup(), &self.cgroup) {
+            scratch.read_pids(cgroup.fd, b"cgroup.procs\0");
+        }
+        // Descendants of "no process" would be every process on the machine.
+        if root > 0 {
+            scratch.scan_proc();
+            scratch.descendants(root, self.keeper.load(Ordering::Acquire));
         }
         &scratch.members[..scratch.members_len]
     }
@@ -207,6 +217,7 @@ impl Tree {
             return;
         };
         for _ in 0..500 {
+            scratch.members_len = 0;
             scratch.read_pids(cgroup.fd, b"cgroup.procs\0");
             if scratch.members_len == 0 {
                 return;
@@ -252,20 +263,48 @@ impl Cgroup {
                 sys::close(fd);
                 continue;
             }
-            let mut probe = [0u8; 16];
-            let procs = sys::openat(fd, b"cgroup.procs\0", libc::O_RDONLY | libc::O_CLOEXEC);
-            let empty = procs >= 0 && sys::read(procs as c_int, &mut probe) == 0;
-            if procs >= 0 {
-                sys::close(procs as c_int);
-            }
-            if empty {
+            if populated(fd) == Some(false) {
                 return Ok(Cgroup { fd });
             }
+            // Left behind by a run whose redlock and keeper died together (the OOM killer
+            // takes both, as they share their memory): they should be dead; kill them, and
+            // leave the cgroup to the next run.
+            kill_escapees(fd);
             // Closing our descriptor releases the lock.
             sys::close(fd);
         }
         Err(io::Error::other("every redlock cgroup is busy"))
     }
+}
+
+/// Whether the cgroup whose directory is `dir` has a process in it or in a cgroup below it
+/// (`populated` in `cgroup.events`); `None` when that cannot be read.
+fn populated(dir: c_int) -> Option<bool> {
+    let mut text = [0u8; 64];
+    let fd = sys::openat(dir, b"cgroup.events\0", libc::O_RDONLY | libc::O_CLOEXEC);
+    if fd < 0 {
+        return None;
+    }
+    let n = sys::read(fd as c_int, &mut text);
+    sys::close(fd as c_int);
+    let text = text.get(..n.max(0) as usize)?;
+    let at = text.windows(10).position(|w| w == b"populated ")?;
+    text.get(at + 10).map(|&b| b == b'1')
+}
+
+/// Freezes and kills the processes found in an unclaimed cgroup (its own members only).
+fn kill_escapees(dir: c_int) {
+    let tree = Tree {
+        mode: AtomicU32::new(MODE_CGROUP),
+        command: AtomicI32::new(0),
+        keeper: AtomicI32::new(0),
+        fired: AtomicBool::new(false),
+        reaped: AtomicBool::new(true),
+        // SAFETY: getpid has no preconditions.
+        redlock: unsafe { libc::getpid() },
+        cgroup: Some(Cgroup { fd: dir }),
+    };
+    tree.kill_all(0, &mut Scratch::new());
 }
 
 /// The directory of redlock's own cgroup in the cgroup v2 hierarchy.
@@ -413,19 +452,15 @@ impl Scratch {
         let close = text.iter().rposition(|&b| b == b')')?;
         // ") S PPID ..."
         let rest = text.get(close + 2..)?;
-        let mut fields = rest.split(|&b| b == b' ');
-        let state = fields.next()?;
-        // A zombie has finished running; it waits only to be reaped.
-        if state == b"Z" || state == b"X" {
-            return None;
-        }
+        // Zombies stay in: a process whose main thread exited shows Z while its other threads
+        // run on, and signalling a true zombie does no harm.
+        let mut fields = rest.split(|&b| b == b' ').skip(1);
         parse_pid(fields.next()?)
     }
 
-    /// Fills `members` with every scanned process whose ancestry reaches `root`, leaving out
-    /// `exclude` and whatever descends from it.
+    /// Adds to `members` every scanned process whose ancestry reaches `root` (or a member
+    /// already listed), leaving out `exclude` and whatever descends from it.
     fn descendants(&mut self, root: c_int, exclude: c_int) {
-        self.members_len = 0;
         loop {
             let mut grew = false;
             for i in 0..self.procs_len {
@@ -449,9 +484,9 @@ impl Scratch {
         }
     }
 
-    /// Reads the pids listed one per line in the file `name` (NUL-terminated) under `dir`.
+    /// Adds to `members` the pids listed one per line in the file `name` (NUL-terminated)
+    /// under `dir`.
     fn read_pids(&mut self, dir: c_int, name: &[u8]) {
-        self.members_len = 0;
         let fd = sys::openat(dir, name, libc::O_RDONLY | libc::O_CLOEXEC);
         if fd < 0 {
             return;
@@ -547,6 +582,7 @@ mod tests {
         let (me, parent) = unsafe { (libc::getpid(), libc::getppid()) };
         scratch.descendants(parent, 0);
         assert!(scratch.members[..scratch.members_len].contains(&me));
+        scratch.members_len = 0;
         scratch.descendants(parent, me);
         assert!(!scratch.members[..scratch.members_len].contains(&me));
     }

@@ -172,11 +172,29 @@ pub fn run(ctx: &Context, args: RunArgs) -> Result<Exit> {
         }
     };
     let timeline = lease.timeline(sent);
+    // A grant that came too late (a stalled server, redlock stopped after sending) leaves no
+    // time to run anything under it.
+    if Moment::now() >= timeline.term_at {
+        keeper.dismiss();
+        session.release(&mut nodes, false, None);
+        return Err(fail(
+            Exit::Unavailable,
+            format!(
+                "{} was granted {} after it was asked for, too late to run anything under a \
+                 {} lease; lock released",
+                keys.lock,
+                lease::fmt(sent.elapsed()),
+                lease::fmt(lease.ttl)
+            ),
+        ));
+    }
     keeper.arm().arm(timeline.kill_at);
     let child = match child::spawn(&argv, &env, tree) {
         Ok(child) => child,
         Err(e) => {
-            drop(keeper);
+            tree.reaped
+                .store(true, std::sync::atomic::Ordering::Release);
+            keeper.dismiss();
             let exit = child::spawn_failure_exit(&e);
             session.release(
                 &mut nodes,
@@ -527,6 +545,11 @@ fn supervise(
             }
             Event::Child => match child::reap(pid) {
                 Reaped::Ended(s) => {
+                    // Its pid may be reused from now on: the keeper must not walk from it.
+                    command
+                        .tree
+                        .reaped
+                        .store(true, std::sync::atomic::Ordering::Release);
                     status = Some(s);
                     terminal.take_back();
                 }

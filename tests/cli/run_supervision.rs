@@ -491,3 +491,23 @@ fn a_thousand_turns_run_one_at_a_time_with_fences_in_order() {
     assert_eq!(sections.len(), CONTENDERS * TURNS);
     assert!(sections.iter().all(|s| s.ended));
 }
+
+#[test]
+fn a_grant_that_comes_too_late_to_run_under_is_not_used() {
+    let server = RedisServer::start();
+    let scratch = TempDir::new("late");
+    let marker = scratch.join("ran");
+    // The server holds every write for 900 ms: the acquire's answer comes after the point
+    // where a 1 s lease would already be stopping its command.
+    let _: () = server.query(&["CLIENT", "PAUSE", "900", "WRITE"]);
+    Redlock::new(&server)
+        .args(["run", "--key", "job", "--ttl", "1s", "--", "touch"])
+        .arg(&marker)
+        .exits_with(69)
+        .error_mentions(&["too late"]);
+    assert!(
+        !marker.exists(),
+        "the command ran under a lease that had run out"
+    );
+    assert_eq!(server.get("job"), None, "the late grant was not released");
+}
