@@ -20,6 +20,19 @@ const ROOMS: [&str; 2] = ["auto", "descendants"];
 /// into a process group of its own; prints `ticker PID` and `ready` first.
 const TICKER: &str = r#"timeout 60 bash -c 'echo "ticker $$"; echo ready; while :; do echo "$EPOCHREALTIME tick" >> "$LOG"; sleep 0.01; done'"#;
 
+/// `redlock run --key job --ttl TTL --contain ROOM -c SCRIPT`, started.
+fn hold(
+    server: &RedisServer,
+    ttl: &str,
+    room: &str,
+    script: impl AsRef<std::ffi::OsStr>,
+) -> crate::support::redlock::Running {
+    Redlock::new(server)
+        .args(["run", "--key", "job", "--ttl", ttl, "--contain", room, "-c"])
+        .arg(script)
+        .spawn()
+}
+
 fn stamps(log: &std::path::Path, word: &str) -> Vec<f64> {
     fs::read_to_string(log)
         .unwrap_or_default()
@@ -87,19 +100,12 @@ fn a_redlock_killed_at_once_takes_the_background_job_with_it() {
     for room in ROOMS {
         for start in ["sleep 300 &", "setsid sleep 300 &"] {
             let server = RedisServer::start();
-            let mut holder = Redlock::new(&server)
-                .args([
-                    "run",
-                    "--key",
-                    "job",
-                    "--ttl",
-                    "5s",
-                    "--contain",
-                    room,
-                    "-c",
-                ])
-                .arg(format!(r#"{start} echo "child $!"; wait"#))
-                .spawn();
+            let mut holder = hold(
+                &server,
+                "5s",
+                room,
+                format!(r#"{start} echo "child $!"; wait"#),
+            );
             let job = holder.expect_pid("child");
             holder.kill9();
             wait_until_gone(job, &format!("[{room}] {start}"), Duration::from_secs(5));
@@ -111,19 +117,12 @@ fn a_redlock_killed_at_once_takes_the_background_job_with_it() {
 fn sigterm_reaches_a_job_that_timeout_moved_to_its_own_group() {
     for room in ROOMS {
         let server = RedisServer::start();
-        let mut holder = Redlock::new(&server)
-            .args([
-                "run",
-                "--key",
-                "job",
-                "--ttl",
-                "5s",
-                "--contain",
-                room,
-                "-c",
-            ])
-            .arg(r#"timeout 60 sh -c 'echo "child $$"; exec sleep 300'"#)
-            .spawn();
+        let mut holder = hold(
+            &server,
+            "5s",
+            room,
+            r#"timeout 60 sh -c 'echo "child $$"; exec sleep 300'"#,
+        );
         let job = holder.expect_pid("child");
         holder.signal(libc::SIGTERM);
         holder.exits_with(143);
@@ -145,19 +144,7 @@ fn a_lost_lease_stops_processes_outside_the_commands_group() {
             r#"bash -c 'set -m; sleep 300 & echo "child $!"; wait'"#,
         ] {
             let server = RedisServer::start();
-            let mut holder = Redlock::new(&server)
-                .args([
-                    "run",
-                    "--key",
-                    "job",
-                    "--ttl",
-                    "2s",
-                    "--contain",
-                    room,
-                    "-c",
-                    start,
-                ])
-                .spawn();
+            let mut holder = hold(&server, "2s", room, start);
             let job = holder.expect_pid("child");
             let _: i64 = server.query(&["DEL", "job"]);
             holder.exits_with(76).error_mentions(says::LEASE_LOST);
@@ -181,19 +168,7 @@ fn a_detached_worker_left_behind_is_stopped_before_the_release() {
                sleep 0.2"#,
             marker.display()
         );
-        let mut holder = Redlock::new(&server)
-            .args([
-                "run",
-                "--key",
-                "job",
-                "--ttl",
-                "5s",
-                "--contain",
-                room,
-                "-c",
-            ])
-            .arg(&worker)
-            .spawn();
+        let mut holder = hold(&server, "5s", room, &worker);
         let job = holder.expect_pid("child");
         holder.exits_with(0);
         assert!(
@@ -209,17 +184,13 @@ fn a_detached_worker_left_behind_is_stopped_before_the_release() {
 fn forwarded_signals_reach_processes_outside_the_commands_group() {
     for room in ROOMS {
         let server = RedisServer::start();
-        let mut holder = Redlock::new(&server)
-            .args(["run", "--key", "job", "--ttl", "5s", "--contain", room, "-c"])
-            .arg(
-                // The shell itself gets USR1 too (its group does); it waits for its detached
-                // child to act on it before it exits.
-                r#"trap ':' USR1
-                   setsid sh -c 'trap "echo got-usr1; exit 0" USR1; echo ready; while :; do sleep 0.05; done' &
-                   child=$!
-                   wait $child; wait $child"#,
-            )
-            .spawn();
+        // The shell itself gets USR1 too (its group does); it waits for its detached child to
+        // act on it before it exits.
+        let script = r#"trap ':' USR1
+            setsid sh -c 'trap "echo got-usr1; exit 0" USR1; echo ready; while :; do sleep 0.05; done' &
+            child=$!
+            wait $child; wait $child"#;
+        let mut holder = hold(&server, "5s", room, script);
         holder.expect_line("ready");
         holder.signal(libc::SIGUSR1);
         holder.expect_line("got-usr1");
