@@ -388,52 +388,62 @@ impl Cli {
     /// against a tree holding `run` alone; anything else, and any error there, goes through
     /// the full tree, so help and error messages are always the full tree's.
     pub fn parse_args(args: Vec<std::ffi::OsString>) -> Result<Cli, clap::Error> {
-        if names_run(&args)
-            && let Ok(cli) = Cli::parse_run_only(&args)
+        if let Some(at) = names_run(&args)
+            && let Ok(cli) = Cli::parse_run_only(&args, at)
         {
             return Ok(cli);
         }
         Cli::try_parse_from(args)
     }
 
-    fn parse_run_only(args: &[std::ffi::OsString]) -> Result<Cli, clap::Error> {
+    /// `args` with the word `run` (at `at`) taken out, parsed against one flat command that has
+    /// the global options and `run`'s: everything before `run` is a global option (see
+    /// [`names_run`]), so the result is the same, without the work of copying every global
+    /// option into a subcommand and the values back out.
+    fn parse_run_only(args: &[std::ffi::OsString], at: usize) -> Result<Cli, clap::Error> {
         use clap::{Args as _, FromArgMatches as _};
-        let run = RunArgs::augment_args(clap::Command::new("run"));
-        let cmd = Global::augment_args(
+        let mut flat = args.to_vec();
+        flat.remove(at);
+        let cmd = RunArgs::augment_args(Global::augment_args(
             clap::Command::new("redlock")
-                .disable_help_subcommand(true)
                 .disable_help_flag(true)
                 .disable_version_flag(true),
-        )
-        .subcommand(run.disable_help_flag(true));
-        let mut matches = cmd.try_get_matches_from(args)?;
-        Cli::from_arg_matches_mut(&mut matches)
+        ));
+        let mut matches = cmd.try_get_matches_from(flat)?;
+        Ok(Cli {
+            global: Global::from_arg_matches_mut(&mut matches)?,
+            command: Command::Run(RunArgs::from_arg_matches_mut(&mut matches)?),
+        })
     }
 }
 
-/// Whether the first word that is not an option (or an option's value) is `run`, with no
-/// help or version flag anywhere before the command's own words.
-fn names_run(args: &[std::ffi::OsString]) -> bool {
-    let mut words = args.iter().skip(1).map(|a| a.to_str());
-    while let Some(word) = words.next() {
+/// Where the word `run` is, when it is the first word that is not an option (or an option's
+/// value) and no help or version flag comes before the command's own words.
+fn names_run(args: &[std::ffi::OsString]) -> Option<usize> {
+    let mut words = args.iter().map(|a| a.to_str()).enumerate().skip(1);
+    let mut at = None;
+    while let Some((i, word)) = words.next() {
         match word {
-            None | Some("-h" | "--help" | "-V" | "--version") => return false,
-            Some("run") => break,
+            None | Some("-h" | "--help" | "-V" | "--version") => return None,
+            Some("run") => {
+                at = Some(i);
+                break;
+            }
             Some(flag) if GLOBAL_VALUE_FLAGS.contains(&flag) => {
                 words.next();
             }
             Some(flag) if flag.starts_with('-') => {}
-            Some(_) => return false,
+            Some(_) => return None,
         }
     }
-    for word in words {
+    for (_, word) in words {
         match word {
-            Some("--") => return true,
-            Some("-h" | "--help" | "-V" | "--version") | None => return false,
+            Some("--") => return at,
+            Some("-h" | "--help" | "-V" | "--version") | None => return None,
             _ => {}
         }
     }
-    true
+    at
 }
 
 #[cfg(test)]
@@ -454,9 +464,11 @@ mod tests {
             "redlock --prefix run run --key run --ttl 1s --kill-after 100ms -- run",
             "redlock -q --log-format json run --key k --ttl 5s --hold-at-least 1m --conflict-exit-code 0 -- x --help",
             "redlock --timeout 2s --tls-insecure run --key k --ttl 5s -- x",
+            "redlock --url=redis://a:1 -v run --contain descendants --key=k --ttl=5s -c x",
+            "redlock run --tls-cert-file c --tls-key-file k --key k --ttl 5s --password-file p -- x",
         ] {
-            assert!(names_run(&words(line)), "{line}");
-            let fast = Cli::parse_run_only(&words(line)).unwrap();
+            let at = names_run(&words(line)).unwrap_or_else(|| panic!("{line}"));
+            let fast = Cli::parse_run_only(&words(line), at).unwrap();
             let full = Cli::try_parse_from(words(line)).unwrap();
             assert_eq!(format!("{fast:?}"), format!("{full:?}"), "{line}");
         }
@@ -471,7 +483,7 @@ mod tests {
             "redlock status run",
             "redlock --url run status",
         ] {
-            assert!(!names_run(&words(line)), "{line}");
+            assert!(names_run(&words(line)).is_none(), "{line}");
         }
         // An error on the short path is reported by the full tree.
         assert!(Cli::parse_args(words("redlock run --key k --ttl 5 -- x")).is_err());
