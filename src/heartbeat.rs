@@ -5,16 +5,16 @@
 //! fixed timeout that could outlast the lease — and by a third of the renewal interval (a
 //! quorum: the per-node timeout), so that a connection that died silently is replaced in time.
 //! What it learns goes into [`Shared`]: a new [`Timeline`] after each confirmed renewal (and
-//! the keeper's kill point moves with it, see `keeper.rs`), or the reason the lease is lost. A loss rings the main thread's doorbell
-//! ([`signals::wake`]); a renewal needs no wake-up because the main thread re-reads the timeline
-//! whenever its own timer fires.
+//! the keeper's kill point moves with it, see `keeper.rs`), or the reason the lease is lost. A
+//! loss rings the main thread's doorbell ([`signals::wake`]); a renewal needs no wake-up because
+//! the main thread re-reads the timeline whenever its own timer fires.
 //!
 //! The thread and its connection are created only when the first renewal is due: a command
 //! that ends within ttl/3 costs no thread and no second connection.
 //!
 //! The main thread enforces the kill point by itself, and the keeper does when the main thread
-//! cannot, so a heartbeat stuck in I/O (or stopped with the rest of redlock) can delay nothing. If the thread panicked, the panic is reported
-//! as a lost lease rather than dying silently.
+//! cannot, so a heartbeat stuck in I/O (or stopped with the rest of redlock) can delay nothing.
+//! If the thread panicked, the panic is reported as a lost lease rather than dying silently.
 
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread;

@@ -19,9 +19,9 @@
 //!   Dismissal is a flag in shared memory, read when that end-of-file comes: the keeper does not
 //!   wake while redlock releases the lock and the next holder takes it, and with real-time
 //!   priority it would otherwise take a core from them at that very moment.
-//! * Once armed, it asks for SCHED_FIFO priority 1 (granted to root, or with an RLIMIT_RTPRIO), so its
-//!   timer is served within microseconds even with every core busy; without it, it still only
-//!   needs the CPU for a moment, where the supervisor needs several system calls.
+//! * Once armed, it asks for SCHED_FIFO priority 1 (granted to root, or with an RLIMIT_RTPRIO),
+//!   so its timer is served within microseconds even with every core busy; without it, it still
+//!   only needs the CPU for a moment, where the supervisor needs several system calls.
 //!
 //! It exists before the command starts (it is armed before the spawn) and is dismissed only
 //! once every process of the command is gone. It is cheap because it is created like a

@@ -9,7 +9,7 @@
 //! SIGKILL:
 //!
 //! ```text
-//! sent ── renew every ttl/3 ── term_at ── kill_after ── kill_at ── margin ── deadline ── drift ── sent+ttl
+//! sent ─ renew every ttl/3 ─ term_at ─ kill_after ─ kill_at ─ margin ─ deadline ─ drift ─ sent+ttl
 //! ```
 //!
 //! A TTL is accepted only when at least a third of it lies between the first renewal and

@@ -9,9 +9,10 @@
 //! was stopped past the kill point, the tree gets SIGKILL straight away — the grace period is
 //! already spent — and the keeper (`keeper.rs`) has killed it at the kill point already, as it
 //! does whenever the supervisor is frozen, starved or dead. The lock is released only after
-//! every process of the tree is gone, so nothing runs unlocked. The whole argument is in
-//! ARCHITECTURE.md's "Lease timeline" and the README's "Safety".
+//! every process of the tree is gone, so nothing runs unlocked. The timeline is drawn in
+//! `lease.rs`; the whole argument is the README's "Safety: nothing escapes the lease".
 
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use anyhow::Result;
@@ -192,8 +193,7 @@ pub fn run(ctx: &Context, args: RunArgs) -> Result<Exit> {
     let child = match child::spawn(&argv, &env, tree) {
         Ok(child) => child,
         Err(e) => {
-            tree.reaped
-                .store(true, std::sync::atomic::Ordering::Release);
+            tree.reaped.store(true, Ordering::Release);
             keeper.dismiss();
             let exit = child::spawn_failure_exit(&e);
             session.release(
@@ -298,8 +298,8 @@ impl Guard {
     fn prepare(contain: Contain) -> Guard {
         // Leaked: the keeper reads it, and may outlive this function (or redlock).
         let tree: &'static Tree = Box::leak(Box::new(Tree::prepare(contain == Contain::Auto)));
-        // Dropped unused (the lock was busy, the wait interrupted), the keeper is dismissed; the
-        // cgroup is free again once redlock and the keeper are gone.
+        // Unused (the lock was busy, the wait interrupted), the keeper is never armed and leaves
+        // with redlock; the cgroup is free again once both are gone.
         Guard {
             tree,
             keeper: Keeper::start(tree),
@@ -546,10 +546,7 @@ fn supervise(
             Event::Child => match child::reap(pid) {
                 Reaped::Ended(s) => {
                     // Its pid may be reused from now on: the keeper must not walk from it.
-                    command
-                        .tree
-                        .reaped
-                        .store(true, std::sync::atomic::Ordering::Release);
+                    command.tree.reaped.store(true, Ordering::Release);
                     status = Some(s);
                     terminal.take_back();
                 }
