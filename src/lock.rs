@@ -52,7 +52,7 @@ impl Keys {
         if key.is_empty() {
             return Err(usage("--key is empty"));
         }
-        if key.chars().any(|c| c.is_control()) {
+        if key.chars().any(char::is_control) {
             return Err(usage(format!("key {key:?} contains control characters")));
         }
         let lock = format!("{prefix}{key}");

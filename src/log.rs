@@ -203,8 +203,9 @@ enum How {
 fn stderr() -> &'static Stderr {
     static STDERR: OnceLock<Stderr> = OnceLock::new();
     STDERR.get_or_init(|| {
-        // SAFETY: `st` is valid for writes; fstat on fd 2 has no other effects.
+        // SAFETY: `stat` is plain data, for which all-zero bytes are a valid value.
         let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: `st` is valid for writes; fstat on fd 2 has no other effects.
         if unsafe { libc::fstat(2, &mut st) } != 0 {
             return Stderr {
                 fd: 2,

@@ -234,7 +234,7 @@ mod tests {
             "e:2/mymaster",
         ]
         .iter()
-        .map(|s| s.to_string())
+        .map(std::string::ToString::to_string)
         .collect();
         assert_eq!(
             rejoin_urls(&pieces),

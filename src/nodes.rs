@@ -74,7 +74,7 @@ pub fn is_readonly(err: &anyhow::Error) -> bool {
 }
 
 pub fn is_timeout(err: &anyhow::Error) -> bool {
-    redis_errors(err).any(|e| e.is_timeout())
+    redis_errors(err).any(redis::RedisError::is_timeout)
 }
 
 fn is_definitive_error(err: &anyhow::Error) -> bool {

@@ -327,7 +327,7 @@ impl Server {
         };
         let urls: Vec<String> = hosts
             .split(',')
-            .map(|h| h.trim())
+            .map(str::trim)
             .filter(|h| !h.is_empty())
             .map(|h| format!("redis://{h}"))
             .collect();
@@ -507,7 +507,9 @@ impl Server {
                 .name("sentinel".into())
                 .stack_size(256 * 1024)
                 .spawn(move || {
-                    let mut sentinel = sentinel.lock().unwrap_or_else(|e| e.into_inner());
+                    let mut sentinel = sentinel
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner);
                     let _ = tx.send(sentinel.master_for(&service, Some(&node)));
                 })
                 .context("cannot start a Sentinel lookup")?;

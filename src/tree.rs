@@ -197,8 +197,9 @@ impl Tree {
     /// child left but the keeper, which is a "clone" child that `waitid` without `__WALL`
     /// does not see. Reap zombies first: an unreaped child still counts.
     pub fn occupied(&self) -> bool {
-        // SAFETY: `info` is valid for writes; WNOWAIT leaves any waitable child in place.
+        // SAFETY: `siginfo_t` is plain data, for which all-zero bytes are a valid value.
         let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        // SAFETY: `info` is valid for writes; WNOWAIT leaves any waitable child in place.
         let rc = unsafe {
             libc::waitid(
                 libc::P_ALL,

@@ -54,7 +54,10 @@ pub fn run(ctx: &Context, args: RunArgs) -> Result<Exit> {
     let mut nodes = ctx.nodes(node_timeout(ctx, lease.ttl));
     nodes.connect()?;
     if crate::log::enabled(crate::log::Level::Info) {
-        let names: Vec<&str> = nodes.servers().map(|s| s.name()).collect();
+        let names: Vec<&str> = nodes
+            .servers()
+            .map(super::super::server::Server::name)
+            .collect();
         log::info(
             "connected",
             &format!(
@@ -684,7 +687,7 @@ mod tests {
     fn commands_display_as_a_shell_would_read_them() {
         let argv: Vec<String> = ["echo", "a b", "it's"]
             .iter()
-            .map(|s| s.to_string())
+            .map(std::string::ToString::to_string)
             .collect();
         assert_eq!(display_command(&argv, false), "echo 'a b' 'it'\\''s'");
     }

@@ -50,7 +50,10 @@ impl RedisServer {
     /// A fresh server with extra `redis-server` arguments, e.g. `["--requirepass", "pw"]`.
     /// When `--requirepass` is among them, the harness's own connections authenticate.
     pub fn start_with(extra_args: &[&str]) -> RedisServer {
-        let extra_args: Vec<String> = extra_args.iter().map(|a| a.to_string()).collect();
+        let extra_args: Vec<String> = extra_args
+            .iter()
+            .map(std::string::ToString::to_string)
+            .collect();
         let password = extra_args
             .iter()
             .position(|a| a == "--requirepass")
@@ -269,7 +272,9 @@ impl RedisServer {
 
     fn admin(&self) -> MutexGuard<'_, Option<redis::Connection>> {
         // A test that panicked while holding the lock leaves a usable connection behind.
-        self.admin.lock().unwrap_or_else(|e| e.into_inner())
+        self.admin
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     fn log_path(&self) -> PathBuf {

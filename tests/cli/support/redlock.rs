@@ -517,7 +517,9 @@ fn kill_quietly(pid: Pid) {
 }
 
 fn lock(buffer: &Mutex<Vec<u8>>) -> std::sync::MutexGuard<'_, Vec<u8>> {
-    buffer.lock().unwrap_or_else(|e| e.into_inner())
+    buffer
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 fn shell_quote(arg: &str) -> String {
