@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::support::json::Json;
+use crate::support::json::{Document, Json};
 use crate::support::{
     LockKeys, Outcome, RedisServer, Redlock, is_uuid_v4, lock_status, says, wait_for_contender,
     wait_until,

@@ -7,7 +7,7 @@
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crate::support::json::Json;
+use crate::support::json::{Document, Json};
 use crate::support::poll::POLL_INTERVAL;
 use crate::support::process::is_running;
 use crate::support::redlock::Running;

@@ -1,7 +1,7 @@
 //! redlock's own messages: a timeline with `-v`, nothing but the final error with `-q`, one JSON
 //! object per line with `--log-format json`, and stdout left to the command.
 
-use crate::support::json::Json;
+use crate::support::json::{Document, Json};
 use crate::support::{RedisServer, Redlock};
 
 fn events(stderr: &str) -> Vec<Json> {

@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::support::json::Json;
+use crate::support::json::{Document, Json};
 use crate::support::redlock::Running;
 use crate::support::stress::{CRITICAL_SECTION, expect_serial_sections, sections_started};
 use crate::support::{

@@ -4,6 +4,7 @@
 
 use std::time::{Duration, Instant};
 
+use crate::support::json::Document;
 use crate::support::{
     LockKeys, RedisServer, Redlock, child, host_name, lock_status, says, wait_until,
     wait_until_gone,

@@ -2,7 +2,7 @@
 //! often runs were refused, in text and as JSON; never "free" when it could not ask; read-only
 //! by construction. Also what a run leaves behind for status to read, and that it expires.
 
-use crate::support::json::Json;
+use crate::support::json::{Document, Json};
 use crate::support::redlock::Running;
 use crate::support::{
     LockKeys, Monitor, Outcome, RedisServer, Redlock, TempDir, child, companion_key, free_port,

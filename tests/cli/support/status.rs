@@ -1,6 +1,6 @@
 //! Reading a lock's state the way an operator does: through `redlock status --json`.
 
-use super::json::Json;
+use super::json::{Document, Json};
 use super::redis_server::RedisServer;
 use super::redlock::Redlock;
 
