@@ -183,92 +183,19 @@ pub fn hostname() -> String {
 ///   the script with the lock untouched, never taken and left behind.
 /// * A lock already holding *our* token is ours: an earlier attempt landed but its reply was
 ///   lost. It is renewed and reported as acquired, with the fence that attempt drew.
-static ACQUIRE: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
-        r#"
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local current = redis.call('GET', KEYS[1])
-if current == ARGV[1] then
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  local h = redis.call('HMGET', KEYS[3], 'fence', 'started')
-  return {1, tonumber(h[1]) or tonumber(redis.call('GET', KEYS[2])) or 0, tonumber(h[2]) or now}
-end
-if not current then
-  local fence = redis.call('INCR', KEYS[2])
-  redis.call('HSET', KEYS[3], 'host', ARGV[5], 'pid', ARGV[6], 'user', ARGV[7], 'cmd', ARGV[8],
-    'started', now, 'renewed', now, 'ttl', ARGV[2], 'fence', fence, 'finished', 0)
-  redis.call('PEXPIRE', KEYS[3], ARGV[2])
-  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-  return {1, fence, now}
-end
-local pttl = redis.call('PTTL', KEYS[1])
-if ARGV[3] == '1' then
-  redis.call('HINCRBY', KEYS[4], 'busy', 1)
-  redis.call('PEXPIRE', KEYS[4], ARGV[4])
-end
-local h = redis.pcall('HMGET', KEYS[3], 'host', 'pid', 'user', 'started', 'fence')
-if h.err then h = {} end
-return {0, pttl, now, h[1], h[2], h[3], h[4], h[5]}
-"#,
-    )
-});
+static ACQUIRE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("scripts/acquire.lua")));
 
 /// Compare-and-pexpire: renews only our own lease, and the holder record with it.
-static EXTEND: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
-        r#"
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
-redis.call('PEXPIRE', KEYS[1], ARGV[2])
-if redis.call('EXISTS', KEYS[2]) == 1 then
-  local t = redis.call('TIME')
-  redis.call('HSET', KEYS[2], 'renewed', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000),
-    'ttl', ARGV[2])
-  redis.call('PEXPIRE', KEYS[2], ARGV[2])
-end
-return 1
-"#,
-    )
-});
+static EXTEND: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("scripts/extend.lua")));
 
 /// Compare-and-delete (or, with `--hold-at-least`, compare-and-pexpire) plus the run's record.
 /// Publishes on the release channel only when the key was deleted, so waiters wake exactly when
 /// the lock is free. The record is written even when the lock was no longer ours: a lost lease
 /// is exactly what `status` must be able to show. `pcall` because a key of another type is
 /// simply not ours.
-static RELEASE: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
-        r#"
-local released = 0
-if redis.pcall('GET', KEYS[1]) == ARGV[1] then
-  local keep = tonumber(ARGV[3])
-  if keep > 0 then
-    redis.call('PEXPIRE', KEYS[1], keep)
-    if redis.call('PEXPIRE', KEYS[2], keep) == 1 then
-      redis.call('HSET', KEYS[2], 'finished', 1)
-    end
-  else
-    redis.call('DEL', KEYS[1], KEYS[2])
-    redis.call('PUBLISH', ARGV[2], 'released')
-  end
-  released = 1
-end
-if ARGV[4] ~= '' then
-  redis.call('HSET', KEYS[3], 'outcome', ARGV[4], 'exit', ARGV[5], 'host', ARGV[6],
-    'pid', ARGV[7], 'user', ARGV[8], 'cmd', ARGV[9], 'started', ARGV[10],
-    'ended', ARGV[10] + ARGV[11], 'duration_ms', ARGV[11], 'fence', ARGV[12])
-  redis.call('PEXPIRE', KEYS[3], ARGV[13])
-  redis.call('HINCRBY', KEYS[4], 'runs', 1)
-  if ARGV[4] == 'lease lost' then redis.call('HINCRBY', KEYS[4], 'lost', 1) end
-  if ARGV[4] == 'failed' or ARGV[4] == 'killed' then
-    redis.call('HINCRBY', KEYS[4], 'failed', 1)
-  end
-  redis.call('PEXPIRE', KEYS[4], ARGV[13])
-end
-return released
-"#,
-    )
-});
+static RELEASE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("scripts/release.lua")));
 
 /// The answer to one acquire attempt.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -472,19 +399,8 @@ pub fn release(
 
 /// Quorum fencing: raises this node's counter to at least the fence handed out (see nodes.rs),
 /// and records that fence in our holder record if we hold the lock here.
-static RAISE_FENCE: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
-        r#"
-local current = tonumber(redis.call('GET', KEYS[1]) or '0')
-local fence = tonumber(ARGV[1])
-if current < fence then redis.call('SET', KEYS[1], fence) end
-if redis.pcall('GET', KEYS[2]) == ARGV[2] and redis.call('EXISTS', KEYS[3]) == 1 then
-  redis.call('HSET', KEYS[3], 'fence', fence)
-end
-return 1
-"#,
-    )
-});
+static RAISE_FENCE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("scripts/raise_fence.lua")));
 
 pub fn raise_fence(
     con: &mut dyn ConnectionLike,
@@ -506,20 +422,8 @@ pub fn raise_fence(
 /// Deletes the lock whoever holds it (`release --force`). Returns the token and holder record it
 /// removed, or `None` when there was no lock. A key of another type is not a lock and is left
 /// alone (WRONGTYPE, 78).
-static FORCE_RELEASE: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
-        r#"
-local token = redis.call('GET', KEYS[1])
-if not token then return false end
-local h = redis.call('HMGET', KEYS[2], 'host', 'pid', 'user', 'started', 'fence')
-redis.call('DEL', KEYS[1], KEYS[2])
-redis.call('PUBLISH', ARGV[1], 'released')
-redis.call('HINCRBY', KEYS[3], 'forced', 1)
-redis.call('PEXPIRE', KEYS[3], ARGV[2])
-return {token, h[1], h[2], h[3], h[4], h[5]}
-"#,
-    )
-});
+static FORCE_RELEASE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("scripts/force_release.lua")));
 
 /// What `release --force` removed.
 #[derive(Debug, Clone)]

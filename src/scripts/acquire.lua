@@ -1,0 +1,31 @@
+-- acquire: take the lock if it is free (or already ours), in one round trip.
+-- KEYS[1] lock (string: the token)    KEYS[2] fence counter    KEYS[3] holder record (hash)
+-- KEYS[4] counters (hash)
+-- ARGV[1] token   ARGV[2] ttl (ms)   ARGV[3] '1' to count a busy refusal   ARGV[4] record ttl (ms)
+-- ARGV[5] host   ARGV[6] pid   ARGV[7] user   ARGV[8] command (as recorded)
+-- Reply: {1, fence, server time (ms)} when taken;
+--        {0, pttl (ms), server time (ms), host, pid, user, started (ms), fence} when busy.
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local current = redis.call('GET', KEYS[1])
+if current == ARGV[1] then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  local h = redis.call('HMGET', KEYS[3], 'fence', 'started')
+  return {1, tonumber(h[1]) or tonumber(redis.call('GET', KEYS[2])) or 0, tonumber(h[2]) or now}
+end
+if not current then
+  local fence = redis.call('INCR', KEYS[2])
+  redis.call('HSET', KEYS[3], 'host', ARGV[5], 'pid', ARGV[6], 'user', ARGV[7], 'cmd', ARGV[8],
+    'started', now, 'renewed', now, 'ttl', ARGV[2], 'fence', fence, 'finished', 0)
+  redis.call('PEXPIRE', KEYS[3], ARGV[2])
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+  return {1, fence, now}
+end
+local pttl = redis.call('PTTL', KEYS[1])
+if ARGV[3] == '1' then
+  redis.call('HINCRBY', KEYS[4], 'busy', 1)
+  redis.call('PEXPIRE', KEYS[4], ARGV[4])
+end
+local h = redis.pcall('HMGET', KEYS[3], 'host', 'pid', 'user', 'started', 'fence')
+if h.err then h = {} end
+return {0, pttl, now, h[1], h[2], h[3], h[4], h[5]}
