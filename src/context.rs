@@ -1,0 +1,114 @@
+//! What every subcommand needs from the global options (`--url`, `--password-file`, TLS,
+//! `--prefix`, `--timeout`), checked before anything is contacted: a bad value is a usage error
+//! (64) and no server has been reached.
+
+use std::time::Duration;
+
+use anyhow::Result;
+
+use crate::cli::Global;
+use crate::exit::usage;
+use crate::server::{self, Server};
+use crate::{log, nodes};
+
+/// What every subcommand needs from the global options, checked before anything is contacted.
+pub struct Context {
+    pub servers: Vec<Server>,
+    pub prefix: String,
+    pub timeout: Duration,
+}
+
+impl Context {
+    pub fn new(global: &Global) -> Result<Context> {
+        let password = match &global.password_file {
+            Some(path) => Some(server::read_password_file(path)?),
+            None => None,
+        };
+        let urls = if global.urls.is_empty() {
+            vec![server::DEFAULT_URL.to_string()]
+        } else {
+            rejoin_urls(&global.urls)
+        };
+        let tls = server::Tls::load(
+            global.tls_ca_file.as_deref(),
+            global.tls_cert_file.as_deref(),
+            global.tls_key_file.as_deref(),
+            global.tls_insecure,
+        )?;
+        let servers = urls
+            .iter()
+            .map(|url| Server::parse(url, password.as_deref(), &tls))
+            .collect::<Result<Vec<_>>>()?;
+        if tls.insecure && servers.iter().any(Server::is_tls) {
+            log::warn(
+                "tls_insecure",
+                "--tls-insecure: the server's certificate is not verified; anyone between here \
+                 and Redis can impersonate it and see the password",
+                &[],
+            );
+        }
+        if servers.len() > 1 && servers.iter().any(|s| !s.is_direct()) {
+            return Err(usage(
+                "a redis+cluster:// or redis+sentinel:// URL cannot be one node of a quorum; \
+                 give it as the only --url",
+            ));
+        }
+        if global.timeout.is_zero() {
+            return Err(usage("--timeout must be greater than 0"));
+        }
+        Ok(Context {
+            servers,
+            prefix: global.prefix.clone(),
+            timeout: global.timeout,
+        })
+    }
+
+    /// The lock's servers, each bounded by `timeout` per connect and command.
+    pub fn nodes(&self, timeout: Duration) -> nodes::Nodes {
+        nodes::Nodes::new(&self.servers, timeout)
+    }
+}
+
+/// `--url` values are split on commas (so `REDLOCK_URL` can list a quorum), but a cluster or
+/// Sentinel URL lists its own nodes with commas: a piece without a scheme belongs to the URL
+/// before it.
+fn rejoin_urls(pieces: &[String]) -> Vec<String> {
+    let mut urls: Vec<String> = Vec::new();
+    for piece in pieces {
+        match urls.last_mut() {
+            Some(last) if !piece.contains("://") => {
+                last.push(',');
+                last.push_str(piece);
+            }
+            _ => urls.push(piece.clone()),
+        }
+    }
+    urls
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cluster_and_sentinel_urls_keep_their_own_commas() {
+        let pieces: Vec<String> = [
+            "redis://a:1",
+            "redis+cluster://b:1",
+            "c:2",
+            "redis+sentinel://d:1",
+            "e:2/mymaster",
+        ]
+        .iter()
+        .map(std::string::ToString::to_string)
+        .collect();
+        assert_eq!(
+            rejoin_urls(&pieces),
+            vec![
+                "redis://a:1",
+                "redis+cluster://b:1,c:2",
+                "redis+sentinel://d:1,e:2/mymaster"
+            ]
+        );
+    }
+}
