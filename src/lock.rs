@@ -268,15 +268,32 @@ impl Busy {
     }
 }
 
+/// One holder's claim on a lock: who asks, for which key, for how long. Every script call on
+/// behalf of a holder takes it whole.
+#[derive(Clone, Copy)]
+pub struct Claim<'a> {
+    pub keys: &'a Keys,
+    pub token: &'a str,
+    pub ttl: Duration,
+    pub holder: &'a Holder,
+}
+
+/// Whether a refusal is counted in the lock's `busy` counter: once per run or `acquire` that
+/// ends busy, so the attempts of a wait are not counted one by one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Refusal {
+    Count,
+    Uncounted,
+}
+
 /// One acquire attempt.
-pub fn acquire(
-    con: &mut dyn ConnectionLike,
-    keys: &Keys,
-    token: &str,
-    ttl: Duration,
-    holder: &Holder,
-    count_busy: bool,
-) -> Result<Acquire> {
+pub fn acquire(con: &mut dyn ConnectionLike, claim: &Claim, refusal: Refusal) -> Result<Acquire> {
+    let Claim {
+        keys,
+        token,
+        ttl,
+        holder,
+    } = *claim;
     let reply: Vec<Value> = ACQUIRE
         .key(&keys.lock)
         .key(&keys.fence)
@@ -284,7 +301,7 @@ pub fn acquire(
         .key(&keys.stats)
         .arg(token)
         .arg(ttl.as_millis() as u64)
-        .arg(if count_busy { "1" } else { "0" })
+        .arg(if refusal == Refusal::Count { "1" } else { "0" })
         .arg(RECORD_TTL.as_millis() as u64)
         .arg(&holder.host)
         .arg(holder.pid)

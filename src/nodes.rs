@@ -27,7 +27,7 @@ use anyhow::{Result, anyhow};
 
 use crate::exit::{Exit, classify, fail, is_definitive, redis_errors};
 use crate::lease::Moment;
-use crate::lock::{self, Acquire, Busy, Holder, Keys, Removed, RunRecord};
+use crate::lock::{self, Acquire, Busy, Claim, Keys, Refusal, Removed, RunRecord};
 use crate::log;
 use crate::server::{Conn, Overlap, Server, set_timeouts};
 
@@ -194,28 +194,25 @@ impl Nodes {
     /// One acquire attempt on every node; see the module doc for the quorum rules. `sent` is
     /// when the attempt started: the lease is counted from it. `meanwhile` runs while the
     /// request is on the wire (one server) or before it is sent (a quorum).
-    #[allow(clippy::too_many_arguments)]
     pub fn acquire(
         &mut self,
-        keys: &Keys,
-        token: &str,
-        ttl: Duration,
-        holder: &Holder,
-        count_busy: bool,
+        claim: &Claim,
+        refusal: Refusal,
         sent: Moment,
         meanwhile: Option<&mut dyn FnMut()>,
     ) -> Result<Acquire> {
+        let (keys, token, ttl) = (claim.keys, claim.token, claim.ttl);
         let timeout = self.timeout;
         if let Some(work) = meanwhile {
             if let [node] = self.nodes.as_mut_slice() {
                 return node.with(timeout, |c| {
                     let mut overlapped = Overlap::new(c, work);
-                    lock::acquire(&mut overlapped, keys, token, ttl, holder, count_busy)
+                    lock::acquire(&mut overlapped, claim, refusal)
                 });
             }
             work();
         }
-        let results = self.each(|c| lock::acquire(c, keys, token, ttl, holder, count_busy));
+        let results = self.each(|c| lock::acquire(c, claim, refusal));
         if !self.is_quorum() {
             return results.into_iter().next().expect("one node");
         }

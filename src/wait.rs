@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use anyhow::Result;
 
 use crate::lease::Moment;
-use crate::lock::{Acquire, Busy, Holder, Keys};
+use crate::lock::{Acquire, Busy, Claim, Keys, Refusal};
 use crate::nodes::{Nodes, is_server_reply};
 use crate::server::{Server, set_timeouts_direct};
 use crate::signals::{self, Event, Signals};
@@ -39,10 +39,7 @@ pub enum Taken {
 }
 
 pub struct Request<'a> {
-    pub keys: &'a Keys,
-    pub token: &'a str,
-    pub ttl: Duration,
-    pub holder: &'a Holder,
+    pub claim: Claim<'a>,
     pub wait: Option<Duration>,
     /// Connect timeout of the release listeners.
     pub timeout: Duration,
@@ -60,15 +57,13 @@ pub fn take(
     let start = Instant::now();
     let wait = req.wait.filter(|w| !w.is_zero());
     let sent = Moment::now();
-    let first = nodes.acquire(
-        req.keys,
-        req.token,
-        req.ttl,
-        req.holder,
-        wait.is_none(),
-        sent,
-        Some(meanwhile),
-    )?;
+    // Without a wait, this attempt's refusal is the run's; with one, only the last counts.
+    let refusal = if wait.is_none() {
+        Refusal::Count
+    } else {
+        Refusal::Uncounted
+    };
+    let first = nodes.acquire(&req.claim, refusal, sent, Some(meanwhile))?;
     let mut busy = match first {
         Acquire::Acquired { fence, started_ms } => {
             return Ok(Taken::Acquired {
@@ -86,22 +81,22 @@ pub fn take(
     let until = start + wait.min(Duration::from_secs(365 * 24 * 3600));
     let _listeners: Vec<Listener> = nodes
         .servers()
-        .map(|server| Listener::start(server.clone(), req.keys.channel.clone(), req.timeout))
+        .map(|server| Listener::start(server.clone(), req.claim.keys.channel.clone(), req.timeout))
         .collect();
     crate::log::info(
         "waiting",
         &format!(
             "{} is {}; waiting up to {}",
-            req.keys.lock,
+            req.claim.keys.lock,
             busy.describe(),
             crate::lease::fmt(wait)
         ),
-        &[("key", (&req.keys.lock).into())],
+        &[("key", (&req.claim.keys.lock).into())],
     );
     loop {
         let now = Instant::now();
         if now >= until {
-            nodes.count_busy(req.keys);
+            nodes.count_busy(req.claim.keys);
             return Ok(Taken::Busy(busy));
         }
         let mut poll = match busy.pttl_ms {
@@ -131,26 +126,24 @@ pub fn take(
             Event::Wake | Event::Timeout => {}
         }
         let sent = Moment::now();
-        let attempt =
-            match nodes.acquire(req.keys, req.token, req.ttl, req.holder, false, sent, None) {
-                Ok(a) => a,
-                // A long wait may outlive one connection; the failed one was dropped, so this
-                // attempt reconnects.
-                Err(e) if !is_server_reply(&e) => {
-                    let sent = Moment::now();
-                    let retry = nodes
-                        .acquire(req.keys, req.token, req.ttl, req.holder, false, sent, None)?;
-                    if let Acquire::Acquired { fence, started_ms } = retry {
-                        return Ok(Taken::Acquired {
-                            fence,
-                            started_ms,
-                            sent,
-                        });
-                    }
-                    retry
+        let attempt = match nodes.acquire(&req.claim, Refusal::Uncounted, sent, None) {
+            Ok(a) => a,
+            // A long wait may outlive one connection; the failed one was dropped, so this
+            // attempt reconnects.
+            Err(e) if !is_server_reply(&e) => {
+                let sent = Moment::now();
+                let retry = nodes.acquire(&req.claim, Refusal::Uncounted, sent, None)?;
+                if let Acquire::Acquired { fence, started_ms } = retry {
+                    return Ok(Taken::Acquired {
+                        fence,
+                        started_ms,
+                        sent,
+                    });
                 }
-                Err(e) => return Err(e),
-            };
+                retry
+            }
+            Err(e) => return Err(e),
+        };
         match attempt {
             Acquire::Acquired { fence, started_ms } => {
                 return Ok(Taken::Acquired {

@@ -15,7 +15,7 @@ use crate::cli::AcquireArgs;
 use crate::exit::{BUSY, Exit};
 use crate::json::Json;
 use crate::lease;
-use crate::lock::{self, Holder, Keys};
+use crate::lock::{self, Claim, Holder, Keys};
 use crate::log;
 use crate::signals::Signals;
 use crate::wait::{self, Request, Taken};
@@ -29,10 +29,12 @@ pub fn acquire(ctx: &Context, args: AcquireArgs) -> Result<Exit> {
     let token = lock::new_token()?;
     let holder = calling_process();
     let request = Request {
-        keys: &keys,
-        token: &token,
-        ttl: args.ttl,
-        holder: &holder,
+        claim: Claim {
+            keys: &keys,
+            token: &token,
+            ttl: args.ttl,
+            holder: &holder,
+        },
         wait: args.wait,
         timeout: ctx.timeout,
     };

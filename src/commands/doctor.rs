@@ -42,7 +42,7 @@ use redis::{RedisError, RedisResult};
 
 use crate::Context;
 use crate::exit::{Exit, classify_redis, redis_errors};
-use crate::lock::{self, Acquire, Holder, Keys, RunRecord};
+use crate::lock::{self, Acquire, Claim, Holder, Keys, Refusal, RunRecord};
 use crate::log;
 use crate::server::{Conn, Server};
 
@@ -57,6 +57,16 @@ const CLOCK_TOLERANCE: Duration = Duration::from_millis(500);
 /// Long enough for the probe's few round trips, short enough that a probe left behind by a
 /// doctor that died mid-way frees itself at once.
 const PROBE_TTL: Duration = Duration::from_secs(2);
+
+/// The probe's claim on its key.
+fn claim<'a>(keys: &'a Keys, token: &'a str, holder: &'a Holder) -> Claim<'a> {
+    Claim {
+        keys,
+        token,
+        ttl: PROBE_TTL,
+        holder,
+    }
+}
 
 pub fn doctor(ctx: &Context) -> Result<Exit> {
     let mut report = Report::default();
@@ -778,7 +788,7 @@ fn probe(
     let sent = Instant::now();
     let acquired = match probe.step(
         "acquire",
-        lock::acquire(con, keys, token, PROBE_TTL, &holder, false),
+        lock::acquire(con, &claim(keys, token, &holder), Refusal::Uncounted),
     )? {
         Some(Acquire::Acquired { fence, started_ms }) => Some((fence, started_ms)),
         Some(Acquire::Busy(busy)) => {
@@ -795,7 +805,7 @@ fn probe(
         let contender = lock::new_token()?;
         match probe.step(
             "acquire (busy)",
-            lock::acquire(con, keys, &contender, PROBE_TTL, &holder, true),
+            lock::acquire(con, &claim(keys, &contender, &holder), Refusal::Count),
         )? {
             Some(Acquire::Acquired { .. }) => probe.odd.push(format!(
                 "a second contender also acquired {}: the first holder's key vanished",

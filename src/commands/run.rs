@@ -25,7 +25,7 @@ use crate::exit::{BUSY, Exit, fail, usage};
 use crate::heartbeat::Heartbeat;
 use crate::keeper::Keeper;
 use crate::lease::{self, Lease, Moment, Timeline};
-use crate::lock::{self, Holder, Keys, RunRecord};
+use crate::lock::{self, Claim, Holder, Keys, RunRecord};
 use crate::log;
 use crate::nodes::{Nodes, is_readonly, is_server_reply, is_timeout};
 use crate::signals::{self, Event, Signals};
@@ -71,10 +71,12 @@ pub fn run(ctx: &Context, args: RunArgs) -> Result<Exit> {
     let token = lock::new_token()?;
     let holder = Holder::current(&display);
     let request = Request {
-        keys: &keys,
-        token: &token,
-        ttl: lease.ttl,
-        holder: &holder,
+        claim: Claim {
+            keys: &keys,
+            token: &token,
+            ttl: lease.ttl,
+            holder: &holder,
+        },
         wait: args.wait,
         timeout: ctx.timeout,
     };
