@@ -7,7 +7,7 @@ use std::time::Duration;
 use anyhow::Result;
 
 use crate::cli::Global;
-use crate::exit::usage;
+use crate::error::usage;
 use crate::server::{self, Server};
 use crate::{log, nodes};
 

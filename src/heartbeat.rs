@@ -242,7 +242,7 @@ impl Worker {
                                 "cannot renew {}: {}; retrying, the command is stopped in {} \
                                  unless a renewal succeeds",
                                 self.keys.lock,
-                                crate::nodes::render(&err),
+                                crate::error::render(&err),
                                 crate::lease::fmt(left)
                             ),
                             &[("key", (&self.keys.lock).into())],

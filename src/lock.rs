@@ -1,7 +1,7 @@
 //! The Redis protocol, and nothing else: key names, the token, and the scripts that acquire,
 //! extend and release a lock.
 //!
-//! Data layout (a promise to users and to other clients; see DESIGN.md §4):
+//! Data layout (a promise to users and to other clients; see the README's "Data in Redis"):
 //!
 //! * The lock key `L = PREFIX + KEY` is a plain string holding the token, with a PX expiry. Any
 //!   `SET L token NX PX` client in another language interoperates with it.
@@ -26,7 +26,7 @@ use redis::{ConnectionLike, Script, Value};
 
 use crate::server::Conn;
 
-use crate::exit::usage;
+use crate::error::usage;
 
 /// How long the last-run record and the counters outlive their last write.
 pub const RECORD_TTL: Duration = Duration::from_secs(30 * 24 * 3600);
@@ -681,7 +681,7 @@ mod tests {
         for key in ["a}b", "x{}y{z}", "}{"] {
             let err = Keys::new("", key).unwrap_err();
             assert_eq!(
-                crate::exit::classify(&err),
+                crate::error::classify(&err),
                 crate::exit::Exit::Usage,
                 "{key}"
             );

@@ -15,6 +15,7 @@ mod child;
 mod cli;
 mod commands;
 mod context;
+mod error;
 mod exit;
 mod heartbeat;
 mod json;
@@ -34,7 +35,8 @@ use clap::error::ErrorKind;
 
 use crate::cli::{Cli, Command};
 pub use crate::context::Context;
-use crate::exit::{Exit, classify};
+use crate::error::classify;
+use crate::exit::Exit;
 
 // Under `cargo test` the test harness brings its own entry point; this one is then unused.
 #[cfg_attr(not(test), unsafe(no_mangle))]
@@ -85,7 +87,7 @@ fn run_main() -> u8 {
             log::last(
                 log::Level::Error,
                 event_name(exit),
-                &nodes::render(&err),
+                &error::render(&err),
                 &[("exit", exit.code().into())],
             );
             exit

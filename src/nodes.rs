@@ -25,7 +25,8 @@ use std::time::Duration;
 
 use anyhow::{Result, anyhow};
 
-use crate::exit::{Exit, classify, fail, is_definitive, redis_errors};
+use crate::error::{classify, fail, is_definitive_error, is_readonly, is_server_reply, render};
+use crate::exit::Exit;
 use crate::lease::Moment;
 use crate::lock::{self, Acquire, Busy, Claim, Keys, Refusal, Removed, RunRecord};
 use crate::log;
@@ -62,23 +63,6 @@ impl Node {
         }
         result
     }
-}
-
-/// Whether an error is a reply from the server (it answered) rather than a transport failure.
-pub fn is_server_reply(err: &anyhow::Error) -> bool {
-    redis_errors(err).any(|e| e.code().is_some())
-}
-
-pub fn is_readonly(err: &anyhow::Error) -> bool {
-    redis_errors(err).any(|e| e.code() == Some("READONLY"))
-}
-
-pub fn is_timeout(err: &anyhow::Error) -> bool {
-    redis_errors(err).any(redis::RedisError::is_timeout)
-}
-
-fn is_definitive_error(err: &anyhow::Error) -> bool {
-    redis_errors(err).any(is_definitive)
 }
 
 pub struct Nodes {
@@ -454,24 +438,4 @@ fn named_error(name: &str, err: &anyhow::Error) -> String {
     } else {
         format!("{name}: {text}")
     }
-}
-
-/// An error and its causes on one line, without repeating a cause its parent already quotes.
-pub fn render(err: &anyhow::Error) -> String {
-    let mut line = String::new();
-    for cause in err.chain() {
-        // A socket read timeout surfaces as EAGAIN; say what it means.
-        let text = cause.to_string().replace(
-            "Resource temporarily unavailable (os error 11)",
-            "timed out",
-        );
-        if line.contains(&text) {
-            continue;
-        }
-        if !line.is_empty() {
-            line.push_str(": ");
-        }
-        line.push_str(&text);
-    }
-    line
 }

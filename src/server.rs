@@ -27,7 +27,7 @@ use redis::{
     RedisResult, TlsCertificates, Value,
 };
 
-use crate::exit::usage;
+use crate::error::usage;
 
 pub const DEFAULT_URL: &str = "redis://127.0.0.1:6379";
 
@@ -641,7 +641,8 @@ pub fn redact(url: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::exit::{Exit, classify};
+    use crate::error::classify;
+    use crate::exit::Exit;
 
     #[test]
     fn passwords_are_redacted_from_urls() {

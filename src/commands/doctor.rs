@@ -41,7 +41,8 @@ use anyhow::{Context as _, Result};
 use redis::{RedisError, RedisResult};
 
 use crate::Context;
-use crate::exit::{Exit, classify_redis, redis_errors};
+use crate::error::{classify_redis, redis_errors};
+use crate::exit::Exit;
 use crate::lock::{self, Acquire, Claim, Holder, Keys, Refusal, RunRecord};
 use crate::log;
 use crate::server::{Conn, Server};
@@ -80,9 +81,9 @@ pub fn doctor(ctx: &Context) -> Result<Exit> {
         let _ = log::stdout(&format!("server {}\n", server.name()));
         if let Err(e) = check_server(ctx, server, &mut report) {
             report.fail(
-                crate::exit::classify(&e),
+                crate::error::classify(&e),
                 "connection",
-                crate::nodes::render(&e),
+                crate::error::render(&e),
                 "a quorum keeps working with a minority of nodes down; bring this one back".into(),
             );
         }

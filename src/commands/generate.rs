@@ -4,7 +4,8 @@
 //! Writes `DIR/man/redlock.1`, one `DIR/man/redlock-SUBCOMMAND.1` per visible subcommand, and
 //! `DIR/completions/` for bash, zsh, fish, elvish and PowerShell. The pages get the sections
 //! clap cannot know about — EXIT STATUS, ENVIRONMENT, EXAMPLES, SEE ALSO — from the tables
-//! below, which follow DESIGN.md §3 (the exit-status contract) word for word where they can.
+//! below, which follow the exit-status contract (`exit.rs`, the README's "Exit status") word
+//! for word where they can.
 //!
 //! Invariant: the output depends on nothing but the binary: no date, no environment (clap_mangen
 //! names each option's environment variable, never its current value), no terminal width. The

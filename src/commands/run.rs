@@ -21,13 +21,14 @@ use libc::pid_t;
 use crate::Context;
 use crate::child::{self, Reaped, Status};
 use crate::cli::{Contain, RunArgs};
-use crate::exit::{BUSY, Exit, fail, usage};
+use crate::error::{fail, is_readonly, is_server_reply, is_timeout, render, usage};
+use crate::exit::{BUSY, Exit};
 use crate::heartbeat::Heartbeat;
 use crate::keeper::Keeper;
 use crate::lease::{self, Lease, Moment, Timeline};
 use crate::lock::{self, Claim, Holder, Keys, RunRecord};
 use crate::log;
-use crate::nodes::{Nodes, is_readonly, is_server_reply, is_timeout};
+use crate::nodes::Nodes;
 use crate::signals::{self, Event, Signals};
 use crate::tree::{Scratch, Tree};
 use crate::wait::{self, Request, Taken};
@@ -387,7 +388,7 @@ impl Session<'_> {
             ),
             Err(e) => log::warn(
                 "release_failed",
-                &format!("{}; the lock expires by itself", crate::nodes::render(&e)),
+                &format!("{}; the lock expires by itself", render(&e)),
                 &[("key", self.keys.lock.as_str().into())],
             ),
         }

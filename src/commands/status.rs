@@ -102,7 +102,7 @@ pub fn status(ctx: &Context, args: StatusArgs) -> Result<Exit> {
                     let answer = match r {
                         Ok(all) => Ok(&all[i]),
                         Err(e) => {
-                            let text = crate::nodes::render(e);
+                            let text = crate::error::render(e);
                             let prefix = format!("{name}: ");
                             Err(text.strip_prefix(&prefix).unwrap_or(&text).to_string())
                         }
@@ -174,7 +174,7 @@ fn answered_keep_errors<T>(
         return Err(results.into_iter().find_map(Result::err).expect("an error"));
     }
     let errors = nodes.failures(&results);
-    Err(crate::exit::fail(
+    Err(crate::error::fail(
         Exit::Unavailable,
         format!(
             "no quorum: {} of {} nodes failed, the lock state is unknown: {}",

@@ -1,0 +1,210 @@
+//! What an error means, in one place: which exit status it stands for ([`classify`]), whether
+//! the server answered or could not be reached (the predicates), and how it reads on the one
+//! line redlock prints ([`render`]).
+//!
+//! Errors travel up as `anyhow::Error`. A [`Failure`] carries a status its raiser decided
+//! (usage errors, a lost lease); otherwise the first Redis error in the chain decides, by its
+//! class. Anything unrecognised is "unavailable" (69): when in doubt, redlock says it could not
+//! do its job, never that the lock is busy or free.
+
+use std::fmt;
+
+use redis::{ErrorKind, RedisError, ServerErrorKind};
+
+use crate::exit::Exit;
+
+/// An error whose exit status is already decided by the code that raised it.
+#[derive(Debug)]
+pub struct Failure {
+    pub exit: Exit,
+    pub message: String,
+}
+
+/// An error that ends redlock with `exit`.
+pub fn fail(exit: Exit, message: impl Into<String>) -> anyhow::Error {
+    anyhow::Error::new(Failure {
+        exit,
+        message: message.into(),
+    })
+}
+
+/// Bad input (64): said before anything is contacted.
+pub fn usage(message: impl Into<String>) -> anyhow::Error {
+    fail(Exit::Usage, message)
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for Failure {}
+
+/// The Redis errors in an error's chain of causes, outermost first.
+pub fn redis_errors(err: &anyhow::Error) -> impl Iterator<Item = &RedisError> {
+    err.chain().filter_map(|c| c.downcast_ref::<RedisError>())
+}
+
+/// The exit status an error stands for.
+pub fn classify(err: &anyhow::Error) -> Exit {
+    for cause in err.chain() {
+        if let Some(failure) = cause.downcast_ref::<Failure>() {
+            return failure.exit;
+        }
+        if let Some(redis) = cause.downcast_ref::<RedisError>() {
+            return classify_redis(redis);
+        }
+    }
+    Exit::Unavailable
+}
+
+/// Redis errors by class. Transient server states (LOADING, MASTERDOWN, BUSY, CLUSTERDOWN,
+/// TRYAGAIN), READONLY and OOM mean "this server cannot take the lock right now": 69.
+pub fn classify_redis(err: &RedisError) -> Exit {
+    // Some clients (the cluster client) wrap an authentication failure in another kind.
+    let text = err.to_string();
+    if text.contains("WRONGPASS") || text.contains("invalid username-password") {
+        return Exit::Permission;
+    }
+    match err.kind() {
+        ErrorKind::AuthenticationFailed => return Exit::Permission,
+        ErrorKind::Server(ServerErrorKind::NoPerm) => return Exit::Permission,
+        ErrorKind::Server(
+            ServerErrorKind::ReadOnly
+            | ServerErrorKind::BusyLoading
+            | ServerErrorKind::MasterDown
+            | ServerErrorKind::ClusterDown
+            | ServerErrorKind::TryAgain
+            | ServerErrorKind::Moved
+            | ServerErrorKind::Ask,
+        ) => return Exit::Unavailable,
+        _ => {}
+    }
+    match err.code() {
+        Some("WRONGPASS" | "NOAUTH" | "NOPERM") => Exit::Permission,
+        Some("WRONGTYPE") => Exit::Config,
+        Some(
+            "OOM" | "BUSY" | "READONLY" | "LOADING" | "MASTERDOWN" | "CLUSTERDOWN" | "TRYAGAIN",
+        ) => Exit::Unavailable,
+        Some(_)
+            if err
+                .detail()
+                .is_some_and(|d| d.contains("max number of clients")) =>
+        {
+            Exit::Unavailable
+        }
+        // An ACL denial inside a script is an ERR, not a NOPERM.
+        Some(_)
+            if err.detail().is_some_and(|d| {
+                d.contains("executing the script can't") || d.contains("No permissions")
+            }) =>
+        {
+            Exit::Permission
+        }
+        // A server with requirepass answers an unauthenticated client's large request this way.
+        Some(_) if err.detail().is_some_and(|d| d.contains("unauthenticated")) => Exit::Permission,
+        // Any other error reply (an unknown or renamed command, a script the server refuses)
+        // means the server is not set up for redlock.
+        Some(_) => Exit::Config,
+        None => Exit::Unavailable,
+    }
+}
+
+/// Whether a Redis error is an answer about the lock (the server spoke and refused) rather than
+/// a failure to reach it. The heartbeat treats the former as lease loss at once and retries the
+/// latter until the kill point.
+pub fn is_definitive(err: &RedisError) -> bool {
+    match classify_redis(err) {
+        Exit::Permission | Exit::Config => true,
+        Exit::Unavailable => matches!(err.code(), Some("READONLY" | "OOM")),
+        _ => false,
+    }
+}
+
+/// Whether an error is a reply from the server (it answered) rather than a transport failure.
+pub fn is_server_reply(err: &anyhow::Error) -> bool {
+    redis_errors(err).any(|e| e.code().is_some())
+}
+
+pub fn is_readonly(err: &anyhow::Error) -> bool {
+    redis_errors(err).any(|e| e.code() == Some("READONLY"))
+}
+
+pub fn is_timeout(err: &anyhow::Error) -> bool {
+    redis_errors(err).any(redis::RedisError::is_timeout)
+}
+
+pub fn is_definitive_error(err: &anyhow::Error) -> bool {
+    redis_errors(err).any(is_definitive)
+}
+
+/// An error and its causes on one line, without repeating a cause its parent already quotes.
+pub fn render(err: &anyhow::Error) -> String {
+    let mut line = String::new();
+    for cause in err.chain() {
+        // A socket read timeout surfaces as EAGAIN; say what it means.
+        let text = cause.to_string().replace(
+            "Resource temporarily unavailable (os error 11)",
+            "timed out",
+        );
+        if line.contains(&text) {
+            continue;
+        }
+        if !line.is_empty() {
+            line.push_str(": ");
+        }
+        line.push_str(&text);
+    }
+    line
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn server_error(line: &str) -> RedisError {
+        let (code, detail) = line.split_once(' ').unwrap();
+        redis::make_extension_error(code.to_string(), Some(detail.to_string()))
+    }
+
+    #[test]
+    fn redis_errors_are_classified_by_their_code() {
+        assert_eq!(classify_redis(&server_error("WRONGTYPE x")), Exit::Config);
+        assert_eq!(classify_redis(&server_error("OOM x")), Exit::Unavailable);
+        assert_eq!(
+            classify_redis(&server_error("WRONGPASS x")),
+            Exit::Permission
+        );
+        assert_eq!(classify_redis(&server_error("NOAUTH x")), Exit::Permission);
+        assert_eq!(classify_redis(&server_error("BUSY x")), Exit::Unavailable);
+        assert_eq!(
+            classify_redis(&server_error(
+                "ERR Protocol error: unauthenticated multibulk length"
+            )),
+            Exit::Permission
+        );
+        assert_eq!(
+            classify_redis(&server_error(
+                "ERR The user executing the script can't run this command or subcommand"
+            )),
+            Exit::Permission
+        );
+        let io = RedisError::from(std::io::Error::from(std::io::ErrorKind::ConnectionRefused));
+        assert_eq!(classify_redis(&io), Exit::Unavailable);
+        assert!(!is_definitive(&io));
+        assert!(is_definitive(&server_error("WRONGTYPE x")));
+        assert!(is_definitive(&server_error("READONLY x")));
+        assert!(!is_definitive(&server_error("LOADING x")));
+    }
+
+    #[test]
+    fn failures_win_over_everything_else() {
+        let err = fail(Exit::LeaseLost, "lost").context("while running");
+        assert_eq!(classify(&err), Exit::LeaseLost);
+        assert_eq!(
+            classify(&anyhow::anyhow!("something odd")),
+            Exit::Unavailable
+        );
+    }
+}
