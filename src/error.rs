@@ -159,14 +159,16 @@ pub fn render(err: &anyhow::Error) -> String {
     line
 }
 
+/// A server's error reply (`CODE detail`), as tests need them.
+#[cfg(test)]
+pub fn server_error(line: &str) -> RedisError {
+    let (code, detail) = line.split_once(' ').unwrap();
+    redis::make_extension_error(code.to_string(), Some(detail.to_string()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn server_error(line: &str) -> RedisError {
-        let (code, detail) = line.split_once(' ').unwrap();
-        redis::make_extension_error(code.to_string(), Some(detail.to_string()))
-    }
 
     #[test]
     fn redis_errors_are_classified_by_their_code() {

@@ -1081,11 +1081,7 @@ const STATUS_RULES: &str = "+type +mget +hgetall +scan";
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn server_error(line: &str) -> RedisError {
-        let (code, detail) = line.split_once(' ').unwrap();
-        redis::make_extension_error(code.to_string(), Some(detail.to_string()))
-    }
+    use crate::error::server_error;
 
     #[test]
     fn lines_start_with_their_verdict_and_end_with_the_fix() {
