@@ -21,8 +21,8 @@ use std::thread;
 use std::time::Duration;
 
 use crate::keeper::Arm;
+use crate::keys::Keys;
 use crate::lease::{Lease, Moment, Timeline};
-use crate::lock::Keys;
 use crate::nodes::{Nodes, Renewal};
 use crate::{log, signals};
 

@@ -27,9 +27,12 @@ use anyhow::{Result, anyhow};
 
 use crate::error::{classify, fail, is_definitive_error, is_readonly, is_server_reply, render};
 use crate::exit::Exit;
+use crate::inspect::Inspection;
+use crate::keys::Keys;
 use crate::lease::Moment;
-use crate::lock::{self, Acquire, Busy, Claim, Keys, Refusal, Removed, RunRecord};
+use crate::lock::{self, Acquire, Busy, Claim, Refusal, Removed};
 use crate::log;
+use crate::record::{LastRun, LockState};
 use crate::server::{Conn, Overlap, Server, set_timeouts};
 
 struct Node {
@@ -263,6 +266,28 @@ impl Nodes {
         Err(self.no_quorum(&results, &errors))
     }
 
+    /// The results of a read-only request, or the error when fewer than a majority answered
+    /// (then the state is unknown: 69 in a quorum, the node's own error on one server).
+    pub fn answered<T>(&self, results: Vec<Result<T>>) -> Result<Vec<Result<T>>> {
+        let ok = results.iter().filter(|r| r.is_ok()).count();
+        if ok >= self.majority() {
+            return Ok(results);
+        }
+        if !self.is_quorum() {
+            return Err(results.into_iter().find_map(Result::err).expect("an error"));
+        }
+        let errors = self.failures(&results);
+        Err(fail(
+            Exit::Unavailable,
+            format!(
+                "no quorum: {} of {} nodes failed, the lock state is unknown: {}",
+                errors.len(),
+                self.len(),
+                errors.join("; ")
+            ),
+        ))
+    }
+
     /// Each failed node's error, naming the node.
     pub fn failures<T>(&self, results: &[Result<T>]) -> Vec<String> {
         self.servers()
@@ -374,7 +399,7 @@ impl Nodes {
         keys: &Keys,
         token: &str,
         keep: Option<Duration>,
-        record: Option<&RunRecord>,
+        record: Option<&LastRun>,
     ) -> Result<bool> {
         let results = self.each(|c| lock::release(c, keys, token, keep, record));
         if !self.is_quorum() {
@@ -422,6 +447,102 @@ impl Nodes {
             if let Err(e) = result {
                 log::warn("count_failed", &render(&e), &[]);
             }
+        }
+    }
+}
+
+/// What a quorum's answers say about one lock: the token most nodes hold decides.
+pub struct Tally<'a> {
+    /// The answer to show: a node's that has another type of value there (no lock at all),
+    /// else the majority's when one holds the lock, else a free node's.
+    pub shown: &'a Inspection,
+    /// How many nodes hold the lock with the most common token.
+    pub holding: usize,
+    /// Held by some nodes, and the silent ones could make it a majority: nobody can say
+    /// whether the lock is held.
+    pub unknown: bool,
+    /// The most common token, which each node's view is compared with.
+    pub token: Option<&'a str>,
+}
+
+/// One node's view of a lock, next to the quorum's token.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NodeView {
+    Held,
+    HeldByAnotherToken,
+    Free,
+    WrongType,
+}
+
+impl NodeView {
+    /// The spelling in `status --json`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NodeView::Held => "held",
+            NodeView::HeldByAnotherToken => "held_by_another_token",
+            NodeView::Free => "free",
+            NodeView::WrongType => "wrong_type",
+        }
+    }
+}
+
+impl<'a> Tally<'a> {
+    /// Counts the answers (`None`: the node did not answer) against `majority`; `nothing`
+    /// stands for a key no node could describe.
+    pub fn count(
+        answers: &[Option<&'a Inspection>],
+        majority: usize,
+        nothing: &'a Inspection,
+    ) -> Tally<'a> {
+        let ok: Vec<&Inspection> = answers.iter().flatten().copied().collect();
+        let mut best: Option<(&Inspection, usize)> = None;
+        for i in &ok {
+            if let Some(token) = &i.token {
+                let count = ok
+                    .iter()
+                    .filter(|j| j.token.as_ref() == Some(token))
+                    .count();
+                if best.is_none_or(|(_, c)| count > c) {
+                    best = Some((i, count));
+                }
+            }
+        }
+        // Without a majority for one token, the lock is free as far as the quorum is concerned.
+        let (i, holding) = match best {
+            Some((i, count)) if count >= majority => (i, count),
+            Some((_, count)) => (
+                ok.iter()
+                    .copied()
+                    .find(|i| i.token.is_none())
+                    .unwrap_or(nothing),
+                count,
+            ),
+            None => (ok.first().copied().unwrap_or(nothing), 0),
+        };
+        let wrong = ok
+            .iter()
+            .copied()
+            .find(|i| i.state() == LockState::WrongType);
+        // Without a majority for one token, the nodes that did not answer decide: if they
+        // could complete one, nobody can say whether the lock is held.
+        let silent = answers.len() - ok.len();
+        Tally {
+            shown: wrong.unwrap_or(i),
+            holding,
+            unknown: holding < majority && holding + silent >= majority && holding > 0,
+            token: best.and_then(|(i, _)| i.token.as_deref()),
+        }
+    }
+
+    /// What one node's answer says, next to the quorum's token.
+    pub fn view(&self, i: &Inspection) -> NodeView {
+        match i.state() {
+            LockState::Free | LockState::Unknown => NodeView::Free,
+            LockState::Held if self.token.is_some() && i.token.as_deref() == self.token => {
+                NodeView::Held
+            }
+            LockState::Held => NodeView::HeldByAnotherToken,
+            LockState::WrongType => NodeView::WrongType,
         }
     }
 }

@@ -18,8 +18,9 @@ use std::time::{Duration, Instant};
 use anyhow::Result;
 
 use crate::error::is_server_reply;
+use crate::keys::Keys;
 use crate::lease::Moment;
-use crate::lock::{Acquire, Busy, Claim, Keys, Refusal};
+use crate::lock::{Acquire, Busy, Claim, Refusal};
 use crate::nodes::Nodes;
 use crate::server::{Server, set_timeouts_direct};
 use crate::signals::{self, Event, Signals};

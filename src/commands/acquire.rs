@@ -14,9 +14,11 @@ use crate::Context;
 use crate::cli::AcquireArgs;
 use crate::exit::{BUSY, Exit};
 use crate::json::Json;
+use crate::keys::Keys;
 use crate::lease;
-use crate::lock::{self, Claim, Holder, Keys};
+use crate::lock::{self, Claim};
 use crate::log;
+use crate::record::Holder;
 use crate::signals::Signals;
 use crate::wait::{self, Request, Taken};
 
@@ -92,6 +94,6 @@ fn calling_process() -> Holder {
         .filter(|c| !c.is_empty())
         .unwrap_or_else(|| "redlock acquire".to_string());
     let mut holder = Holder::current(&command);
-    holder.pid = ppid as u32;
+    holder.pid = Some(ppid as u32);
     holder
 }

@@ -43,8 +43,11 @@ use redis::{RedisError, RedisResult};
 use crate::Context;
 use crate::error::{classify_redis, redis_errors};
 use crate::exit::Exit;
-use crate::lock::{self, Acquire, Claim, Holder, Keys, Refusal, RunRecord};
+use crate::inspect;
+use crate::keys::Keys;
+use crate::lock::{self, Acquire, Claim, Refusal};
 use crate::log;
+use crate::record::{Holder, LastRun, Outcome};
 use crate::server::{Conn, Server};
 
 /// The scripts need effects replication, the default from Redis 5 on.
@@ -824,7 +827,7 @@ fn probe(
         }
     }
     if let Some(inspection) =
-        probe.step("status", lock::inspect(con, std::slice::from_ref(keys)))?
+        probe.step("status", inspect::inspect(con, std::slice::from_ref(keys)))?
         && acquired.is_some()
         && let Some(i) = inspection.first()
         && (i.key_type != "string" || i.token.as_deref() != Some(token))
@@ -835,14 +838,7 @@ fn probe(
         ));
     }
     if let Some((fence, started_ms)) = acquired {
-        let record = RunRecord {
-            outcome: "ok",
-            exit: 0,
-            holder: holder.clone(),
-            started_ms,
-            duration: sent.elapsed(),
-            fence,
-        };
+        let record = LastRun::new(Outcome::Ok, 0, &holder, started_ms, sent.elapsed(), fence);
         if probe.step(
             "release",
             lock::release(con, keys, token, None, Some(&record)),

@@ -6,8 +6,8 @@ use anyhow::Result;
 use crate::Context;
 use crate::cli::ExtendArgs;
 use crate::exit::Exit;
+use crate::keys::Keys;
 use crate::lease;
-use crate::lock::Keys;
 use crate::log;
 use crate::nodes::Renewal;
 

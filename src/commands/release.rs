@@ -10,8 +10,9 @@ use anyhow::Result;
 use crate::Context;
 use crate::cli::ReleaseArgs;
 use crate::exit::Exit;
-use crate::lock::Keys;
+use crate::keys::Keys;
 use crate::log;
+use crate::record::Holder;
 
 pub fn release(ctx: &Context, args: ReleaseArgs) -> Result<Exit> {
     let keys = Keys::new(&ctx.prefix, &args.key)?;
@@ -35,7 +36,7 @@ pub fn release(ctx: &Context, args: ReleaseArgs) -> Result<Exit> {
                 "removed {}{on}: {}
 ",
                 keys.lock,
-                removed.holder.describe_holder()
+                Holder::describe(removed.holder.as_ref(), None)
             ));
         }
         return match any {

@@ -25,10 +25,12 @@ use crate::error::{fail, is_readonly, is_server_reply, is_timeout, render, usage
 use crate::exit::{BUSY, Exit};
 use crate::heartbeat::Heartbeat;
 use crate::keeper::Keeper;
+use crate::keys::Keys;
 use crate::lease::{self, Lease, Moment, Timeline};
-use crate::lock::{self, Claim, Holder, Keys, RunRecord};
+use crate::lock::{self, Claim};
 use crate::log;
 use crate::nodes::Nodes;
+use crate::record::{Holder, LastRun, Outcome};
 use crate::signals::{self, Event, Signals};
 use crate::tree::{Scratch, Tree};
 use crate::wait::{self, Request, Taken};
@@ -170,7 +172,7 @@ pub fn run(ctx: &Context, args: RunArgs) -> Result<Exit> {
             session.release(
                 &mut nodes,
                 false,
-                Some(session.record("failed", Exit::NotExecutable.code(), Duration::ZERO)),
+                Some(session.record(Outcome::Failed, Exit::NotExecutable.code(), Duration::ZERO)),
             );
             return Err(fail(
                 Exit::NotExecutable,
@@ -205,7 +207,7 @@ pub fn run(ctx: &Context, args: RunArgs) -> Result<Exit> {
             session.release(
                 &mut nodes,
                 false,
-                Some(session.record("failed", exit.code(), Duration::ZERO)),
+                Some(session.record(Outcome::Failed, exit.code(), Duration::ZERO)),
             );
             return Err(fail(
                 exit,
@@ -259,10 +261,10 @@ pub fn run(ctx: &Context, args: RunArgs) -> Result<Exit> {
 
     let ran = acquired_at.elapsed();
     let (exit, outcome) = match (&end.lost, end.status) {
-        (Some(_), _) => (Exit::LeaseLost, "lease lost"),
-        (None, Status::Exited(0)) => (Exit::Child(0), "ok"),
-        (None, Status::Exited(code)) => (Exit::Child(code), "failed"),
-        (None, Status::Signaled(sig)) => (Exit::Signal(sig), "killed"),
+        (Some(_), _) => (Exit::LeaseLost, Outcome::LeaseLost),
+        (None, Status::Exited(0)) => (Exit::Child(0), Outcome::Ok),
+        (None, Status::Exited(code)) => (Exit::Child(code), Outcome::Failed),
+        (None, Status::Signaled(sig)) => (Exit::Signal(sig), Outcome::Killed),
     };
     log::info(
         "exited",
@@ -328,21 +330,21 @@ struct Session<'a> {
 }
 
 impl Session<'_> {
-    fn record(&self, outcome: &'static str, exit: u8, duration: Duration) -> RunRecord {
-        RunRecord {
+    fn record(&self, outcome: Outcome, exit: u8, duration: Duration) -> LastRun {
+        LastRun::new(
             outcome,
             exit,
-            holder: self.holder.clone(),
-            started_ms: self.started_ms,
+            self.holder,
+            self.started_ms,
             duration,
-            fence: self.fence,
-        }
+            self.fence,
+        )
     }
 
     /// Releases the lock (or, when the command `ran` under `--hold-at-least`, leaves it to
     /// expire then: a command that never started holds nothing back). Failure here is a
     /// warning, not an error: the lease expires by itself.
-    fn release(&self, nodes: &mut Nodes, ran: bool, record: Option<RunRecord>) {
+    fn release(&self, nodes: &mut Nodes, ran: bool, record: Option<LastRun>) {
         let keep = self
             .hold_at_least
             .filter(|_| ran)

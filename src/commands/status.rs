@@ -40,10 +40,13 @@ use anyhow::Result;
 use crate::Context;
 use crate::cli::StatusArgs;
 use crate::exit::Exit;
+use crate::inspect::{self, Inspection};
 use crate::json::Json;
+use crate::keys::{self, Keys};
 use crate::lease::fmt;
-use crate::lock::{self, Inspection, Keys};
 use crate::log;
+use crate::nodes::Tally;
+use crate::record::{Holder, LockState};
 
 pub fn status(ctx: &Context, args: StatusArgs) -> Result<Exit> {
     let keys = args
@@ -54,9 +57,9 @@ pub fn status(ctx: &Context, args: StatusArgs) -> Result<Exit> {
     let mut nodes = ctx.nodes(ctx.timeout);
     nodes.connect()?;
     let keys = if args.all {
-        let found = nodes.each(|c| lock::scan_locks(c, &ctx.prefix));
+        let found = nodes.each(|c| keys::scan_locks(c, &ctx.prefix));
         let mut all = std::collections::BTreeMap::new();
-        for keys in answered(&nodes, found)?.into_iter().flatten() {
+        for keys in nodes.answered(found)?.into_iter().flatten().flatten() {
             all.insert(keys.lock.clone(), keys);
         }
         all.into_values().collect()
@@ -68,7 +71,7 @@ pub fn status(ctx: &Context, args: StatusArgs) -> Result<Exit> {
     for batch in keys.chunks(100) {
         for (node, result) in per_node
             .iter_mut()
-            .zip(nodes.each(|c| lock::inspect(c, batch)))
+            .zip(nodes.each(|c| inspect::inspect(c, batch)))
         {
             match (node.as_mut(), result) {
                 (Ok(all), Ok(mut some)) => all.append(&mut some),
@@ -80,16 +83,17 @@ pub fn status(ctx: &Context, args: StatusArgs) -> Result<Exit> {
     let names: Vec<String> = nodes.servers().map(|s| s.name().to_string()).collect();
     let majority = nodes.majority();
     let per_node = if nodes.is_quorum() {
-        let per_node = answered_keep_errors(&nodes, per_node)?;
+        let per_node = nodes.answered(per_node)?;
         for (server, result) in nodes.servers().zip(&per_node) {
             if let Err(e) = result {
-                crate::log::warn("node_failed", &crate::nodes::node_error(server, e), &[]);
+                log::warn("node_failed", &crate::nodes::node_error(server, e), &[]);
             }
         }
         per_node
     } else {
         vec![Ok(per_node.into_iter().next().expect("one node")?)]
     };
+    let nothing = Inspection::nothing();
     let now_ms = now_ms();
     let views: Vec<View> = keys
         .iter()
@@ -110,7 +114,7 @@ pub fn status(ctx: &Context, args: StatusArgs) -> Result<Exit> {
                     (name.as_str(), answer)
                 })
                 .collect();
-            View::new(k, answers, majority, now_ms)
+            View::new(k, answers, majority, now_ms, &nothing)
         })
         .collect();
 
@@ -133,56 +137,27 @@ pub fn status(ctx: &Context, args: StatusArgs) -> Result<Exit> {
         }
     }
 
-    if views.iter().any(|v| v.state() == "unknown") {
-        crate::log::error(
+    if views.iter().any(|v| v.state() == LockState::Unknown) {
+        log::error(
             "unavailable",
             "the quorum cannot tell whether a lock is held: too many nodes did not answer",
             &[],
         );
         return Ok(Exit::Unavailable);
     }
-    if views.iter().any(|v| v.state() == "wrong_type") {
-        crate::log::error(
+    if views.iter().any(|v| v.state() == LockState::WrongType) {
+        log::error(
             "wrong_type",
             "a key holds another type of value and is no lock; see the output above",
             &[],
         );
         return Ok(Exit::Config);
     }
-    if args.all || views.iter().all(|v| v.state() == "held") {
+    if args.all || views.iter().all(|v| v.state() == LockState::Held) {
         Ok(Exit::Success)
     } else {
         Ok(Exit::No)
     }
-}
-
-/// The answers of the nodes that answered, or the quorum error when fewer than a majority did.
-fn answered<T>(nodes: &crate::nodes::Nodes, results: Vec<Result<T>>) -> Result<Vec<T>> {
-    let kept = answered_keep_errors(nodes, results)?;
-    Ok(kept.into_iter().filter_map(Result::ok).collect())
-}
-
-fn answered_keep_errors<T>(
-    nodes: &crate::nodes::Nodes,
-    results: Vec<Result<T>>,
-) -> Result<Vec<Result<T>>> {
-    let ok = results.iter().filter(|r| r.is_ok()).count();
-    if ok >= nodes.majority() {
-        return Ok(results);
-    }
-    if !nodes.is_quorum() {
-        return Err(results.into_iter().find_map(Result::err).expect("an error"));
-    }
-    let errors = nodes.failures(&results);
-    Err(crate::error::fail(
-        Exit::Unavailable,
-        format!(
-            "no quorum: {} of {} nodes failed, the lock state is unknown: {}",
-            errors.len(),
-            nodes.len(),
-            errors.join("; ")
-        ),
-    ))
 }
 
 fn now_ms() -> i64 {
@@ -196,26 +171,15 @@ struct View<'a> {
     /// The inspection shown: the majority's, when one holds the lock.
     i: &'a Inspection,
     now_ms: i64,
-    /// Each node's answer, in quorum mode.
+    /// Each node's answer and what they add up to, in quorum mode.
     quorum: Option<Quorum<'a>>,
 }
 
 struct Quorum<'a> {
     answers: Vec<(&'a str, Result<&'a Inspection, String>)>,
     majority: usize,
-    /// How many nodes hold the lock with the most common token.
-    holding: usize,
-    /// Held by some nodes; the silent ones could make it a majority.
-    unknown: bool,
-    /// The most common token, which each node's view is compared with.
-    token: Option<String>,
+    tally: Tally<'a>,
 }
-
-/// An empty inspection, for a key no node could describe.
-static UNKNOWN: std::sync::LazyLock<Inspection> = std::sync::LazyLock::new(|| Inspection {
-    key_type: "none".into(),
-    ..Inspection::default()
-});
 
 impl<'a> View<'a> {
     fn new(
@@ -223,9 +187,10 @@ impl<'a> View<'a> {
         answers: Vec<(&'a str, Result<&'a Inspection, String>)>,
         majority: usize,
         now_ms: i64,
+        nothing: &'a Inspection,
     ) -> View<'a> {
         if answers.len() == 1 {
-            let i = answers[0].1.as_ref().ok().copied().unwrap_or(&UNKNOWN);
+            let i = answers[0].1.as_ref().ok().copied().unwrap_or(nothing);
             return View {
                 keys,
                 i,
@@ -233,158 +198,69 @@ impl<'a> View<'a> {
                 quorum: None,
             };
         }
-        // The token most nodes hold decides; without a majority for one token, the lock is
-        // free as far as the quorum is concerned.
-        let ok: Vec<&Inspection> = answers
+        let ok: Vec<Option<&Inspection>> = answers
             .iter()
-            .filter_map(|(_, a)| a.as_ref().ok().copied())
+            .map(|(_, a)| a.as_ref().ok().copied())
             .collect();
-        let mut best: Option<(&Inspection, usize)> = None;
-        for i in &ok {
-            if let Some(token) = &i.token {
-                let count = ok
-                    .iter()
-                    .filter(|j| j.token.as_ref() == Some(token))
-                    .count();
-                if best.is_none_or(|(_, c)| count > c) {
-                    best = Some((i, count));
-                }
-            }
-        }
-        let (i, holding) = match best {
-            Some((i, count)) if count >= majority => (i, count),
-            Some((_, count)) => (
-                ok.iter()
-                    .copied()
-                    .find(|i| i.token.is_none())
-                    .unwrap_or(&UNKNOWN),
-                count,
-            ),
-            None => (ok.first().copied().unwrap_or(&UNKNOWN), 0),
-        };
-        let wrong = ok
-            .iter()
-            .copied()
-            .find(|i| i.key_type != "string" && i.key_type != "none");
-        // Without a majority for one token, the nodes that did not answer decide: if they
-        // could complete one, nobody can say whether the lock is held.
-        let silent = answers.len() - ok.len();
-        let unknown = holding < majority && holding + silent >= majority && holding > 0;
-        let token = best.and_then(|(i, _)| i.token.clone());
+        let tally = Tally::count(&ok, majority, nothing);
         View {
             keys,
-            i: wrong.unwrap_or(i),
+            i: tally.shown,
             now_ms,
             quorum: Some(Quorum {
                 answers,
                 majority,
-                holding,
-                unknown,
-                token,
+                tally,
             }),
         }
     }
 
-    fn state(&self) -> &'static str {
-        if self.quorum.as_ref().is_some_and(|q| q.unknown) {
-            return "unknown";
+    fn state(&self) -> LockState {
+        if self.quorum.as_ref().is_some_and(|q| q.tally.unknown) {
+            return LockState::Unknown;
         }
-        match self.i.key_type.as_str() {
-            "string" => "held",
-            "none" => "free",
-            _ => "wrong_type",
-        }
+        self.i.state()
     }
 
-    fn holder(&self, name: &str) -> Option<&str> {
-        // A holder record outliving its lock (the key was deleted by someone else) is stale.
-        if self.state() != "held" {
-            return None;
-        }
-        Inspection::field(&self.i.holder, name)
-    }
-
-    fn holder_num(&self, name: &str) -> Option<i64> {
-        self.holder(name).and_then(|v| v.parse().ok())
-    }
-
-    fn last(&self, name: &str) -> Option<&str> {
-        Inspection::field(&self.i.last, name)
-    }
-
-    fn last_num(&self, name: &str) -> Option<i64> {
-        self.last(name).and_then(|v| v.parse().ok())
-    }
-
-    fn counter(&self, name: &str) -> i64 {
-        Inspection::field(&self.i.stats, name)
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0)
+    /// The holder, while the lock is held.
+    fn holder(&self) -> Option<&Holder> {
+        self.i.holder().filter(|_| self.state() == LockState::Held)
     }
 
     fn ttl_left_ms(&self) -> Option<i64> {
-        (self.state() == "held" && self.i.pttl_ms >= 0).then_some(self.i.pttl_ms)
+        (self.state() == LockState::Held && self.i.pttl_ms >= 0).then_some(self.i.pttl_ms)
     }
 
     fn json(&self, show_token: bool) -> Json {
         let mut fields = vec![
             ("key", Json::str(&self.keys.name)),
             ("redis_key", Json::str(&self.keys.lock)),
-            ("state", Json::str(self.state())),
+            ("state", Json::str(self.state().as_str())),
             ("type", Json::str(&self.i.key_type)),
             ("ttl_left_ms", Json::opt_num(self.ttl_left_ms())),
             ("fence", Json::opt_num(self.i.fence)),
         ];
-        if show_token && self.state() == "held" {
+        if show_token && self.state() == LockState::Held {
             fields.push(("token", Json::opt_str(self.i.token.as_deref())));
         }
-        let holder = if self.holder("host").is_some() {
-            let started = self.holder_num("started");
-            let renewed = self.holder_num("renewed");
-            Json::Obj(vec![
-                ("host", Json::opt_str(self.holder("host"))),
-                ("pid", Json::opt_num(self.holder_num("pid"))),
-                ("user", Json::opt_str(self.holder("user"))),
-                ("command", Json::opt_str(self.holder("cmd"))),
-                ("started_ms", Json::opt_num(started)),
-                ("renewed_ms", Json::opt_num(renewed)),
-                ("ttl_ms", Json::opt_num(self.holder_num("ttl"))),
-                ("fence", Json::opt_num(self.holder_num("fence"))),
-                ("finished", Json::Bool(self.holder("finished") == Some("1"))),
-                ("age_ms", Json::opt_num(started.map(|s| self.now_ms - s))),
-                (
-                    "since_renewal_ms",
-                    Json::opt_num(renewed.map(|r| self.now_ms - r)),
-                ),
-            ])
-        } else {
-            Json::Null
-        };
-        fields.push(("holder", holder));
-        let last = if self.last("outcome").is_some() {
-            Json::Obj(vec![
-                ("outcome", Json::opt_str(self.last("outcome"))),
-                ("exit", Json::opt_num(self.last_num("exit"))),
-                ("host", Json::opt_str(self.last("host"))),
-                ("pid", Json::opt_num(self.last_num("pid"))),
-                ("user", Json::opt_str(self.last("user"))),
-                ("command", Json::opt_str(self.last("cmd"))),
-                ("started_ms", Json::opt_num(self.last_num("started"))),
-                ("ended_ms", Json::opt_num(self.last_num("ended"))),
-                ("duration_ms", Json::opt_num(self.last_num("duration_ms"))),
-                ("fence", Json::opt_num(self.last_num("fence"))),
-            ])
-        } else {
-            Json::Null
-        };
-        fields.push(("last_run", last));
+        fields.push((
+            "holder",
+            self.holder().map_or(Json::Null, |h| h.json(self.now_ms)),
+        ));
+        fields.push((
+            "last_run",
+            self.i
+                .last
+                .as_ref()
+                .map_or(Json::Null, crate::record::LastRun::json),
+        ));
         if let Some(q) = &self.quorum {
             fields.push((
                 "quorum",
                 Json::Obj(vec![
                     ("nodes", Json::Num(q.answers.len() as i128)),
                     ("majority", Json::Num(q.majority as i128)),
-                    ("holding", Json::Num(q.holding as i128)),
+                    ("holding", Json::Num(q.tally.holding as i128)),
                 ]),
             ));
             fields.push((
@@ -395,7 +271,7 @@ impl<'a> View<'a> {
                         .map(|(url, answer)| match answer {
                             Ok(i) => Json::Obj(vec![
                                 ("url", Json::str(*url)),
-                                ("state", Json::str(node_state(i, q.token.as_deref()))),
+                                ("state", Json::str(q.tally.view(i).as_str())),
                                 (
                                     "ttl_left_ms",
                                     Json::opt_num((i.pttl_ms >= 0).then_some(i.pttl_ms)),
@@ -415,15 +291,7 @@ impl<'a> View<'a> {
                 ),
             ));
         }
-        fields.push((
-            "counters",
-            Json::Obj(
-                ["runs", "busy", "lost", "failed", "forced"]
-                    .into_iter()
-                    .map(|c| (c, Json::Num(self.counter(c).into())))
-                    .collect(),
-            ),
-        ));
+        fields.push(("counters", self.i.counters.json()));
         Json::Obj(fields)
     }
 
@@ -431,7 +299,7 @@ impl<'a> View<'a> {
         let mut out = String::new();
         let key = &self.keys.lock;
         match self.state() {
-            "wrong_type" => {
+            LockState::WrongType => {
                 out.push_str(&format!(
                     "{key}: NOT A LOCK: the key holds a {}; redlock cannot use it until it is \
                      deleted or another key is chosen\n",
@@ -439,17 +307,17 @@ impl<'a> View<'a> {
                 ));
                 return out;
             }
-            "free" => out.push_str(&format!("{key}: free\n")),
-            "unknown" => out.push_str(&format!(
+            LockState::Free => out.push_str(&format!("{key}: free\n")),
+            LockState::Unknown => out.push_str(&format!(
                 "{key}: UNKNOWN: held on fewer nodes than a majority, and the nodes that did not \
                  answer could complete one\n"
             )),
-            _ => match self.holder("host") {
-                Some(host) => {
-                    let mut who = format!("{key}: held by {host}");
+            LockState::Held => match self.holder() {
+                Some(h) => {
+                    let mut who = format!("{key}: held by {}", h.host);
                     let details: Vec<String> = [
-                        self.holder("pid").map(|p| format!("pid {p}")),
-                        self.holder("user").map(|u| format!("user {u}")),
+                        h.pid.map(|p| format!("pid {p}")),
+                        h.user.as_ref().map(|u| format!("user {u}")),
                     ]
                     .into_iter()
                     .flatten()
@@ -457,22 +325,22 @@ impl<'a> View<'a> {
                     if !details.is_empty() {
                         who.push_str(&format!(" ({})", details.join(", ")));
                     }
-                    if let Some(f) = self.holder("fence") {
+                    if let Some(f) = h.fence {
                         who.push_str(&format!(", fence {f}"));
                     }
                     out.push_str(&who);
                     out.push('\n');
-                    if let Some(cmd) = self.holder("cmd") {
+                    if let Some(cmd) = &h.command {
                         out.push_str(&format!("  command   {cmd}\n"));
                     }
-                    if let Some(started) = self.holder_num("started") {
+                    if let Some(started) = h.started_ms {
                         out.push_str(&format!(
                             "  since     {} ({} ago)\n",
                             instant(started),
                             self.age(started)
                         ));
                     }
-                    out.push_str(&format!("  lease     {}\n", self.liveness()));
+                    out.push_str(&format!("  lease     {}\n", self.liveness(h)));
                 }
                 None => out.push_str(&format!(
                     "{key}: held by a client that left no holder record (not redlock?); {}\n",
@@ -483,14 +351,14 @@ impl<'a> View<'a> {
         if let Some(q) = &self.quorum {
             out.push_str(&format!(
                 "  quorum    {} of {} nodes hold it (majority {})\n",
-                q.holding,
+                q.tally.holding,
                 q.answers.len(),
                 q.majority
             ));
             for (url, answer) in &q.answers {
                 let line = match answer {
                     Ok(i) => {
-                        let mut line = node_state(i, q.token.as_deref()).replace('_', " ");
+                        let mut line = q.tally.view(i).as_str().replace('_', " ");
                         if i.pttl_ms >= 0 {
                             line.push_str(&format!(
                                 ", expires in {}",
@@ -510,18 +378,18 @@ impl<'a> View<'a> {
         if show_token && let Some(token) = &self.i.token {
             out.push_str(&format!("  token     {token}\n"));
         }
-        if let Some(outcome) = self.last("outcome") {
-            let mut line = format!("  last run  {outcome}");
-            if let Some(exit) = self.last("exit") {
+        if let Some(last) = &self.i.last {
+            let mut line = format!("  last run  {}", last.outcome.as_str());
+            if let Some(exit) = last.exit {
                 line.push_str(&format!(" (exit {exit})"));
             }
-            if let Some(host) = self.last("host") {
+            if let Some(host) = &last.host {
                 line.push_str(&format!(" on {host}"));
             }
-            if let Some(started) = self.last_num("started") {
+            if let Some(started) = last.started_ms {
                 line.push_str(&format!(", started {}", instant(started)));
             }
-            if let Some(ms) = self.last_num("duration_ms") {
+            if let Some(ms) = last.duration_ms {
                 line.push_str(&format!(
                     ", took {}",
                     fmt(Duration::from_millis(ms.max(0) as u64))
@@ -533,13 +401,10 @@ impl<'a> View<'a> {
         if let Some(fence) = self.i.fence {
             out.push_str(&format!("  fence     {fence} (last issued)\n"));
         }
+        let c = &self.i.counters;
         out.push_str(&format!(
             "  counters  runs {}, busy {}, lease lost {}, failed {}, forced releases {}\n",
-            self.counter("runs"),
-            self.counter("busy"),
-            self.counter("lost"),
-            self.counter("failed"),
-            self.counter("forced")
+            c.runs, c.busy, c.lost, c.failed, c.forced
         ));
         out
     }
@@ -558,13 +423,12 @@ impl<'a> View<'a> {
     }
 
     /// Whether the holder is alive, as far as its renewals tell.
-    fn liveness(&self) -> String {
+    fn liveness(&self, h: &Holder) -> String {
         let expiry = self.expiry();
-        if self.holder("finished") == Some("1") {
+        if h.finished {
             return format!("command finished; kept until expiry by --hold-at-least, {expiry}");
         }
-        let (Some(renewed), Some(ttl)) = (self.holder_num("renewed"), self.holder_num("ttl"))
-        else {
+        let (Some(renewed), Some(ttl)) = (h.renewed_ms, h.ttl_ms) else {
             return expiry;
         };
         let since = (self.now_ms - renewed).max(0);
@@ -583,16 +447,6 @@ impl<'a> View<'a> {
                 fmt(Duration::from_millis(interval as u64))
             )
         }
-    }
-}
-
-/// One node's view of a lock, next to the most common token.
-fn node_state(i: &Inspection, token: Option<&str>) -> &'static str {
-    match i.key_type.as_str() {
-        "none" => "free",
-        "string" if token.is_some() && i.token.as_deref() == token => "held",
-        "string" => "held_by_another_token",
-        _ => "wrong_type",
     }
 }
 

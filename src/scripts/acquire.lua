@@ -2,9 +2,11 @@
 -- KEYS[1] lock (string: the token)    KEYS[2] fence counter    KEYS[3] holder record (hash)
 -- KEYS[4] counters (hash)
 -- ARGV[1] token   ARGV[2] ttl (ms)   ARGV[3] '1' to count a busy refusal   ARGV[4] record ttl (ms)
--- ARGV[5] host   ARGV[6] pid   ARGV[7] user   ARGV[8] command (as recorded)
+-- ARGV[5..] the holder's identity as field/value pairs (record.rs writes them); the script adds
+--          started, renewed, ttl, fence and finished.
 -- Reply: {1, fence, server time (ms)} when taken;
---        {0, pttl (ms), server time (ms), host, pid, user, started (ms), fence} when busy.
+--        {0, pttl (ms), server time (ms), {host, pid, user, started, fence}} when busy
+--        (the holder record's fields record::BRIEF names, in its order).
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local current = redis.call('GET', KEYS[1])
@@ -15,8 +17,8 @@ if current == ARGV[1] then
 end
 if not current then
   local fence = redis.call('INCR', KEYS[2])
-  redis.call('HSET', KEYS[3], 'host', ARGV[5], 'pid', ARGV[6], 'user', ARGV[7], 'cmd', ARGV[8],
-    'started', now, 'renewed', now, 'ttl', ARGV[2], 'fence', fence, 'finished', 0)
+  redis.call('HSET', KEYS[3], 'started', now, 'renewed', now, 'ttl', ARGV[2], 'fence', fence,
+    'finished', 0, unpack(ARGV, 5))
   redis.call('PEXPIRE', KEYS[3], ARGV[2])
   redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
   return {1, fence, now}
@@ -28,4 +30,4 @@ if ARGV[3] == '1' then
 end
 local h = redis.pcall('HMGET', KEYS[3], 'host', 'pid', 'user', 'started', 'fence')
 if h.err then h = {} end
-return {0, pttl, now, h[1], h[2], h[3], h[4], h[5]}
+return {0, pttl, now, h}

@@ -1,8 +1,8 @@
 -- force_release (release --force): delete the lock whoever holds it.
 -- KEYS[1] lock   KEYS[2] holder record   KEYS[3] counters
 -- ARGV[1] release channel   ARGV[2] record ttl (ms)
--- Reply: false when there was no lock; otherwise {token, host, pid, user, started (ms), fence}
--- of the holder it removed.
+-- Reply: false when there was no lock; otherwise {token, {host, pid, user, started, fence}} of
+-- the holder it removed (the fields record::BRIEF names, in its order).
 local token = redis.call('GET', KEYS[1])
 if not token then return false end
 local h = redis.call('HMGET', KEYS[2], 'host', 'pid', 'user', 'started', 'fence')
@@ -10,4 +10,4 @@ redis.call('DEL', KEYS[1], KEYS[2])
 redis.call('PUBLISH', ARGV[1], 'released')
 redis.call('HINCRBY', KEYS[3], 'forced', 1)
 redis.call('PEXPIRE', KEYS[3], ARGV[2])
-return {token, h[1], h[2], h[3], h[4], h[5]}
+return {token, h}

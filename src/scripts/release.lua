@@ -2,9 +2,8 @@
 -- of the run and the counters.
 -- KEYS[1] lock   KEYS[2] holder record   KEYS[3] last-run record (hash)   KEYS[4] counters
 -- ARGV[1] token   ARGV[2] release channel   ARGV[3] keep (ms; 0 deletes)
--- ARGV[4] outcome ('' records nothing)   ARGV[5] exit status   ARGV[6] host   ARGV[7] pid
--- ARGV[8] user   ARGV[9] command   ARGV[10] started (ms)   ARGV[11] duration (ms)
--- ARGV[12] fence   ARGV[13] record ttl (ms)
+-- ARGV[4] outcome ('' records nothing)   ARGV[5] record ttl (ms)
+-- ARGV[6..] the last-run record as field/value pairs (record.rs writes them)
 -- Reply: 1 released (or kept), 0 the lock was no longer ours.
 local released = 0
 if redis.pcall('GET', KEYS[1]) == ARGV[1] then
@@ -21,15 +20,13 @@ if redis.pcall('GET', KEYS[1]) == ARGV[1] then
   released = 1
 end
 if ARGV[4] ~= '' then
-  redis.call('HSET', KEYS[3], 'outcome', ARGV[4], 'exit', ARGV[5], 'host', ARGV[6],
-    'pid', ARGV[7], 'user', ARGV[8], 'cmd', ARGV[9], 'started', ARGV[10],
-    'ended', ARGV[10] + ARGV[11], 'duration_ms', ARGV[11], 'fence', ARGV[12])
-  redis.call('PEXPIRE', KEYS[3], ARGV[13])
+  redis.call('HSET', KEYS[3], unpack(ARGV, 6))
+  redis.call('PEXPIRE', KEYS[3], ARGV[5])
   redis.call('HINCRBY', KEYS[4], 'runs', 1)
   if ARGV[4] == 'lease lost' then redis.call('HINCRBY', KEYS[4], 'lost', 1) end
   if ARGV[4] == 'failed' or ARGV[4] == 'killed' then
     redis.call('HINCRBY', KEYS[4], 'failed', 1)
   end
-  redis.call('PEXPIRE', KEYS[4], ARGV[13])
+  redis.call('PEXPIRE', KEYS[4], ARGV[5])
 end
 return released

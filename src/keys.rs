@@ -1,0 +1,230 @@
+//! Where a lock lives in Redis: the key names, and finding the locks under a prefix.
+//!
+//! Data layout (a promise to users and to other clients; see the README's "Data in Redis"):
+//!
+//! * The lock key `L = PREFIX + KEY` is a plain string holding the token, with a PX expiry. Any
+//!   `SET L token NX PX` client in another language interoperates with it.
+//! * Companion keys share L's hash slot, so every script touches one slot and works on Redis
+//!   Cluster. Without a hash tag in L they are `{L}:redlock:NAME`; when L already has one they
+//!   are `L:redlock:NAME`, keeping L's tag. NAME is `fence` (a counter that only grows; the only
+//!   key redlock never expires), `holder` (hash: who holds the lock, expires with it), `last`
+//!   (hash: the last finished run) and `stats` (hash: counters); `last` and `stats` expire
+//!   [`RECORD_TTL`] after their last write. What the hashes hold is `record.rs`.
+//! * A release publishes on channel `{L}:redlock:released` (same naming rule) so waiters wake at
+//!   once instead of polling.
+//!
+//! Locks are found by their fence counters (SCAN, never KEYS); on a cluster, every master is
+//! scanned.
+
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use redis::Value;
+
+use crate::error::usage;
+use crate::server::Conn;
+
+/// How long the last-run record and the counters outlive their last write.
+pub const RECORD_TTL: Duration = Duration::from_secs(30 * 24 * 3600);
+
+/// The names one lock uses in Redis.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Keys {
+    /// The key as the user gave it, without the prefix (what the child sees as REDLOCK_KEY).
+    pub name: String,
+    /// PREFIX + KEY: the lock itself.
+    pub lock: String,
+    pub fence: String,
+    pub holder: String,
+    pub last: String,
+    pub stats: String,
+    pub channel: String,
+}
+
+impl Keys {
+    /// Builds the names for `key` under `prefix`; rejects (64) a key that is empty or whose braces
+    /// make it impossible to put the companion keys in the lock's hash slot.
+    pub fn new(prefix: &str, key: &str) -> Result<Keys> {
+        if key.is_empty() {
+            return Err(usage("--key is empty"));
+        }
+        if key.chars().any(char::is_control) {
+            return Err(usage(format!("key {key:?} contains control characters")));
+        }
+        let lock = format!("{prefix}{key}");
+        let base = if hash_tag(&lock).is_some() {
+            lock.clone()
+        } else {
+            format!("{{{lock}}}")
+        };
+        let companion = |name: &str| format!("{base}:redlock:{name}");
+        let fence = companion("fence");
+        if slot_part(&fence) != slot_part(&lock) {
+            return Err(usage(format!(
+                "key {lock:?}: its braces do not form a hash tag, so its companion keys cannot share \
+                 its Redis Cluster slot; use a key without '{{' '}}' or with one tag like 'jobs:{{report}}'"
+            )));
+        }
+        Ok(Keys {
+            name: key.to_string(),
+            holder: companion("holder"),
+            last: companion("last"),
+            stats: companion("stats"),
+            channel: companion("released"),
+            fence,
+            lock,
+        })
+    }
+}
+
+/// The hash tag of a key, as Redis Cluster defines it: the part between the first `{` and the
+/// first `}` after it, when not empty.
+fn hash_tag(key: &str) -> Option<&str> {
+    let open = key.find('{')?;
+    let len = key[open + 1..].find('}')?;
+    (len > 0).then(|| &key[open + 1..open + 1 + len])
+}
+
+/// The part of a key that Redis Cluster hashes.
+fn slot_part(key: &str) -> &str {
+    hash_tag(key).unwrap_or(key)
+}
+
+/// Every lock redlock has created under `prefix`, found by SCANning for fence counters (the one
+/// companion that never expires). Never KEYS: SCAN does not block the server.
+pub fn scan_locks(con: &mut Conn, prefix: &str) -> Result<Vec<Keys>> {
+    let mut found = std::collections::BTreeMap::new();
+    if let Conn::Cluster(cluster) = con {
+        // Every master holds its own part of the keyspace: SCAN each of them.
+        let slots: Vec<Value> = redis::cmd("CLUSTER")
+            .arg("SLOTS")
+            .query(&mut **cluster)
+            .context("cannot list the cluster's masters (CLUSTER SLOTS)")?;
+        let mut masters = std::collections::BTreeSet::new();
+        for range in &slots {
+            if let Value::Array(parts) = range
+                && let Some(Value::Array(master)) = parts.get(2)
+                && let (Some(host), Some(port)) = (master.first(), master.get(1))
+            {
+                let host: String = redis::from_redis_value_ref(host)?;
+                let port: u16 = redis::from_redis_value_ref(port)?;
+                masters.insert((host, port));
+            }
+        }
+        for (host, port) in masters {
+            let route = redis::cluster_routing::RoutingInfo::SingleNode(
+                redis::cluster_routing::SingleNodeRoutingInfo::ByAddress { host, port },
+            );
+            scan_pages(prefix, &mut found, |cursor| {
+                let reply = cluster
+                    .route_command(&scan_cmd(cursor), route.clone())
+                    .context("cannot list the locks (SCAN)")?;
+                Ok(redis::from_redis_value(reply)?)
+            })?;
+        }
+        return Ok(found.into_values().collect());
+    }
+    scan_pages(prefix, &mut found, |cursor| {
+        scan_cmd(cursor)
+            .query(con)
+            .context("cannot list the locks (SCAN)")
+    })?;
+    Ok(found.into_values().collect())
+}
+
+/// Follows a SCAN cursor to the end, keeping the locks under `prefix`.
+fn scan_pages(
+    prefix: &str,
+    found: &mut std::collections::BTreeMap<String, Keys>,
+    mut page: impl FnMut(u64) -> Result<(u64, Vec<String>)>,
+) -> Result<()> {
+    let mut cursor = 0;
+    loop {
+        let (next, batch) = page(cursor)?;
+        for fence_key in batch {
+            if let Some(keys) = keys_of_fence(prefix, &fence_key) {
+                found.insert(keys.lock.clone(), keys);
+            }
+        }
+        if next == 0 {
+            return Ok(());
+        }
+        cursor = next;
+    }
+}
+
+fn scan_cmd(cursor: u64) -> redis::Cmd {
+    let mut cmd = redis::cmd("SCAN");
+    cmd.arg(cursor)
+        .arg("MATCH")
+        .arg("*:redlock:fence")
+        .arg("COUNT")
+        .arg(1000);
+    cmd
+}
+
+/// The lock whose fence counter is `fence_key`, if it lies under `prefix`.
+fn keys_of_fence(prefix: &str, fence_key: &str) -> Option<Keys> {
+    let untagged = fence_key
+        .strip_prefix('{')
+        .and_then(|rest| rest.strip_suffix("}:redlock:fence"));
+    let tagged = fence_key.strip_suffix(":redlock:fence");
+    [untagged, tagged]
+        .into_iter()
+        .flatten()
+        .filter_map(|lock| lock.strip_prefix(prefix))
+        .filter_map(|name| Keys::new(prefix, name).ok())
+        .find(|keys| keys.fence == fence_key)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn companion_keys_share_the_slot_of_an_untagged_key() {
+        let keys = Keys::new("prod:", "report:daily").unwrap();
+        assert_eq!(keys.lock, "prod:report:daily");
+        assert_eq!(keys.fence, "{prod:report:daily}:redlock:fence");
+        assert_eq!(keys.holder, "{prod:report:daily}:redlock:holder");
+        assert_eq!(keys.channel, "{prod:report:daily}:redlock:released");
+        assert_eq!(keys.name, "report:daily");
+    }
+
+    #[test]
+    fn a_key_with_a_hash_tag_keeps_it_for_its_companions() {
+        let keys = Keys::new("", "jobs:{report}:daily").unwrap();
+        assert_eq!(keys.fence, "jobs:{report}:daily:redlock:fence");
+        assert_eq!(slot_part(&keys.fence), "report");
+    }
+
+    #[test]
+    fn braces_that_cannot_share_a_slot_are_rejected() {
+        for key in ["a}b", "x{}y{z}", "}{"] {
+            let err = Keys::new("", key).unwrap_err();
+            assert_eq!(
+                crate::error::classify(&err),
+                crate::exit::Exit::Usage,
+                "{key}"
+            );
+        }
+        // An unmatched `{` is not a tag; wrapping the whole key keeps the slot.
+        assert!(Keys::new("", "a{b").is_ok());
+    }
+
+    #[test]
+    fn empty_keys_are_rejected() {
+        assert!(Keys::new("p:", "").is_err());
+    }
+
+    #[test]
+    fn fence_keys_lead_back_to_their_lock_under_the_prefix_only() {
+        for (prefix, key) in [("", "a"), ("prod:", "report:daily"), ("p:", "jobs:{r}:x")] {
+            let keys = Keys::new(prefix, key).unwrap();
+            assert_eq!(keys_of_fence(prefix, &keys.fence), Some(keys.clone()));
+        }
+        let prod = Keys::new("prod:", "x").unwrap();
+        assert_eq!(keys_of_fence("staging:", &prod.fence), None);
+        assert_eq!(keys_of_fence("", "unrelated"), None);
+    }
+}

@@ -1,0 +1,542 @@
+//! The records redlock keeps beside a lock, as types: who holds it ([`Holder`]), how the last
+//! run ended ([`LastRun`]), the [`Counters`], and what state a lock is in ([`LockState`]).
+//!
+//! Each record is a Redis hash (see `keys.rs` for the key names). This module is the one place
+//! that spells the fields: it writes the fields redlock knows before a script runs (the
+//! holder's identity, the whole last-run record) as name/value pairs the scripts store as they
+//! are, and it decodes every hash read back. The scripts add only what the server decides
+//! (`started`, `renewed`, `ttl`, `fence`, `finished` in the holder record; the counters); a
+//! test checks that every field a script names is one this module knows.
+//!
+//! Decoding is lenient: a field that is missing or not a number reads as absent, because the
+//! hashes are plain data that a foreign client (or an older redlock) may have written.
+
+use std::time::Duration;
+
+use crate::json::Json;
+use crate::lease::fmt;
+
+/// A hash as Redis returns it (HGETALL): field/value pairs.
+pub type Fields = [(String, String)];
+
+fn get<'a>(fields: &'a Fields, name: &str) -> Option<&'a str> {
+    fields
+        .iter()
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| v.as_str())
+}
+
+fn num(fields: &Fields, name: &str) -> Option<i64> {
+    get(fields, name).and_then(|v| v.parse().ok())
+}
+
+fn text(fields: &Fields, name: &str) -> Option<String> {
+    get(fields, name).map(str::to_string)
+}
+
+/// Who holds a lock: the holder hash, which lives and expires with the lock.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Holder {
+    pub host: String,
+    pub pid: Option<u32>,
+    pub user: Option<String>,
+    pub command: Option<String>,
+    /// Server time (ms since the epoch) when the lock was taken.
+    pub started_ms: Option<i64>,
+    /// Server time of the last renewal.
+    pub renewed_ms: Option<i64>,
+    /// The lease length the holder asked for, in milliseconds.
+    pub ttl_ms: Option<i64>,
+    pub fence: Option<i64>,
+    /// The command has ended; the lock is kept until expiry by `--hold-at-least`.
+    pub finished: bool,
+}
+
+/// The holder record's fields; the scripts may name no others.
+#[cfg(test)]
+const HOLDER_FIELDS: [&str; 9] = [
+    "host", "pid", "user", "cmd", "started", "renewed", "ttl", "fence", "finished",
+];
+
+/// The holder fields a refusal (and `release --force`) reads back, in the order the scripts
+/// list them in their HMGET.
+pub const BRIEF: [&str; 5] = ["host", "pid", "user", "started", "fence"];
+
+impl Holder {
+    /// This process, about to take a lock for `command`.
+    pub fn current(command: &str) -> Holder {
+        Holder {
+            host: hostname(),
+            pid: Some(std::process::id()),
+            user: Some(
+                std::env::var("USER")
+                    .or_else(|_| std::env::var("LOGNAME"))
+                    .unwrap_or_else(|_| {
+                        // SAFETY: getuid cannot fail and touches no memory of ours.
+                        format!("uid {}", unsafe { libc::getuid() })
+                    }),
+            ),
+            command: Some(truncate(command, 256)),
+            ..Holder::default()
+        }
+    }
+
+    /// The identity fields a taker writes; the acquire script adds the server's.
+    pub fn identity(&self) -> Vec<(&'static str, String)> {
+        let mut out = vec![("host", self.host.clone())];
+        if let Some(pid) = self.pid {
+            out.push(("pid", pid.to_string()));
+        }
+        if let Some(user) = &self.user {
+            out.push(("user", user.clone()));
+        }
+        if let Some(command) = &self.command {
+            out.push(("cmd", command.clone()));
+        }
+        out
+    }
+
+    /// Reads a holder hash; `None` when it names no host (no record, or not one of ours).
+    pub fn decode(fields: &Fields) -> Option<Holder> {
+        Some(Holder {
+            host: text(fields, "host")?,
+            pid: num(fields, "pid").and_then(|p| u32::try_from(p).ok()),
+            user: text(fields, "user"),
+            command: text(fields, "cmd"),
+            started_ms: num(fields, "started"),
+            renewed_ms: num(fields, "renewed"),
+            ttl_ms: num(fields, "ttl"),
+            fence: num(fields, "fence"),
+            finished: get(fields, "finished") == Some("1"),
+        })
+    }
+
+    /// Reads the [`BRIEF`] fields, given as values in that order.
+    pub fn decode_brief(values: Vec<Option<String>>) -> Option<Holder> {
+        let fields: Vec<(String, String)> = BRIEF
+            .iter()
+            .zip(values)
+            .filter_map(|(name, v)| v.map(|v| ((*name).to_string(), v)))
+            .collect();
+        Holder::decode(&fields)
+    }
+
+    /// "held by host (pid 12, user bob, fence 7) for 3m 2s"; the age only when the server's
+    /// clock is known.
+    pub fn describe(holder: Option<&Holder>, server_now_ms: Option<i64>) -> String {
+        let Some(h) = holder else {
+            return "held by a client that left no holder record".to_string();
+        };
+        let mut who = format!("held by {}", h.host);
+        let details: Vec<String> = [
+            h.pid.map(|p| format!("pid {p}")),
+            h.user.as_ref().map(|u| format!("user {u}")),
+            h.fence.map(|f| format!("fence {f}")),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        if !details.is_empty() {
+            who.push_str(&format!(" ({})", details.join(", ")));
+        }
+        if let (Some(started), Some(now)) = (h.started_ms, server_now_ms) {
+            let age = (now - started).max(0) as u64;
+            who.push_str(&format!(
+                " for {}",
+                fmt(Duration::from_millis(age / 1000 * 1000))
+            ));
+        }
+        who
+    }
+
+    /// `status --json`'s holder object; ages against `now_ms`.
+    pub fn json(&self, now_ms: i64) -> Json {
+        Json::Obj(vec![
+            ("host", Json::str(&self.host)),
+            ("pid", Json::opt_num(self.pid.map(i64::from))),
+            ("user", Json::opt_str(self.user.as_deref())),
+            ("command", Json::opt_str(self.command.as_deref())),
+            ("started_ms", Json::opt_num(self.started_ms)),
+            ("renewed_ms", Json::opt_num(self.renewed_ms)),
+            ("ttl_ms", Json::opt_num(self.ttl_ms)),
+            ("fence", Json::opt_num(self.fence)),
+            ("finished", Json::Bool(self.finished)),
+            ("age_ms", Json::opt_num(self.started_ms.map(|s| now_ms - s))),
+            (
+                "since_renewal_ms",
+                Json::opt_num(self.renewed_ms.map(|r| now_ms - r)),
+            ),
+        ])
+    }
+}
+
+/// How a run ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// The command exited 0 with the lease held throughout.
+    Ok,
+    /// The command exited non-zero.
+    Failed,
+    /// The command ended by a signal.
+    Killed,
+    /// The lease was lost while the command ran.
+    LeaseLost,
+    /// A value this version does not know (written by another version).
+    Other(String),
+}
+
+impl Outcome {
+    pub fn as_str(&self) -> &str {
+        match self {
+            Outcome::Ok => "ok",
+            Outcome::Failed => "failed",
+            Outcome::Killed => "killed",
+            Outcome::LeaseLost => "lease lost",
+            Outcome::Other(s) => s,
+        }
+    }
+
+    fn parse(s: &str) -> Outcome {
+        match s {
+            "ok" => Outcome::Ok,
+            "failed" => Outcome::Failed,
+            "killed" => Outcome::Killed,
+            "lease lost" => Outcome::LeaseLost,
+            other => Outcome::Other(other.to_string()),
+        }
+    }
+}
+
+/// The last finished run of a lock: a hash that outlives the lock by `RECORD_TTL`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LastRun {
+    pub outcome: Outcome,
+    pub exit: Option<i64>,
+    pub host: Option<String>,
+    pub pid: Option<i64>,
+    pub user: Option<String>,
+    pub command: Option<String>,
+    pub started_ms: Option<i64>,
+    pub ended_ms: Option<i64>,
+    pub duration_ms: Option<i64>,
+    pub fence: Option<i64>,
+}
+
+/// The last-run record's fields.
+#[cfg(test)]
+const LAST_RUN_FIELDS: [&str; 10] = [
+    "outcome",
+    "exit",
+    "host",
+    "pid",
+    "user",
+    "cmd",
+    "started",
+    "ended",
+    "duration_ms",
+    "fence",
+];
+
+impl LastRun {
+    /// The record of a run by `holder` that started at `started_ms` (server time).
+    pub fn new(
+        outcome: Outcome,
+        exit: u8,
+        holder: &Holder,
+        started_ms: i64,
+        duration: Duration,
+        fence: i64,
+    ) -> LastRun {
+        let duration_ms = duration.as_millis() as i64;
+        LastRun {
+            outcome,
+            exit: Some(exit.into()),
+            host: Some(holder.host.clone()),
+            pid: holder.pid.map(i64::from),
+            user: holder.user.clone(),
+            command: holder.command.clone(),
+            started_ms: Some(started_ms),
+            ended_ms: Some(started_ms + duration_ms),
+            duration_ms: Some(duration_ms),
+            fence: Some(fence),
+        }
+    }
+
+    /// The hash as the release script stores it.
+    pub fn fields(&self) -> Vec<(&'static str, String)> {
+        let mut out = vec![("outcome", self.outcome.as_str().to_string())];
+        let nums = [
+            ("exit", self.exit),
+            ("pid", self.pid),
+            ("started", self.started_ms),
+            ("ended", self.ended_ms),
+            ("duration_ms", self.duration_ms),
+            ("fence", self.fence),
+        ];
+        let texts = [
+            ("host", &self.host),
+            ("user", &self.user),
+            ("cmd", &self.command),
+        ];
+        out.extend(
+            nums.into_iter()
+                .filter_map(|(k, v)| v.map(|v| (k, v.to_string()))),
+        );
+        out.extend(
+            texts
+                .into_iter()
+                .filter_map(|(k, v)| v.as_ref().map(|v| (k, v.clone()))),
+        );
+        out
+    }
+
+    /// Reads a last-run hash; `None` when it has no outcome (no record).
+    pub fn decode(fields: &Fields) -> Option<LastRun> {
+        Some(LastRun {
+            outcome: Outcome::parse(get(fields, "outcome")?),
+            exit: num(fields, "exit"),
+            host: text(fields, "host"),
+            pid: num(fields, "pid"),
+            user: text(fields, "user"),
+            command: text(fields, "cmd"),
+            started_ms: num(fields, "started"),
+            ended_ms: num(fields, "ended"),
+            duration_ms: num(fields, "duration_ms"),
+            fence: num(fields, "fence"),
+        })
+    }
+
+    pub fn json(&self) -> Json {
+        Json::Obj(vec![
+            ("outcome", Json::str(self.outcome.as_str())),
+            ("exit", Json::opt_num(self.exit)),
+            ("host", Json::opt_str(self.host.as_deref())),
+            ("pid", Json::opt_num(self.pid)),
+            ("user", Json::opt_str(self.user.as_deref())),
+            ("command", Json::opt_str(self.command.as_deref())),
+            ("started_ms", Json::opt_num(self.started_ms)),
+            ("ended_ms", Json::opt_num(self.ended_ms)),
+            ("duration_ms", Json::opt_num(self.duration_ms)),
+            ("fence", Json::opt_num(self.fence)),
+        ])
+    }
+}
+
+/// How often runs of a lock ran, were refused, lost their lease, failed or were forced out.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counters {
+    pub runs: i64,
+    pub busy: i64,
+    pub lost: i64,
+    pub failed: i64,
+    pub forced: i64,
+}
+
+/// The counters' fields (the scripts increment them by these names).
+pub const COUNTER_FIELDS: [&str; 5] = ["runs", "busy", "lost", "failed", "forced"];
+
+impl Counters {
+    pub fn decode(fields: &Fields) -> Counters {
+        let n = |name| num(fields, name).unwrap_or(0);
+        Counters {
+            runs: n("runs"),
+            busy: n("busy"),
+            lost: n("lost"),
+            failed: n("failed"),
+            forced: n("forced"),
+        }
+    }
+
+    pub fn json(&self) -> Json {
+        let values = [self.runs, self.busy, self.lost, self.failed, self.forced];
+        Json::Obj(
+            COUNTER_FIELDS
+                .into_iter()
+                .zip(values)
+                .map(|(name, n)| (name, Json::Num(n.into())))
+                .collect(),
+        )
+    }
+}
+
+/// What a lock is, as `status` reports it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LockState {
+    Held,
+    Free,
+    /// The key holds another type of value: it is no lock.
+    WrongType,
+    /// A quorum cannot tell: too few nodes answered to decide.
+    Unknown,
+}
+
+impl LockState {
+    /// A key's state from its Redis TYPE.
+    pub fn of_type(key_type: &str) -> LockState {
+        match key_type {
+            "string" => LockState::Held,
+            "none" => LockState::Free,
+            _ => LockState::WrongType,
+        }
+    }
+
+    /// The spelling in `status --json`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LockState::Held => "held",
+            LockState::Free => "free",
+            LockState::WrongType => "wrong_type",
+            LockState::Unknown => "unknown",
+        }
+    }
+}
+
+fn truncate(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_string();
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &s[..end])
+}
+
+pub fn hostname() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: the buffer is valid for its whole length; gethostname writes at most that much.
+    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
+    if rc != 0 {
+        return "unknown".to_string();
+    }
+    let len = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    String::from_utf8_lossy(&buf[..len]).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pairs(items: &[(&str, &str)]) -> Vec<(String, String)> {
+        items
+            .iter()
+            .map(|(k, v)| ((*k).to_string(), (*v).to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn holder_descriptions_name_the_holder() {
+        let holder = Holder::decode(&pairs(&[
+            ("host", "web-1"),
+            ("pid", "42"),
+            ("user", "bob"),
+            ("started", "18000"),
+            ("fence", "7"),
+        ]))
+        .unwrap();
+        assert_eq!(
+            Holder::describe(Some(&holder), Some(200_000)),
+            "held by web-1 (pid 42, user bob, fence 7) for 3m 2s"
+        );
+        assert_eq!(
+            Holder::describe(Some(&holder), None),
+            "held by web-1 (pid 42, user bob, fence 7)"
+        );
+        assert!(Holder::describe(None, None).contains("no holder record"));
+        assert_eq!(Holder::decode(&pairs(&[("pid", "1")])), None);
+    }
+
+    #[test]
+    fn a_last_run_reads_back_what_it_wrote() {
+        let holder = Holder {
+            host: "h".into(),
+            pid: Some(9),
+            user: Some("u".into()),
+            command: Some("c".into()),
+            ..Holder::default()
+        };
+        let run = LastRun::new(
+            Outcome::LeaseLost,
+            76,
+            &holder,
+            1_000,
+            Duration::from_millis(250),
+            3,
+        );
+        let written: Vec<(String, String)> = run
+            .fields()
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect();
+        assert_eq!(LastRun::decode(&written), Some(run));
+        assert!(
+            written
+                .iter()
+                .all(|(k, _)| LAST_RUN_FIELDS.contains(&k.as_str()))
+        );
+    }
+
+    #[test]
+    fn records_from_foreign_writers_decode_leniently() {
+        let counters = Counters::decode(&pairs(&[("runs", "3"), ("busy", "x")]));
+        assert_eq!((counters.runs, counters.busy), (3, 0));
+        let run = LastRun::decode(&pairs(&[("outcome", "odd"), ("exit", "-")])).unwrap();
+        assert_eq!(run.outcome, Outcome::Other("odd".into()));
+        assert_eq!(run.exit, None);
+    }
+
+    /// Every field a script writes or reads by name is one this module knows.
+    #[test]
+    fn the_scripts_name_only_known_fields() {
+        for (name, source) in crate::lock::SCRIPTS {
+            for line in source.lines().filter(|l| !l.trim_start().starts_with("--")) {
+                let Some(call) = ["'HSET'", "'HMGET'", "'HINCRBY'"]
+                    .iter()
+                    .find_map(|c| line.find(c))
+                else {
+                    continue;
+                };
+                for quoted in line[call..].split('\'').skip(1).step_by(2) {
+                    if quoted.chars().all(|c| c.is_ascii_uppercase()) {
+                        continue; // the command itself
+                    }
+                    assert!(
+                        HOLDER_FIELDS.contains(&quoted)
+                            || LAST_RUN_FIELDS.contains(&quoted)
+                            || COUNTER_FIELDS.contains(&quoted),
+                        "{name}.lua names field {quoted:?}"
+                    );
+                }
+            }
+        }
+    }
+
+    /// The scripts that answer with a holder's brief list the fields in [`BRIEF`]'s order.
+    #[test]
+    fn brief_replies_list_the_fields_in_order() {
+        let expected = format!("'HMGET', KEYS[3], '{}'", BRIEF.join("', '"));
+        let force = expected.replace("KEYS[3]", "KEYS[2]");
+        for (name, source) in crate::lock::SCRIPTS {
+            let wanted = match *name {
+                "acquire" => &expected,
+                "force_release" => &force,
+                _ => continue,
+            };
+            let brief = source
+                .lines()
+                .find(|l| l.contains("'HMGET'") && l.contains("'host'"));
+            assert!(
+                brief.is_some_and(|l| l.contains(wanted.as_str())),
+                "{name}.lua"
+            );
+        }
+    }
+
+    #[test]
+    fn states_spell_as_in_the_json_document() {
+        assert_eq!(LockState::of_type("string").as_str(), "held");
+        assert_eq!(LockState::of_type("none").as_str(), "free");
+        assert_eq!(LockState::of_type("hash").as_str(), "wrong_type");
+        assert_eq!(LockState::Unknown.as_str(), "unknown");
+    }
+}
