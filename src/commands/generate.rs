@@ -3,9 +3,9 @@
 //!
 //! Writes `DIR/man/redlock.1`, one `DIR/man/redlock-SUBCOMMAND.1` per visible subcommand, and
 //! `DIR/completions/` for bash, zsh, fish, elvish and PowerShell. The pages get the sections
-//! clap cannot know about — EXIT STATUS, ENVIRONMENT, EXAMPLES, SEE ALSO — from the tables
-//! below, which follow the exit-status contract (`exit.rs`, the README's "Exit status") word
-//! for word where they can.
+//! clap cannot know about: EXIT STATUS from the exit-status table in `exit.rs` (each page the
+//! statuses its subcommand can end with), ENVIRONMENT, EXAMPLES and SEE ALSO from the tables
+//! below.
 //!
 //! Invariant: the output depends on nothing but the binary: no date, no environment (clap_mangen
 //! names each option's environment variable, never its current value), no terminal width. The
@@ -23,7 +23,7 @@ use clap_mangen::Man;
 use clap_mangen::roff::{Roff, bold, roman};
 
 use crate::cli::{Cli, GenerateDocsArgs};
-use crate::exit::Exit;
+use crate::exit::{self, Exit, Status, plain};
 use crate::log;
 
 const SHELLS: [Shell; 5] = [
@@ -109,7 +109,7 @@ fn page(cmd: &clap::Command, sub: Option<&str>) -> Result<Vec<u8>> {
     if cmd.get_subcommands().any(|s| !s.is_hide_set()) {
         section(&|w| man.render_subcommands_section(w))?;
     }
-    section(&|w| render_extra(&text, w))?;
+    section(&|w| render_extra(sub, &text, w))?;
     if cmd.get_version().is_some() {
         section(&|w| man.render_version_section(w))?;
     }
@@ -118,8 +118,6 @@ fn page(cmd: &clap::Command, sub: Option<&str>) -> Result<Vec<u8>> {
 
 /// What clap cannot know: the words for the sections after OPTIONS.
 struct Extra {
-    exit: &'static [(&'static str, &'static str)],
-    exit_note: &'static str,
     env_intro: &'static str,
     env: &'static [(&'static str, &'static str)],
     /// (what it does, the command lines)
@@ -127,17 +125,17 @@ struct Extra {
     see_also: &'static [&'static str],
 }
 
-fn render_extra(text: &Extra, w: &mut Vec<u8>) -> std::io::Result<()> {
+fn render_extra(sub: Option<&str>, text: &Extra, w: &mut Vec<u8>) -> std::io::Result<()> {
     let mut roff = Roff::new();
     roff.control("SH", ["EXIT STATUS"]);
-    for (status, meaning) in text.exit {
+    for status in Status::of(sub) {
         roff.control("TP", []);
-        roff.text([bold(*status)]);
-        roff.text([roman(*meaning)]);
+        roff.text([bold(status.exit.label())]);
+        roff.text([roman(plain(&status.text(sub)))]);
     }
-    if !text.exit_note.is_empty() {
+    for note in exit::notes(sub) {
         roff.control("PP", []);
-        roff.text([roman(text.exit_note)]);
+        roff.text([roman(plain(note))]);
     }
     if !text.env.is_empty() {
         roff.control("SH", ["ENVIRONMENT"]);
@@ -170,32 +168,6 @@ fn render_extra(text: &Extra, w: &mut Vec<u8>) -> std::io::Result<()> {
     roff.to_writer(w)
 }
 
-const NOTE_STDERR: &str = "Every non-zero status from redlock itself comes with one line on \
-    stderr, starting redlock:, that says what happened and what to do.";
-
-const USAGE: (&str, &str) = (
-    "64",
-    "Usage error or bad input (bad duration, empty key, missing command, malformed URL, \
-     unreadable password file); nothing was contacted.",
-);
-const UNAVAILABLE: (&str, &str) = (
-    "69",
-    "Redis (or the quorum) unreachable, timed out, a read-only replica, out of memory, or in a \
-     transient state (LOADING, MASTERDOWN, BUSY, CLUSTERDOWN, TRYAGAIN).",
-);
-const PERMISSION: (&str, &str) = ("77", "Authentication or ACL permission denied.");
-const MISCONFIGURED: (&str, &str) = (
-    "78",
-    "Server-side misconfiguration, e.g. the lock key exists with another type (WRONGTYPE), or \
-     a command redlock needs is renamed or missing.",
-);
-
-const NOT_EXECUTABLE: (&str, &str) = (
-    "126",
-    "The command is not executable (nothing left locked).",
-);
-const NOT_FOUND: (&str, &str) = ("127", "The command was not found (nothing left locked).");
-
 const SEE_ALSO_ALL: &[&str] = &[
     "redlock(1)",
     "redlock-run(1)",
@@ -222,45 +194,6 @@ fn extra(sub: Option<&str>) -> Extra {
     };
     match sub {
         None => Extra {
-            exit: &[
-                (
-                    "the command's status",
-                    "redlock run: the command ran while the lease was held the whole time.",
-                ),
-                (
-                    "128+N",
-                    "The command was killed by signal N (shell convention); also redlock itself \
-                     when signal N ended it while it waited for the lock (nothing is held then).",
-                ),
-                (
-                    "0, 1",
-                    "The other subcommands: status 0 held, 1 free; release 0 released, 1 nothing \
-                     released (free, or the token is not the holder's); acquire 0 acquired; \
-                     extend 0 renewed, 1 not the holder; doctor 0 every check ok, 1 warnings \
-                     only.",
-                ),
-                USAGE,
-                (
-                    "69",
-                    "Redis (or the quorum) unreachable, timed out, a read-only replica, out of \
-                     memory, or in a transient state (LOADING, MASTERDOWN, BUSY, CLUSTERDOWN, \
-                     TRYAGAIN); the command never started.",
-                ),
-                (
-                    "75",
-                    "Lock busy: held by someone else and not acquired within --wait. \
-                     --conflict-exit-code N replaces it (0 allowed).",
-                ),
-                (
-                    "76",
-                    "Lease lost while the command ran; redlock terminated the command.",
-                ),
-                PERMISSION,
-                MISCONFIGURED,
-                NOT_EXECUTABLE,
-                NOT_FOUND,
-            ],
-            exit_note: NOTE_STDERR,
             env_intro: "Each global option has an environment fallback; a flag on the command \
                 line wins over it.",
             env: &[
@@ -350,40 +283,6 @@ fn extra(sub: Option<&str>) -> Extra {
             see_also: see_also(""),
         },
         Some("run") => Extra {
-            exit: &[
-                (
-                    "the command's status",
-                    "The command ran while the lease was held the whole time.",
-                ),
-                (
-                    "128+N",
-                    "The command was killed by signal N; or a signal N ended redlock while it \
-                     waited for the lock, with nothing held.",
-                ),
-                USAGE,
-                (
-                    "69",
-                    "Redis (or the quorum) unreachable, timed out, a read-only replica, out of \
-                     memory, or in a transient state; the command never started.",
-                ),
-                (
-                    "75",
-                    "Lock busy: held by someone else and not acquired within --wait. \
-                     --conflict-exit-code N replaces it (0 allowed).",
-                ),
-                (
-                    "76",
-                    "Lease lost while the command ran (the key expired or was taken, or \
-                     renewals kept failing, or redlock itself was stopped past its kill point): \
-                     every process of the command got SIGTERM, then SIGKILL --kill-after later, \
-                     before the lease ran out. 76 even when the command itself exited 0.",
-                ),
-                PERMISSION,
-                MISCONFIGURED,
-                NOT_EXECUTABLE,
-                NOT_FOUND,
-            ],
-            exit_note: NOTE_STDERR,
             env_intro: "The command runs in its own process group (and, where redlock may make \
                 one, in a cgroup of its own), with redlock's stdin, stdout and stderr and its \
                 environment plus:",
@@ -427,23 +326,6 @@ fn extra(sub: Option<&str>) -> Extra {
             see_also: see_also("run"),
         },
         Some("status") => Extra {
-            exit: &[
-                (
-                    "0",
-                    "Every named key is held (with --all: the locks were listed).",
-                ),
-                ("1", "At least one named key is free."),
-                USAGE,
-                UNAVAILABLE,
-                PERMISSION,
-                (
-                    "78",
-                    "A key holds another type of value: it is no lock, and nothing redlock does \
-                     will change that.",
-                ),
-            ],
-            exit_note: "status never says free when it could not ask: an unreachable server is \
-                69. It needs only read commands, so a read-only ACL user can run it.",
             env_intro: "",
             env: &[],
             examples: &[
@@ -468,23 +350,6 @@ fn extra(sub: Option<&str>) -> Extra {
             see_also: see_also("status"),
         },
         Some("release") => Extra {
-            exit: &[
-                ("0", "Released."),
-                (
-                    "1",
-                    "Nothing released: the lock is free, or (with --token) held with another \
-                     token.",
-                ),
-                USAGE,
-                UNAVAILABLE,
-                PERMISSION,
-                (
-                    "78",
-                    "With --force: the key holds another type of value and was left alone.",
-                ),
-            ],
-            exit_note: "A redlock run whose lock was removed with --force notices at its next \
-                renewal, stops its command and exits 76.",
             env_intro: "",
             env: &[],
             examples: &[
@@ -501,26 +366,6 @@ fn extra(sub: Option<&str>) -> Extra {
             see_also: see_also("release"),
         },
         Some("acquire") => Extra {
-            exit: &[
-                (
-                    "0",
-                    "Acquired: the token is the first line of stdout, the fence the second \
-                     (with --json, one object).",
-                ),
-                USAGE,
-                UNAVAILABLE,
-                (
-                    "75",
-                    "Lock busy: held by someone else and not acquired within --wait.",
-                ),
-                PERMISSION,
-                MISCONFIGURED,
-                (
-                    "128+N",
-                    "Signal N arrived while waiting for the lock; nothing is held.",
-                ),
-            ],
-            exit_note: NOTE_STDERR,
             env_intro: "",
             env: &[],
             examples: &[
@@ -542,19 +387,6 @@ fn extra(sub: Option<&str>) -> Extra {
             see_also: see_also("acquire"),
         },
         Some("extend") => Extra {
-            exit: &[
-                ("0", "Renewed: the lock now expires TTL from now."),
-                (
-                    "1",
-                    "Not the holder: the lock expired, was released, or is held with another \
-                     token. Stop the work it protects.",
-                ),
-                USAGE,
-                UNAVAILABLE,
-                PERMISSION,
-                MISCONFIGURED,
-            ],
-            exit_note: NOTE_STDERR,
             env_intro: "",
             env: &[],
             examples: &[
@@ -571,27 +403,6 @@ fn extra(sub: Option<&str>) -> Extra {
             see_also: see_also("extend"),
         },
         Some("doctor") => Extra {
-            exit: &[
-                ("0", "Every check is ok."),
-                ("1", "Some checks warned, none failed."),
-                USAGE,
-                (
-                    "69",
-                    "The server is unreachable or timed out, is a replica, or refused the probe \
-                     lock's writes (read-only, out of memory).",
-                ),
-                (
-                    "77",
-                    "The password was rejected, or the user lacks a permission redlock run or \
-                     status needs (the fail line names it).",
-                ),
-                (
-                    "78",
-                    "The server is too old for redlock's scripts (before 5.0), or a command \
-                     redlock needs is renamed or missing.",
-                ),
-            ],
-            exit_note: "When several checks fail, the first one printed decides the status.",
             env_intro: "",
             env: &[],
             examples: &[
@@ -619,8 +430,6 @@ fn extra(sub: Option<&str>) -> Extra {
             see_also: see_also("doctor"),
         },
         Some(_) => Extra {
-            exit: &[("0", "Done."), USAGE],
-            exit_note: "",
             env_intro: "",
             env: &[],
             examples: &[],
@@ -651,7 +460,11 @@ mod tests {
         cmd.build();
         for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
             let text = extra(Some(sub.get_name()));
-            assert!(text.exit.len() > 2, "{} has no EXIT STATUS", sub.get_name());
+            assert!(
+                Status::of(Some(sub.get_name())).count() > 2,
+                "{} has no EXIT STATUS",
+                sub.get_name()
+            );
             assert!(
                 !text.examples.is_empty(),
                 "{} has no EXAMPLES",
