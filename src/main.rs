@@ -24,6 +24,7 @@ mod lease;
 mod lock;
 mod log;
 mod nodes;
+mod scripts;
 mod server;
 mod signals;
 mod sys;

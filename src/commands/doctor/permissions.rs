@@ -1,6 +1,10 @@
 //! The probe lock: what `run` and `status` do, done for real under the prefix, and when the
 //! server refuses any of it for want of a permission, which command, key pattern or channel
 //! pattern is missing and the `ACL SETUSER` rule that grants it.
+//!
+//! The commands `run` needs are read from its scripts (`scripts.rs`), not listed here: a script
+//! that starts calling a new command changes the rules doctor suggests, and the tests fail until
+//! the one-by-one diagnosis tries it and the README's ACL recipe grants it.
 
 use std::time::{Duration, Instant};
 
@@ -12,6 +16,7 @@ use crate::Context;
 use crate::error::classify_redis;
 use crate::exit::Exit;
 use crate::lock::{self, Acquire, Claim, Holder, Keys, Refusal, RunRecord};
+use crate::scripts;
 use crate::server::{Conn, Server};
 
 /// Long enough for the probe's few round trips, short enough that a probe left behind by a
@@ -26,6 +31,22 @@ fn claim<'a>(keys: &'a Keys, token: &'a str, holder: &'a Holder) -> Claim<'a> {
         ttl: PROBE_TTL,
         holder,
     }
+}
+
+/// Every key of a lock: the lock, then each companion ([`scripts::COMPANIONS`]), named the way
+/// its fence counter is.
+fn every_key(keys: &Keys) -> Vec<String> {
+    let stem = keys
+        .fence
+        .strip_suffix(scripts::FENCE)
+        .unwrap_or(&keys.fence);
+    std::iter::once(keys.lock.clone())
+        .chain(
+            scripts::COMPANIONS
+                .iter()
+                .map(|name| format!("{stem}{name}")),
+        )
+        .collect()
 }
 
 /// Whether the server refused for want of an ACL permission. Inside a script, Redis 7 says so
@@ -139,15 +160,7 @@ pub(super) fn check_permissions(
         _ => None,
     };
     // Whatever happened, the probe's keys go; a partial script run may have left some.
-    let cleanup = answered(
-        redis::cmd("DEL")
-            .arg(&keys.lock)
-            .arg(&keys.fence)
-            .arg(&keys.holder)
-            .arg(&keys.last)
-            .arg(&keys.stats)
-            .query::<i64>(con),
-    );
+    let cleanup = answered(redis::cmd("DEL").arg(every_key(&keys)).query::<i64>(con));
     let (probe, subscribed) = result?;
     let missing = missing.transpose()?;
 
@@ -202,14 +215,8 @@ pub(super) fn check_permissions(
     if let Err(err) = cleanup? {
         // A user who may not delete may not have written either: say only what is really left.
         let mut left = Vec::new();
-        for key in [
-            &keys.fence,
-            &keys.last,
-            &keys.stats,
-            &keys.holder,
-            &keys.lock,
-        ] {
-            let exists = answered(redis::cmd("EXISTS").arg(key).query::<i64>(con))?;
+        for key in every_key(&keys) {
+            let exists = answered(redis::cmd("EXISTS").arg(&key).query::<i64>(con))?;
             let maybe_left = match exists {
                 Ok(n) => n > 0,
                 // Keys this user may not even read were never written by it.
@@ -219,7 +226,7 @@ pub(super) fn check_permissions(
                 }
             };
             if maybe_left {
-                left.push(key.as_str());
+                left.push(key);
             }
         }
         if !left.is_empty() {
@@ -319,7 +326,7 @@ fn probe(
     let scan = redis::cmd("SCAN")
         .arg(0)
         .arg("MATCH")
-        .arg("*:redlock:fence")
+        .arg(scripts::FENCE_PATTERN)
         .arg("COUNT")
         .arg(10)
         .query::<(u64, Vec<String>)>(con)
@@ -359,52 +366,9 @@ enum Missing {
 /// denied.
 fn diagnose(con: &mut Conn, keys: &Keys) -> Result<Vec<Missing>> {
     let ms = PROBE_TTL.as_millis().to_string();
-    let tries: [(Need, &str, Vec<&str>); 18] = [
-        // An unknown SHA: NOSCRIPT when EVALSHA is allowed, NOPERM when not.
-        (
-            Need::Run,
-            "EVALSHA",
-            vec!["0000000000000000000000000000000000000000", "0"],
-        ),
-        (Need::Run, "SCRIPT", vec!["LOAD", "return 1"]),
-        (Need::Run, "TIME", vec![]),
-        (
-            Need::Run,
-            "SET",
-            vec![&keys.lock, "doctor", "NX", "PX", &ms],
-        ),
-        (Need::Run, "GET", vec![&keys.lock]),
-        (Need::Both, "PTTL", vec![&keys.lock]),
-        (Need::Run, "EXISTS", vec![&keys.holder]),
-        (Need::Run, "INCR", vec![&keys.fence]),
-        (Need::Run, "HSET", vec![&keys.holder, "doctor", "1"]),
-        (Need::Run, "HMGET", vec![&keys.holder, "doctor"]),
-        (Need::Run, "HINCRBY", vec![&keys.stats, "doctor", "1"]),
-        (Need::Run, "PEXPIRE", vec![&keys.holder, &ms]),
-        (Need::Run, "PUBLISH", vec![&keys.channel, "doctor"]),
-        (Need::Status, "TYPE", vec![&keys.lock]),
-        (Need::Status, "MGET", vec![&keys.lock, &keys.fence]),
-        (Need::Status, "HGETALL", vec![&keys.holder]),
-        (
-            Need::Status,
-            "SCAN",
-            vec!["0", "MATCH", "*:redlock:fence", "COUNT", "10"],
-        ),
-        // Last: it also removes what the others created.
-        (
-            Need::Run,
-            "DEL",
-            vec![
-                &keys.lock,
-                &keys.fence,
-                &keys.holder,
-                &keys.last,
-                &keys.stats,
-            ],
-        ),
-    ];
+    let every = every_key(keys);
     let mut missing = Vec::new();
-    for (need, name, args) in tries {
+    for (need, name, args) in tries(keys, &every, &ms) {
         let reply = redis::cmd(name).arg(args).query::<redis::Value>(con);
         let Err(err) = answered(reply)? else {
             continue;
@@ -418,6 +382,47 @@ fn diagnose(con: &mut Conn, keys: &Keys) -> Result<Vec<Missing>> {
         }
     }
     Ok(missing)
+}
+
+/// What [`diagnose`] sends: each command with arguments it accepts (Redis checks the number of
+/// arguments before the permission), on the probe's keys. `every` is [`every_key`], `ms` the
+/// probe's TTL. Every command a script calls is here (a test checks it).
+fn tries<'a>(
+    keys: &'a Keys,
+    every: &'a [String],
+    ms: &'a str,
+) -> Vec<(Need, &'static str, Vec<&'a str>)> {
+    let every = every.iter().map(String::as_str).collect();
+    vec![
+        // An unknown SHA: NOSCRIPT when EVALSHA is allowed, NOPERM when not.
+        (
+            Need::Run,
+            "EVALSHA",
+            vec!["0000000000000000000000000000000000000000", "0"],
+        ),
+        (Need::Run, "SCRIPT", vec!["LOAD", "return 1"]),
+        (Need::Run, "TIME", vec![]),
+        (Need::Run, "SET", vec![&keys.lock, "doctor", "NX", "PX", ms]),
+        (Need::Run, "GET", vec![&keys.lock]),
+        (Need::Both, "PTTL", vec![&keys.lock]),
+        (Need::Run, "EXISTS", vec![&keys.holder]),
+        (Need::Run, "INCR", vec![&keys.fence]),
+        (Need::Run, "HSET", vec![&keys.holder, "doctor", "1"]),
+        (Need::Run, "HMGET", vec![&keys.holder, "doctor"]),
+        (Need::Run, "HINCRBY", vec![&keys.stats, "doctor", "1"]),
+        (Need::Run, "PEXPIRE", vec![&keys.holder, ms]),
+        (Need::Run, "PUBLISH", vec![&keys.channel, "doctor"]),
+        (Need::Status, "TYPE", vec![&keys.lock]),
+        (Need::Status, "MGET", vec![&keys.lock, &keys.fence]),
+        (Need::Status, "HGETALL", vec![&keys.holder]),
+        (
+            Need::Status,
+            "SCAN",
+            vec!["0", "MATCH", scripts::FENCE_PATTERN, "COUNT", "10"],
+        ),
+        // Last: it also removes what the others created.
+        (Need::Run, "DEL", every),
+    ]
 }
 
 /// Reads Redis's NOPERM text: "no permissions to run the 'publish' command", "... to access one
@@ -528,7 +533,8 @@ fn report_denied(
             format!(
                 "grant what the error names, e.g. {}",
                 user.grant(&format!(
-                    "{RUN_RULES} {STATUS_RULES} {}",
+                    "{} {STATUS_RULES} {}",
+                    run_rules(),
                     key_patterns(prefix)
                 ))
             ),
@@ -536,10 +542,25 @@ fn report_denied(
     }
 }
 
-/// What `run` sends (the scripts' own commands included) and what `status` reads.
-const RUN_RULES: &str = "+evalsha +script|load +time +set +get +pttl +exists +incr +hset +hmget \
-    +hincrby +pexpire +del +publish +subscribe";
+/// What `run` sends itself besides the commands its scripts call: the scripts by SHA, SCRIPT
+/// LOAD when the server's script cache was flushed, and the subscription `--wait` listens on.
+const RUN_OWN_RULES: [&str; 3] = ["+evalsha", "+script|load", "+subscribe"];
+/// What `status` reads (the lock's state, and `--all`'s SCAN) besides the PTTL `run` needs too.
 const STATUS_RULES: &str = "+type +mget +hgetall +scan";
+
+/// The ACL rules `run` needs: its own commands and every command its scripts call, which run
+/// with the caller's permissions.
+fn run_rules() -> String {
+    let scripts = scripts::commands()
+        .into_iter()
+        .map(|name| format!("+{}", name.to_lowercase()));
+    let rules: Vec<String> = RUN_OWN_RULES
+        .iter()
+        .map(|rule| (*rule).to_owned())
+        .chain(scripts)
+        .collect();
+    rules.join(" ")
+}
 
 #[cfg(test)]
 mod tests {
@@ -587,5 +608,102 @@ mod tests {
         assert_eq!(key_patterns(""), "~*");
         assert_eq!(key_patterns("prod:"), "~prod:* ~{prod:*");
         assert_eq!(channel_patterns("prod:"), "&prod:* &{prod:*");
+    }
+
+    #[test]
+    fn every_key_is_the_lock_and_its_companions() {
+        for key in ["report:daily", "jobs:{report}:daily"] {
+            let keys = Keys::new("prod:", key).unwrap();
+            assert_eq!(
+                every_key(&keys),
+                [
+                    keys.lock.clone(),
+                    keys.fence.clone(),
+                    keys.holder.clone(),
+                    keys.last.clone(),
+                    keys.stats.clone()
+                ]
+            );
+        }
+    }
+
+    /// Whether an ACL pattern list (`~a* ~{a*`, `&a*`) lets a name through.
+    fn allows(patterns: &str, name: &str) -> bool {
+        patterns.split_whitespace().any(|pattern| {
+            let glob = &pattern[1..];
+            match glob.strip_suffix('*') {
+                Some(start) => name.starts_with(start),
+                None => name == glob,
+            }
+        })
+    }
+
+    #[test]
+    fn the_patterns_let_through_every_name_of_a_lock_under_the_prefix() {
+        for key in ["report:daily", "jobs:{report}:daily", "{report}"] {
+            let keys = Keys::new("prod:", key).unwrap();
+            for name in every_key(&keys) {
+                assert!(allows(&key_patterns("prod:"), &name), "{name}");
+            }
+            assert!(allows(&channel_patterns("prod:"), &keys.channel));
+        }
+        assert!(!allows(&key_patterns("prod:"), "staging:report"));
+    }
+
+    #[test]
+    fn diagnose_tries_every_command_a_script_calls() {
+        let keys = Keys::new("prod:", "report").unwrap();
+        let every = every_key(&keys);
+        let tries = tries(&keys, &every, "2000");
+        for command in scripts::commands() {
+            assert!(
+                tries
+                    .iter()
+                    .any(|(need, name, _)| *name == command && *need != Need::Status),
+                "diagnose does not try {command}, which a script calls"
+            );
+        }
+        for rule in run_rules().split(' ').chain(STATUS_RULES.split(' ')) {
+            let command = rule[1..].split('|').next().unwrap().to_uppercase();
+            assert!(
+                tries.iter().any(|(_, name, _)| *name == command) || command == "SUBSCRIBE",
+                "diagnose does not try {command}"
+            );
+        }
+    }
+
+    /// The README's `ACL SETUSER NAME ...` line.
+    fn readme_recipe(user: &str) -> String {
+        let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))
+            .expect("read README.md");
+        let start = format!("ACL SETUSER {user} ");
+        readme
+            .lines()
+            .find(|line| line.starts_with(&start))
+            .unwrap_or_else(|| panic!("README.md has no line starting with {start:?}"))
+            .to_owned()
+    }
+
+    #[test]
+    fn the_readme_recipes_grant_what_run_and_status_need() {
+        let locker = readme_recipe("locker");
+        let rules: Vec<&str> = locker.split_whitespace().collect();
+        for rule in run_rules().split(' ').chain(STATUS_RULES.split(' ')) {
+            assert!(
+                rules.contains(&rule),
+                "README.md's locker recipe lacks {rule}, which redlock needs: {locker}"
+            );
+        }
+        for pattern in key_patterns("jobs:")
+            .split(' ')
+            .chain(channel_patterns("jobs:").split(' '))
+        {
+            assert!(rules.contains(&pattern), "{pattern}: {locker}");
+        }
+        let reader = readme_recipe("lockreader");
+        let rules: Vec<&str> = reader.split_whitespace().collect();
+        for rule in STATUS_RULES.split(' ').chain(["+pttl"]) {
+            assert!(rules.contains(&rule), "{rule}: {reader}");
+        }
     }
 }
