@@ -11,18 +11,18 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+use crate::exit::{self, BUSY, Exit};
+
 #[derive(Debug, Parser)]
 #[command(
     name = "redlock",
     version,
     about = "Guard shell commands and cron jobs with a Redis lock",
-    long_about = "Guard shell commands and cron jobs with a Redis lock.\n\n\
+    long_about = format!("Guard shell commands and cron jobs with a Redis lock.\n\n\
         `redlock run` takes a lease on a Redis key, runs the command while renewing it, forwards \
         signals, and releases the lock on every exit path. Exactly one holder runs at a time; \
-        everyone else gets a distinct exit status (75) or waits.",
-    after_help = "Exit status: the command's own, 128+N when it died of signal N, 64 usage, \
-        69 Redis unavailable, 75 busy, 76 lease lost, 77 permission denied, 78 server \
-        misconfiguration, 126/127 command not executable/not found.",
+        everyone else gets a distinct exit status ({BUSY}) or waits."),
+    after_help = exit::help(None),
     disable_help_subcommand = true
 )]
 pub struct Cli {
@@ -151,21 +151,27 @@ pub enum Command {
     /// Run a command while holding the lock
     #[command(long_about = RUN_LONG_ABOUT)]
     Run(RunArgs),
-    /// Show who holds a lock, since when, and how its last run ended (0 held, 1 free)
+    // The exit statuses in the one-line abouts and after the help come from the table in
+    // `exit.rs`, in each subcommand's own words.
+    #[command(about = format!(
+        "Show who holds a lock, since when, and how its last run ended ({})",
+        exit::briefly("status", &[Exit::Success, Exit::No])
+    ))]
     Status(StatusArgs),
-    /// Release a lock by its token, or force it (0 released, 1 nothing released)
+    #[command(about = format!(
+        "Release a lock by its token, or force it ({})",
+        exit::briefly("release", &[Exit::Success, Exit::No])
+    ))]
     Release(ReleaseArgs),
     /// Take the lock and print its token, for shell scripts
     Acquire(AcquireArgs),
-    /// Renew a lock held by TOKEN (0 renewed, 1 not the holder)
+    #[command(about = format!(
+        "Renew a lock held by TOKEN ({})",
+        exit::briefly("extend", &[Exit::Success, Exit::No])
+    ))]
     Extend(ExtendArgs),
     /// Check the server for lock hazards and print each finding with its fix
-    #[command(
-        long_about = DOCTOR_LONG_ABOUT,
-        after_help = "Exit status: 0 every check ok, 1 warnings only, 77 a permission is missing, \
-            69 the server is a replica (or unreachable), 78 the server is too old for the \
-            scripts; when several checks fail, the first one printed decides."
-    )]
+    #[command(long_about = DOCTOR_LONG_ABOUT, after_help = exit::help(Some("doctor")))]
     Doctor,
     /// Write the man pages and shell completions under DIR (for packagers)
     #[command(name = "generate-docs", hide = true)]
@@ -487,6 +493,22 @@ mod tests {
         }
         // An error on the short path is reported by the full tree.
         assert!(Cli::parse_args(words("redlock run --key k --ttl 5 -- x")).is_err());
+    }
+
+    #[test]
+    fn the_busy_status_the_help_names_is_the_contracts() {
+        let cmd = Cli::command();
+        let run = cmd.find_subcommand("run").unwrap();
+        let conflict = run
+            .get_arguments()
+            .find(|a| a.get_id() == "conflict_exit_code")
+            .and_then(|a| a.get_help())
+            .unwrap()
+            .to_string();
+        assert!(
+            conflict.contains(&format!("(instead of {BUSY})")),
+            "{conflict}"
+        );
     }
 
     #[test]

@@ -1,8 +1,12 @@
-//! The exit-status contract (the README's "Exit status") as a type.
+//! The exit-status contract (the README's "Exit status") as a type, and as the table of what
+//! each status means.
 //!
 //! Exit statuses are a promise to crontabs, scripts and Kubernetes `podFailurePolicy` rules:
 //! the numbers below never change. What an *error* means (which status it stands for, how it
 //! reads) is decided in `error.rs`; `main` is the only place a status ends the process.
+//!
+//! [`STATUSES`] words what each status means, once: the man pages' EXIT STATUS sections and the
+//! exit statuses `--help` lists are rendered from it, and a test holds the README's table to it.
 
 /// What redlock tells its caller.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -52,6 +56,338 @@ impl Exit {
             Exit::NotFound => 127,
         }
     }
+
+    /// How the tables write it: the number, or what stands for one.
+    pub fn label(self) -> String {
+        match self {
+            Exit::Child(_) => "the command's status".into(),
+            Exit::Signal(_) => "128+N".into(),
+            other => other.code().to_string(),
+        }
+    }
+}
+
+/// One line of the exit-status table: the README's "Exit status", every man page's EXIT STATUS
+/// and the exit statuses `--help` lists are rendered from [`STATUSES`], and worded nowhere else.
+/// Text may quote flags and commands in backticks (Markdown, for the README); the man pages and
+/// `--help` drop them ([`plain`]).
+pub struct Status {
+    /// The status; [`Exit::label`] writes it. `Child` and `Signal` stand for every status of
+    /// the command and every signal.
+    pub exit: Exit,
+    /// A few words, for `--help`.
+    pub short: &'static str,
+    /// What it means, whichever subcommand ends with it: one or two sentences.
+    pub meaning: &'static str,
+    /// The subcommands that can end with it, in the order their pages list them.
+    pub on: &'static [On],
+}
+
+/// A subcommand that can end with a status, and what it adds about it.
+pub struct On {
+    pub command: &'static str,
+    /// This subcommand's few words for it, for its `--help` and the table's summary (`""`: the
+    /// status's own).
+    pub short: &'static str,
+    /// A sentence its man page adds to the meaning (`""`: none).
+    pub more: &'static str,
+}
+
+const fn on(command: &'static str, short: &'static str, more: &'static str) -> On {
+    On {
+        command,
+        short,
+        more,
+    }
+}
+
+/// Every status redlock can end with, in the order the tables list them.
+pub const STATUSES: &[Status] = &[
+    Status {
+        exit: Exit::Child(0),
+        short: "",
+        meaning: "The command ran while the lease was held the whole time (`redlock run`).",
+        on: &[on("run", "", "")],
+    },
+    Status {
+        exit: Exit::Signal(0),
+        short: "ended by signal N",
+        meaning: "Ended by signal N (shell convention): the command, or redlock itself while it \
+            waited for the lock (nothing is held then).",
+        on: &[on("run", "", ""), on("acquire", "", "")],
+    },
+    Status {
+        exit: Exit::Success,
+        short: "success",
+        meaning: "Success.",
+        on: &[
+            on(
+                "status",
+                "held",
+                "Every named key is held (with `--all`: the locks were listed).",
+            ),
+            on(
+                "release",
+                "released",
+                "The lock is deleted (with `--token`: it was held with that token).",
+            ),
+            on(
+                "acquire",
+                "acquired",
+                "The token is the first line of stdout, the fence the second (with `--json`, \
+                 one object).",
+            ),
+            on("extend", "renewed", "The lock now expires TTL from now."),
+            on("doctor", "every check ok", "Every check is ok."),
+        ],
+    },
+    Status {
+        exit: Exit::No,
+        short: "a negative answer",
+        meaning: "A negative answer, not an error.",
+        on: &[
+            on("status", "free", "At least one named key is free."),
+            on(
+                "release",
+                "nothing released",
+                "Nothing released: the lock is free, or (with `--token`) held with another token.",
+            ),
+            on(
+                "extend",
+                "not the holder",
+                "Not the holder: the lock expired, was released, or is held with another token. \
+                 Stop the work it protects.",
+            ),
+            on(
+                "doctor",
+                "warnings only",
+                "Some checks warned, none failed.",
+            ),
+        ],
+    },
+    Status {
+        exit: Exit::Usage,
+        short: "usage error",
+        meaning: "Usage error or bad input (bad duration, empty key, missing command, malformed \
+            URL, unreadable password file); nothing was contacted.",
+        on: EVERY_COMMAND,
+    },
+    Status {
+        exit: Exit::Unavailable,
+        short: "Redis unavailable",
+        meaning: "Redis (or the quorum) unreachable, timed out, a read-only replica, out of \
+            memory, or in a transient state (LOADING, MASTERDOWN, BUSY, CLUSTERDOWN, TRYAGAIN).",
+        on: &[
+            on("run", "", "The command never started."),
+            on(
+                "status",
+                "",
+                "`status` never says free when it could not ask.",
+            ),
+            on("release", "", ""),
+            on("acquire", "", ""),
+            on("extend", "", ""),
+            on(
+                "doctor",
+                "",
+                "For `doctor`: the role check found a replica, or the probe lock's writes were \
+                 refused.",
+            ),
+        ],
+    },
+    Status {
+        exit: Exit::Busy(BUSY),
+        short: "busy",
+        meaning: "Lock busy: held by someone else and not acquired within `--wait` (`redlock run \
+            --conflict-exit-code N` replaces it, 0 allowed).",
+        on: &[on("run", "", ""), on("acquire", "", "")],
+    },
+    Status {
+        exit: Exit::LeaseLost,
+        short: "lease lost",
+        meaning: "Lease lost while the command ran; redlock stopped the command.",
+        on: &[on(
+            "run",
+            "",
+            "The key expired or was taken, renewals kept failing, or redlock itself was stopped \
+             past its kill point: every process of the command got SIGTERM, then SIGKILL \
+             `--kill-after` later, before the lease ran out. 76 even when the command itself \
+             exited 0.",
+        )],
+    },
+    Status {
+        exit: Exit::Permission,
+        short: "permission denied",
+        meaning: "Authentication failed or an ACL denied a command.",
+        on: &[
+            on("run", "", ""),
+            on(
+                "status",
+                "",
+                "`status` needs only read commands: a read-only ACL user can run it.",
+            ),
+            on("release", "", ""),
+            on("acquire", "", ""),
+            on("extend", "", ""),
+            on(
+                "doctor",
+                "",
+                "Also when the user lacks a permission `redlock run` or `status` needs (the fail \
+                 line names it).",
+            ),
+        ],
+    },
+    Status {
+        exit: Exit::Config,
+        short: "server misconfiguration",
+        meaning: "Server-side misconfiguration, e.g. the lock key holds another type of value \
+            (WRONGTYPE), or a command redlock needs is renamed or missing.",
+        on: &[
+            on("run", "", ""),
+            on(
+                "status",
+                "",
+                "A key of another type is no lock, and nothing redlock does will change that.",
+            ),
+            on(
+                "release",
+                "",
+                "With `--force`: a key of another type is left alone.",
+            ),
+            on("acquire", "", ""),
+            on("extend", "", ""),
+            on(
+                "doctor",
+                "",
+                "Also when the server is too old for redlock's scripts (before 5.0).",
+            ),
+        ],
+    },
+    Status {
+        exit: Exit::NotExecutable,
+        short: "command not executable",
+        meaning: "The command is not executable (nothing is left locked).",
+        on: &[on("run", "", "")],
+    },
+    Status {
+        exit: Exit::NotFound,
+        short: "command not found",
+        meaning: "The command was not found (nothing is left locked).",
+        on: &[on("run", "", "")],
+    },
+];
+
+/// Every subcommand, with nothing to add: for the statuses any of them can end with.
+const EVERY_COMMAND: &[On] = &[
+    on("run", "", ""),
+    on("status", "", ""),
+    on("release", "", ""),
+    on("acquire", "", ""),
+    on("extend", "", ""),
+    on("doctor", "", ""),
+];
+
+/// Said after the table, on every page.
+pub const STDERR_NOTE: &str = "Every non-zero status from redlock itself comes with one line on \
+    stderr, starting `redlock:`, that says what happened and what to do.";
+
+/// What a subcommand's page says after its table, besides [`STDERR_NOTE`].
+const NOTES: &[(&str, &str)] = &[
+    (
+        "release",
+        "A `redlock run` whose lock was removed with `--force` notices at its next renewal, \
+         stops its command and exits 76.",
+    ),
+    (
+        "doctor",
+        "When several checks fail, the first one printed decides the status.",
+    ),
+];
+
+impl Status {
+    /// The statuses `command` can end with (`None`: every one), in table order.
+    pub fn of(command: Option<&str>) -> impl Iterator<Item = &'static Status> {
+        STATUSES
+            .iter()
+            .filter(move |s| command.is_none_or(|c| s.on_command(c).is_some()))
+    }
+
+    fn on_command(&self, command: &str) -> Option<&'static On> {
+        self.on.iter().find(|on| on.command == command)
+    }
+
+    /// What the status means: on `command`'s page, the meaning and what `command` adds; on
+    /// the main page and in the README, the meaning and each subcommand's few words for it.
+    pub fn text(&self, command: Option<&str>) -> String {
+        match command {
+            Some(command) => match self.on_command(command) {
+                Some(on) if !on.more.is_empty() => format!("{} {}", self.meaning, on.more),
+                _ => self.meaning.to_owned(),
+            },
+            None => {
+                let shorts: Vec<String> = self
+                    .on
+                    .iter()
+                    .filter(|on| !on.short.is_empty())
+                    .map(|on| format!("`{}`: {}", on.command, on.short))
+                    .collect();
+                if shorts.is_empty() {
+                    self.meaning.to_owned()
+                } else {
+                    format!("{} {}.", self.meaning, shorts.join("; "))
+                }
+            }
+        }
+    }
+
+    /// `64 usage error`: for `--help`, with `command`'s own words where it has them.
+    fn brief(&self, command: Option<&str>) -> String {
+        let own = command
+            .and_then(|c| self.on_command(c))
+            .map_or("", |on| on.short);
+        let short = if own.is_empty() { self.short } else { own };
+        let label = self.exit.label();
+        if short.is_empty() {
+            label
+        } else {
+            format!("{label} {short}")
+        }
+    }
+}
+
+/// The notes after `command`'s table (`None`: the main page's).
+pub fn notes(command: Option<&str>) -> impl Iterator<Item = &'static str> {
+    let own = NOTES
+        .iter()
+        .filter(move |(c, _)| command == Some(*c))
+        .map(|(_, note)| *note);
+    std::iter::once(STDERR_NOTE).chain(own)
+}
+
+/// `Exit status: 0 held, 1 free, ...` for `--help` (`None`: every status), then the
+/// subcommand's notes but the one about stderr.
+pub fn help(command: Option<&str>) -> String {
+    let briefs: Vec<String> = Status::of(command).map(|s| s.brief(command)).collect();
+    let mut text = format!("Exit status: {}.", briefs.join(", "));
+    for note in notes(command).skip(1) {
+        text.push(' ');
+        text.push_str(note);
+    }
+    plain(&text)
+}
+
+/// `0 held, 1 free`: a subcommand's own words for the given statuses, for its one-line about.
+pub fn briefly(command: &str, exits: &[Exit]) -> String {
+    let briefs: Vec<String> = Status::of(Some(command))
+        .filter(|s| exits.contains(&s.exit))
+        .map(|s| s.brief(Some(command)))
+        .collect();
+    briefs.join(", ")
+}
+
+/// Text for a man page or `--help`: the README's backticks dropped.
+pub fn plain(text: &str) -> String {
+    text.replace('`', "")
 }
 
 #[cfg(test)]
@@ -74,5 +410,132 @@ mod tests {
         assert_eq!(Exit::Signal(libc::SIGTERM).code(), 143);
         assert_eq!(Exit::Signal(libc::SIGKILL).code(), 137);
         assert_eq!(Exit::Child(3).code(), 3);
+    }
+
+    /// One of each kind; the match makes a new variant fail to compile here until the table
+    /// has a line for it.
+    fn every_kind() -> [Exit; 12] {
+        let kinds = [
+            Exit::Success,
+            Exit::No,
+            Exit::Child(0),
+            Exit::Signal(0),
+            Exit::Usage,
+            Exit::Unavailable,
+            Exit::Busy(BUSY),
+            Exit::LeaseLost,
+            Exit::Permission,
+            Exit::Config,
+            Exit::NotExecutable,
+            Exit::NotFound,
+        ];
+        for kind in kinds {
+            match kind {
+                Exit::Success
+                | Exit::No
+                | Exit::Child(_)
+                | Exit::Signal(_)
+                | Exit::Usage
+                | Exit::Unavailable
+                | Exit::Busy(_)
+                | Exit::LeaseLost
+                | Exit::Permission
+                | Exit::Config
+                | Exit::NotExecutable
+                | Exit::NotFound => {}
+            }
+        }
+        kinds
+    }
+
+    #[test]
+    fn the_table_has_one_line_per_status() {
+        let labels: Vec<String> = STATUSES.iter().map(|s| s.exit.label()).collect();
+        for kind in every_kind() {
+            let n = labels.iter().filter(|l| **l == kind.label()).count();
+            assert_eq!(n, 1, "{} has {n} lines in STATUSES", kind.label());
+        }
+        assert_eq!(STATUSES.len(), every_kind().len());
+    }
+
+    #[test]
+    fn every_subcommand_in_the_table_exists_and_every_one_has_statuses() {
+        use clap::CommandFactory;
+        let mut cmd = crate::cli::Cli::command();
+        cmd.build();
+        let visible: Vec<&str> = cmd
+            .get_subcommands()
+            .filter(|s| !s.is_hide_set())
+            .map(clap::Command::get_name)
+            .collect();
+        for status in STATUSES {
+            for on in status.on {
+                assert!(
+                    visible.contains(&on.command),
+                    "no subcommand {}",
+                    on.command
+                );
+            }
+        }
+        for name in visible {
+            let labels: Vec<String> = Status::of(Some(name)).map(|s| s.exit.label()).collect();
+            assert!(
+                labels.contains(&"64".to_owned()) && labels.contains(&"77".to_owned()),
+                "{name}: {labels:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn help_lists_a_subcommands_statuses_in_its_own_words() {
+        assert_eq!(
+            briefly("status", &[Exit::Success, Exit::No]),
+            "0 held, 1 free"
+        );
+        let doctor = help(Some("doctor"));
+        assert!(doctor.starts_with("Exit status: 0 every check ok, 1 warnings only, 64 "));
+        assert!(doctor.ends_with("the first one printed decides the status."));
+        assert!(help(None).contains("75 busy, 76 lease lost"));
+        assert!(!help(None).contains('`'));
+    }
+
+    /// The README's table, as this table renders it.
+    fn readme_table() -> String {
+        let mut table = String::from("| status | meaning |\n|---|---|\n");
+        for status in STATUSES {
+            table.push_str(&format!(
+                "| {} | {} |\n",
+                status.exit.label(),
+                status.text(None)
+            ));
+        }
+        table
+    }
+
+    #[test]
+    fn the_readme_exit_status_table_is_this_table() {
+        let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))
+            .expect("read README.md");
+        let section = readme
+            .split("\n## Exit status\n")
+            .nth(1)
+            .and_then(|rest| rest.split("\n## ").next())
+            .expect("README.md has an \"## Exit status\" section");
+        let mut paragraphs = section.trim().split("\n\n");
+        let table = format!("{}\n", paragraphs.next().unwrap_or(""));
+        let expected = readme_table();
+        assert!(
+            table == expected,
+            "README.md's exit-status table differs from exit.rs's STATUSES; replace it with:\n\n\
+             {expected}"
+        );
+        let note = paragraphs.next().unwrap_or("").replace('\n', " ");
+        assert!(
+            note.starts_with(STDERR_NOTE),
+            "the paragraph after README.md's table should start with {STDERR_NOTE:?}: {note:?}"
+        );
+        for status in STATUSES {
+            assert!(!status.text(None).contains('|'), "{}", status.exit.label());
+        }
     }
 }

@@ -22,6 +22,7 @@ use anyhow::{Context, Result};
 use redis::Value;
 
 use crate::error::usage;
+use crate::scripts::{COMPANIONS, FENCE, FENCE_PATTERN, HOLDER, LAST, RELEASED, STATS};
 use crate::server::Conn;
 
 /// How long the last-run record and the counters outlive their last write.
@@ -52,13 +53,14 @@ impl Keys {
             return Err(usage(format!("key {key:?} contains control characters")));
         }
         let lock = format!("{prefix}{key}");
-        let base = if hash_tag(&lock).is_some() {
-            lock.clone()
-        } else {
-            format!("{{{lock}}}")
-        };
-        let companion = |name: &str| format!("{base}:redlock:{name}");
-        let fence = companion("fence");
+        if let Some((owner, name)) = lock_of_companion(&lock) {
+            return Err(usage(format!(
+                "key {lock:?} is not a lock: it is the {} of lock {owner:?}",
+                companion_role(name)
+            )));
+        }
+        let companion = |name: &str| companion_key(&lock, name);
+        let fence = companion(FENCE);
         if slot_part(&fence) != slot_part(&lock) {
             return Err(usage(format!(
                 "key {lock:?}: its braces do not form a hash tag, so its companion keys cannot share \
@@ -67,13 +69,51 @@ impl Keys {
         }
         Ok(Keys {
             name: key.to_string(),
-            holder: companion("holder"),
-            last: companion("last"),
-            stats: companion("stats"),
-            channel: companion("released"),
+            holder: companion(HOLDER),
+            last: companion(LAST),
+            stats: companion(STATS),
+            channel: companion(RELEASED),
             fence,
             lock,
         })
+    }
+}
+
+/// The name of `lock`'s companion NAME: `{L}:redlock:NAME`, or `L:redlock:NAME` when L has a
+/// hash tag of its own.
+fn companion_key(lock: &str, name: &str) -> String {
+    if hash_tag(lock).is_some() {
+        format!("{lock}:redlock:{name}")
+    } else {
+        format!("{{{lock}}}:redlock:{name}")
+    }
+}
+
+/// The lock `key` is a companion of, and which companion it is; `None` for any other key.
+/// redlock refuses to treat its own bookkeeping as a lock: `release --force` on a fence
+/// counter would restart that lock's fences.
+pub fn lock_of_companion(key: &str) -> Option<(String, &'static str)> {
+    for name in COMPANIONS {
+        let Some(base) = key.strip_suffix(&format!(":redlock:{name}")) else {
+            continue;
+        };
+        let untagged = base.strip_prefix('{').and_then(|b| b.strip_suffix('}'));
+        for lock in [untagged, Some(base)].into_iter().flatten() {
+            if !lock.is_empty() && companion_key(lock, name) == key {
+                return Some((lock.to_string(), name));
+            }
+        }
+    }
+    None
+}
+
+/// What a companion is, in words.
+fn companion_role(name: &str) -> &'static str {
+    match name {
+        FENCE => "fence counter",
+        HOLDER => "holder record",
+        LAST => "last-run record",
+        _ => "counters",
     }
 }
 
@@ -157,7 +197,7 @@ fn scan_cmd(cursor: u64) -> redis::Cmd {
     let mut cmd = redis::cmd("SCAN");
     cmd.arg(cursor)
         .arg("MATCH")
-        .arg("*:redlock:fence")
+        .arg(FENCE_PATTERN)
         .arg("COUNT")
         .arg(1000);
     cmd
@@ -165,16 +205,9 @@ fn scan_cmd(cursor: u64) -> redis::Cmd {
 
 /// The lock whose fence counter is `fence_key`, if it lies under `prefix`.
 fn keys_of_fence(prefix: &str, fence_key: &str) -> Option<Keys> {
-    let untagged = fence_key
-        .strip_prefix('{')
-        .and_then(|rest| rest.strip_suffix("}:redlock:fence"));
-    let tagged = fence_key.strip_suffix(":redlock:fence");
-    [untagged, tagged]
-        .into_iter()
-        .flatten()
-        .filter_map(|lock| lock.strip_prefix(prefix))
-        .filter_map(|name| Keys::new(prefix, name).ok())
-        .find(|keys| keys.fence == fence_key)
+    let (lock, name) = lock_of_companion(fence_key)?;
+    let key = lock.strip_prefix(prefix).filter(|_| name == FENCE)?;
+    Keys::new(prefix, key).ok()
 }
 
 #[cfg(test)]
@@ -210,6 +243,35 @@ mod tests {
         }
         // An unmatched `{` is not a tag; wrapping the whole key keeps the slot.
         assert!(Keys::new("", "a{b").is_ok());
+    }
+
+    #[test]
+    fn companion_keys_are_not_locks() {
+        for lock in ["x", "prod:report:daily", "jobs:{r}:x"] {
+            let keys = Keys::new("", lock).unwrap();
+            for companion in [&keys.fence, &keys.holder, &keys.last, &keys.stats] {
+                assert_eq!(
+                    lock_of_companion(companion).map(|(l, _)| l).as_deref(),
+                    Some(lock)
+                );
+                let err = Keys::new("", companion).unwrap_err();
+                assert_eq!(
+                    crate::error::classify(&err),
+                    crate::exit::Exit::Usage,
+                    "{companion}"
+                );
+                assert!(err.to_string().contains("is not a lock"), "{err}");
+            }
+        }
+        // Names that merely look alike are locks.
+        for lock in [
+            "x:redlock:fence",
+            "{x}:redlock:other",
+            "{}:redlock:fence",
+            "a{b}:redlock",
+        ] {
+            assert_eq!(lock_of_companion(lock), None, "{lock}");
+        }
     }
 
     #[test]

@@ -57,19 +57,17 @@ pub fn new_token() -> Result<String> {
 ///   the script with the lock untouched, never taken and left behind.
 /// * A lock already holding *our* token is ours: an earlier attempt landed but its reply was
 ///   lost. It is renewed and reported as acquired, with the fence that attempt drew.
-static ACQUIRE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("scripts/acquire.lua")));
+static ACQUIRE: LazyLock<Script> = LazyLock::new(|| Script::new(crate::scripts::ACQUIRE));
 
 /// Compare-and-pexpire: renews only our own lease, and the holder record with it.
-static EXTEND: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("scripts/extend.lua")));
+static EXTEND: LazyLock<Script> = LazyLock::new(|| Script::new(crate::scripts::EXTEND));
 
 /// Compare-and-delete (or, with `--hold-at-least`, compare-and-pexpire) plus the run's record.
 /// Publishes on the release channel only when the key was deleted, so waiters wake exactly when
 /// the lock is free. The record is written even when the lock was no longer ours: a lost lease
 /// is exactly what `status` must be able to show. `pcall` because a key of another type is
 /// simply not ours.
-static RELEASE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("scripts/release.lua")));
+static RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(crate::scripts::RELEASE));
 
 /// The answer to one acquire attempt.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -238,8 +236,7 @@ pub fn release(
 
 /// Quorum fencing: raises this node's counter to at least the fence handed out (see nodes.rs),
 /// and records that fence in our holder record if we hold the lock here.
-static RAISE_FENCE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("scripts/raise_fence.lua")));
+static RAISE_FENCE: LazyLock<Script> = LazyLock::new(|| Script::new(crate::scripts::RAISE_FENCE));
 
 pub fn raise_fence(
     con: &mut dyn ConnectionLike,
@@ -262,7 +259,7 @@ pub fn raise_fence(
 /// removed, or `None` when there was no lock. A key of another type is not a lock and is left
 /// alone (WRONGTYPE, 78).
 static FORCE_RELEASE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("scripts/force_release.lua")));
+    LazyLock::new(|| Script::new(crate::scripts::FORCE_RELEASE));
 
 /// What `release --force` removed.
 #[derive(Debug, Clone)]
@@ -284,16 +281,6 @@ pub fn force_release(con: &mut dyn ConnectionLike, keys: &Keys) -> Result<Option
         holder: brief(reply.get(1)),
     }))
 }
-
-/// Every script, by name, for the checks that read them.
-#[cfg(test)]
-pub const SCRIPTS: &[(&str, &str)] = &[
-    ("acquire", include_str!("scripts/acquire.lua")),
-    ("extend", include_str!("scripts/extend.lua")),
-    ("release", include_str!("scripts/release.lua")),
-    ("raise_fence", include_str!("scripts/raise_fence.lua")),
-    ("force_release", include_str!("scripts/force_release.lua")),
-];
 
 #[cfg(test)]
 mod tests {

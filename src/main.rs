@@ -27,6 +27,7 @@ mod lock;
 mod log;
 mod nodes;
 mod record;
+mod scripts;
 mod server;
 mod signals;
 mod sys;

@@ -488,7 +488,7 @@ mod tests {
     /// Every field a script writes or reads by name is one this module knows.
     #[test]
     fn the_scripts_name_only_known_fields() {
-        for (name, source) in crate::lock::SCRIPTS {
+        for (name, source) in crate::scripts::ALL {
             for line in source.lines().filter(|l| !l.trim_start().starts_with("--")) {
                 let Some(call) = ["'HSET'", "'HMGET'", "'HINCRBY'"]
                     .iter()
@@ -516,7 +516,7 @@ mod tests {
     fn brief_replies_list_the_fields_in_order() {
         let expected = format!("'HMGET', KEYS[3], '{}'", BRIEF.join("', '"));
         let force = expected.replace("KEYS[3]", "KEYS[2]");
-        for (name, source) in crate::lock::SCRIPTS {
+        for (name, source) in crate::scripts::ALL {
             let wanted = match *name {
                 "acquire" => &expected,
                 "force_release" => &force,

@@ -1,0 +1,325 @@
+//! The words of each man page that clap cannot know about: ENVIRONMENT, EXAMPLES and SEE ALSO,
+//! per page. Options and descriptions come from `cli.rs`, EXIT STATUS from the table in
+//! `exit.rs`; `mod.rs` renders all of it.
+
+/// What clap cannot know: the words for the sections after OPTIONS and EXIT STATUS.
+pub(super) struct Prose {
+    /// Said before the variables (`""`: nothing).
+    pub env_intro: &'static str,
+    /// (variable, what it means); an empty list leaves the section out.
+    pub env: &'static [(&'static str, &'static str)],
+    /// (what it does, the command lines)
+    pub examples: &'static [(&'static str, &'static str)],
+    pub see_also: &'static [&'static str],
+}
+
+const SEE_ALSO_ALL: &[&str] = &[
+    "redlock(1)",
+    "redlock-run(1)",
+    "redlock-status(1)",
+    "redlock-release(1)",
+    "redlock-acquire(1)",
+    "redlock-extend(1)",
+    "redlock-doctor(1)",
+    "crontab(5)",
+];
+
+/// The words for the main page (`None`) or a subcommand's.
+pub(super) fn prose(sub: Option<&str>) -> Prose {
+    let see_also = |me: &str| -> &'static [&'static str] {
+        // Every page but its own; the list is short enough to spell out.
+        match me {
+            "run" => &SEE_ALSO_RUN,
+            "status" => &SEE_ALSO_STATUS,
+            "release" => &SEE_ALSO_RELEASE,
+            "acquire" => &SEE_ALSO_ACQUIRE,
+            "extend" => &SEE_ALSO_EXTEND,
+            "doctor" => &SEE_ALSO_DOCTOR,
+            _ => &SEE_ALSO_ALL[1..],
+        }
+    };
+    match sub {
+        None => Prose {
+            env_intro: "Each global option has an environment fallback; a flag on the command \
+                line wins over it.",
+            env: &[
+                (
+                    "REDLOCK_URL",
+                    "Redis URL(s), comma-separated: redis://, rediss:// (certificates are \
+                     verified) or redis+unix://. Several URLs form a quorum over independent \
+                     masters. Default redis://127.0.0.1:6379. Same as --url.",
+                ),
+                (
+                    "REDLOCK_PASSWORD_FILE",
+                    "A file whose first line is the Redis password, kept out of argv, crontabs \
+                     and ps; it wins over a password in the URL. Same as --password-file.",
+                ),
+                (
+                    "REDLOCK_PREFIX",
+                    "Namespace prepended to every key, so staging never blocks production. Same \
+                     as --prefix.",
+                ),
+                (
+                    "REDLOCK_TIMEOUT",
+                    "Connect and command timeout for talking to Redis outside the heartbeat \
+                     (default 3s). Same as --timeout.",
+                ),
+                (
+                    "REDLOCK_LOG_FORMAT",
+                    "text (redlock: lines) or json (one object per line) for redlock's own \
+                     messages on stderr. Same as --log-format.",
+                ),
+                (
+                    "REDLOCK_KEY",
+                    "Set for the command redlock run starts: the key as given, without the \
+                     prefix, so redlock extend --key \"$REDLOCK_KEY\" works under the same \
+                     REDLOCK_PREFIX.",
+                ),
+                (
+                    "REDLOCK_TOKEN",
+                    "Set for the command: the lock's token, for redlock extend and redlock \
+                     release --token.",
+                ),
+                (
+                    "REDLOCK_FENCE",
+                    "Set for the command: the fencing token, a decimal integer that only grows \
+                     with each acquisition of the key. Storage that remembers the highest fence \
+                     it saw can reject the writes of a holder that lost its lease.",
+                ),
+            ],
+            examples: &[
+                (
+                    "The same crontab on every host: exactly one host runs the job each time, \
+                     and a crashed host frees the lock within a minute.",
+                    "REDLOCK_URL=redis://locks.internal:6379\n\
+                     REDLOCK_PASSWORD_FILE=/etc/redlock/password\n\
+                     */10 * * * * redlock run --key billing-sync --ttl 1m -- /usr/local/bin/billing-sync",
+                ),
+                (
+                    "Count a run skipped because another host holds the lock as a success \
+                     instead of 75:",
+                    "redlock run --key billing-sync --ttl 1m --conflict-exit-code 0 -- /usr/local/bin/billing-sync",
+                ),
+                (
+                    "Run a shell pipeline with -c, waiting up to five minutes for the lock:",
+                    "redlock run --key backup --ttl 30s --wait 5m -c 'pg_dump app | gzip > /var/backups/app.sql.gz'",
+                ),
+                (
+                    "Hold a lock across the steps of a shell script: acquire prints the token \
+                     on its first line, extend renews it, release ends it.",
+                    "lock=$(redlock acquire --key deploy --ttl 10m) || exit\n\
+                     token=$(echo \"$lock\" | head -n 1)\n\
+                     trap 'redlock release deploy --token \"$token\"' EXIT\n\
+                     ./migrate\n\
+                     redlock extend --key deploy --token \"$token\" --ttl 10m || exit\n\
+                     ./switch-traffic",
+                ),
+                (
+                    "Who holds a lock, since when, and whether the holder is alive; then the \
+                     same as JSON, for every lock under the prefix:",
+                    "redlock status billing-sync\n\
+                     redlock status --all --json | jq '.locks[] | {key, state, holder}'",
+                ),
+                (
+                    "Check that the server is fit for locks (eviction policy, persistence, \
+                     replica, clock, ACL permissions):",
+                    "redlock doctor",
+                ),
+            ],
+            see_also: see_also(""),
+        },
+        Some("run") => Prose {
+            env_intro: "The command runs in its own process group (and, where redlock may make \
+                one, in a cgroup of its own), with redlock's stdin, stdout and stderr and its \
+                environment plus:",
+            env: &[
+                ("REDLOCK_KEY", "The key as given, without the prefix."),
+                ("REDLOCK_TOKEN", "The lock's token (a UUID)."),
+                (
+                    "REDLOCK_FENCE",
+                    "The fencing token: a decimal integer that only grows with each acquisition \
+                     of the key.",
+                ),
+            ],
+            examples: &[
+                (
+                    "A crontab line for every host; the others exit 75 while one runs the job:",
+                    "*/10 * * * * redlock run --key billing-sync --ttl 1m -- /usr/local/bin/billing-sync",
+                ),
+                (
+                    "The same, counting a skipped run as success:",
+                    "*/10 * * * * redlock run --key billing-sync --ttl 1m --conflict-exit-code 0 -- /usr/local/bin/billing-sync",
+                ),
+                (
+                    "A shell command, waiting up to five minutes for the lock:",
+                    "redlock run --key backup --ttl 30s --wait 5m -c 'pg_dump app | gzip > /var/backups/app.sql.gz'",
+                ),
+                (
+                    "Run each tick of a schedule once even when the hosts' clocks differ by \
+                     seconds: the lock stays taken for four minutes, so a host whose clock lags \
+                     finds it busy, and is free again for the next tick.",
+                    "*/5 * * * * redlock run --key heartbeat-mail --ttl 30s --hold-at-least 4m -- send-heartbeat",
+                ),
+                (
+                    "As a Kubernetes CronJob's entrypoint, configured from the environment and \
+                     a Secret mounted as a file:",
+                    "command: [redlock, run, --key, nightly-report, --ttl, 2m, --, python, -m, report]\n\
+                     env:\n\
+                     - {name: REDLOCK_URL, value: \"rediss://redis.prod:6380\"}\n\
+                     - {name: REDLOCK_PASSWORD_FILE, value: /run/secrets/redis/password}",
+                ),
+            ],
+            see_also: see_also("run"),
+        },
+        Some("status") => Prose {
+            env_intro: "",
+            env: &[],
+            examples: &[
+                (
+                    "Who holds a lock, since when, whether the holder still renews it, and how \
+                     the last run ended:",
+                    "redlock status billing-sync",
+                ),
+                (
+                    "In a script: is the lock held?",
+                    "if redlock status -q billing-sync > /dev/null; then echo busy; fi",
+                ),
+                (
+                    "Every lock under the prefix, as one JSON document:",
+                    "redlock status --all --json | jq '.locks[] | {key, state, holder}'",
+                ),
+                (
+                    "Include the holder's token, to release it by token:",
+                    "redlock status --show-token billing-sync",
+                ),
+            ],
+            see_also: see_also("status"),
+        },
+        Some("release") => Prose {
+            env_intro: "",
+            env: &[],
+            examples: &[
+                (
+                    "Release a lock taken with redlock acquire, only if it is still ours:",
+                    "redlock release deploy --token \"$token\"",
+                ),
+                (
+                    "During an incident, remove a stuck lock whoever holds it, and print whom \
+                     it removed:",
+                    "redlock status billing-sync\nredlock release billing-sync --force",
+                ),
+            ],
+            see_also: see_also("release"),
+        },
+        Some("acquire") => Prose {
+            env_intro: "",
+            env: &[],
+            examples: &[
+                (
+                    "Hold a lock across several steps of a script; nothing renews it but \
+                     extend, so it expires by itself if the script dies:",
+                    "lock=$(redlock acquire --key deploy --ttl 10m) || exit\n\
+                     token=$(echo \"$lock\" | head -n 1)\n\
+                     trap 'redlock release deploy --token \"$token\"' EXIT\n\
+                     ./migrate\n\
+                     redlock extend --key deploy --token \"$token\" --ttl 10m || exit\n\
+                     ./switch-traffic",
+                ),
+                (
+                    "The token, fence and deadline as JSON:",
+                    "redlock acquire --key deploy --ttl 10m --json | jq -r .token",
+                ),
+            ],
+            see_also: see_also("acquire"),
+        },
+        Some("extend") => Prose {
+            env_intro: "",
+            env: &[],
+            examples: &[
+                (
+                    "Renew between two long steps of a script, and stop if the lock is lost:",
+                    "redlock extend --key deploy --token \"$token\" --ttl 10m || exit",
+                ),
+                (
+                    "From inside a command started by redlock run (which renews by itself; \
+                     this stretches the lease further):",
+                    "redlock extend --key \"$REDLOCK_KEY\" --token \"$REDLOCK_TOKEN\" --ttl 5m",
+                ),
+            ],
+            see_also: see_also("extend"),
+        },
+        Some("doctor") => Prose {
+            env_intro: "",
+            env: &[],
+            examples: &[
+                (
+                    "Check the server cron jobs use, as the user they use:",
+                    "REDLOCK_URL=redis://cron@locks.internal:6379 REDLOCK_PASSWORD_FILE=/etc/redlock/password redlock doctor",
+                ),
+                (
+                    "A server without persistence, where a restart would forget every lock:",
+                    "$ redlock doctor\n\
+                     ok   version: Redis 7.0.15\n\
+                     ok   role: primary\n\
+                     ok   maxmemory-policy: noeviction\n\
+                     warn persistence: neither AOF nor RDB snapshots are on: ...; fix: ...\n\
+                     ok   latency: median round trip 0.09ms over 10 PINGs (slowest 0.20ms)\n\
+                     ok   clock: this host's clock and the server's agree within 1ms ...\n\
+                     ok   permissions: user cron can acquire, extend and release a lock ...\n\
+                     redlock: 1 warning; see the fix on each line above",
+                ),
+                (
+                    "Check only the namespace a deployment uses:",
+                    "redlock doctor --prefix prod:",
+                ),
+            ],
+            see_also: see_also("doctor"),
+        },
+        Some(_) => Prose {
+            env_intro: "",
+            env: &[],
+            examples: &[],
+            see_also: see_also(""),
+        },
+    }
+}
+
+const SEE_ALSO_RUN: [&str; 4] = [
+    "redlock(1)",
+    "redlock-status(1)",
+    "redlock-doctor(1)",
+    "crontab(5)",
+];
+const SEE_ALSO_STATUS: [&str; 3] = ["redlock(1)", "redlock-release(1)", "redlock-run(1)"];
+const SEE_ALSO_RELEASE: [&str; 3] = ["redlock(1)", "redlock-status(1)", "redlock-acquire(1)"];
+const SEE_ALSO_ACQUIRE: [&str; 3] = ["redlock(1)", "redlock-extend(1)", "redlock-release(1)"];
+const SEE_ALSO_EXTEND: [&str; 3] = ["redlock(1)", "redlock-acquire(1)", "redlock-release(1)"];
+const SEE_ALSO_DOCTOR: [&str; 3] = ["redlock(1)", "redlock-run(1)", "redlock-status(1)"];
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::*;
+    use crate::cli::Cli;
+    use crate::exit::Status;
+
+    #[test]
+    fn every_visible_subcommand_has_its_own_exit_status_and_examples() {
+        let mut cmd = Cli::command();
+        cmd.build();
+        for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
+            let text = prose(Some(sub.get_name()));
+            assert!(
+                Status::of(Some(sub.get_name())).count() > 2,
+                "{} has no EXIT STATUS",
+                sub.get_name()
+            );
+            assert!(
+                !text.examples.is_empty(),
+                "{} has no EXAMPLES",
+                sub.get_name()
+            );
+        }
+    }
+}

@@ -1,0 +1,132 @@
+//! The Lua scripts redlock runs, as sources, and the names of the keys they touch.
+//!
+//! Every command a script calls runs with the caller's ACL permissions, so the commands in these
+//! sources are part of what a least-privilege user must be granted. [`commands`] reads them
+//! from the sources, so that what depends on them (doctor's ACL rules, the README's ACL recipes,
+//! checked by tests) follows a script that starts calling something new.
+//!
+//! Each companion key of a lock `L` is named `{L}:redlock:NAME` (or `L:redlock:NAME` when L has
+//! a hash tag of its own); [`COMPANIONS`] are the NAMEs.
+
+use std::collections::BTreeSet;
+
+pub const ACQUIRE: &str = include_str!("scripts/acquire.lua");
+pub const EXTEND: &str = include_str!("scripts/extend.lua");
+pub const RELEASE: &str = include_str!("scripts/release.lua");
+pub const FORCE_RELEASE: &str = include_str!("scripts/force_release.lua");
+pub const RAISE_FENCE: &str = include_str!("scripts/raise_fence.lua");
+
+/// Every script, by name.
+pub const ALL: &[(&str, &str)] = &[
+    ("acquire", ACQUIRE),
+    ("extend", EXTEND),
+    ("release", RELEASE),
+    ("force_release", FORCE_RELEASE),
+    ("raise_fence", RAISE_FENCE),
+];
+
+/// The fence counter: it only grows, and is the one key redlock never expires.
+pub const FENCE: &str = "fence";
+/// The holder record (a hash), which expires with the lock.
+pub const HOLDER: &str = "holder";
+/// The record of the last finished run (a hash).
+pub const LAST: &str = "last";
+/// The counters (a hash).
+pub const STATS: &str = "stats";
+/// The channel a release publishes on (not a key: nothing is stored under it).
+pub const RELEASED: &str = "released";
+/// Every companion key's NAME.
+pub const COMPANIONS: [&str; 4] = [FENCE, HOLDER, LAST, STATS];
+
+/// The SCAN MATCH pattern of every lock's fence counter: the companion that never expires is
+/// how `status --all` finds the locks.
+pub const FENCE_PATTERN: &str = "*:redlock:fence";
+
+/// The Redis commands the scripts call, upper case, each once.
+pub fn commands() -> BTreeSet<String> {
+    ALL.iter()
+        .flat_map(|(_, source)| commands_in(source))
+        .collect()
+}
+
+/// The commands one script calls: the first argument of each `redis.call(...)` and
+/// `redis.pcall(...)`, outside comments.
+fn commands_in(source: &str) -> BTreeSet<String> {
+    let mut found = BTreeSet::new();
+    for line in source.lines() {
+        let code = line.split("--").next().unwrap_or("");
+        for call in ["redis.call(", "redis.pcall("] {
+            for (at, _) in code.match_indices(call) {
+                let rest = code[at + call.len()..].trim_start();
+                let Some(quote) = rest.chars().next().filter(|c| matches!(c, '\'' | '"')) else {
+                    continue;
+                };
+                if let Some(name) = rest[1..].split(quote).next() {
+                    found.insert(name.to_uppercase());
+                }
+            }
+        }
+    }
+    found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::keys::Keys;
+
+    #[test]
+    fn the_commands_are_read_from_calls_and_pcalls_outside_comments() {
+        let source = "-- redis.call('FLUSHALL') is never sent\n\
+                      local a = redis.call('get', KEYS[1])\n\
+                      local b = redis.pcall( \"HMGET\", KEYS[2], 'x') -- redis.call('KEYS')\n\
+                      redis.call('SET', KEYS[1], a) redis.call('GET', KEYS[1])";
+        let found: Vec<String> = commands_in(source).into_iter().collect();
+        assert_eq!(found, ["GET", "HMGET", "SET"]);
+    }
+
+    #[test]
+    fn the_scripts_call_these_commands() {
+        let found: Vec<String> = commands().into_iter().collect();
+        assert_eq!(
+            found,
+            [
+                "DEL", "EXISTS", "GET", "HINCRBY", "HMGET", "HSET", "INCR", "PEXPIRE", "PTTL",
+                "PUBLISH", "SET", "TIME"
+            ]
+        );
+    }
+
+    #[test]
+    fn every_script_starts_with_what_it_is() {
+        for (name, source) in ALL {
+            assert!(source.starts_with(&format!("-- {name}")), "{name}");
+        }
+    }
+
+    #[test]
+    fn the_companions_are_the_ones_a_lock_has() {
+        for key in ["report:daily", "jobs:{report}:daily"] {
+            let keys = Keys::new("prod:", key).unwrap();
+            let companions = [&keys.fence, &keys.holder, &keys.last, &keys.stats];
+            for (name, companion) in COMPANIONS.iter().zip(companions) {
+                assert!(
+                    companion.ends_with(&format!(":redlock:{name}")),
+                    "{companion}"
+                );
+            }
+            // Every name a lock has in Redis: the lock, the companions and the release channel.
+            let names = format!("{keys:?}").matches(":redlock:").count();
+            assert_eq!(names, COMPANIONS.len() + 1, "{keys:?}");
+            assert!(glob_tail_matches(FENCE_PATTERN, &keys.fence));
+        }
+        assert_eq!(FENCE_PATTERN, format!("*:redlock:{FENCE}"));
+    }
+
+    /// `*SUFFIX` against a key.
+    fn glob_tail_matches(pattern: &str, key: &str) -> bool {
+        pattern
+            .strip_prefix('*')
+            .is_some_and(|suffix| key.ends_with(suffix))
+    }
+}
