@@ -52,6 +52,7 @@ complete -c redlock -n "__fish_redlock_using_subcommand run" -l kill-after -d 'G
 complete -c redlock -n "__fish_redlock_using_subcommand run" -l hold-at-least -d 'Keep the lock at least this long after acquiring it, even when the command ends sooner' -r
 complete -c redlock -n "__fish_redlock_using_subcommand run" -l contain -d 'How redlock finds every process the command starts: auto (a cgroup of its own where redlock may create one, otherwise its descendants), or descendants' -r -f -a "auto\t'A cgroup of its own where redlock may create one, otherwise redlock\'s descendants'
 descendants\t'redlock\'s descendants, found by walking /proc (no cgroup is created)'"
+complete -c redlock -n "__fish_redlock_using_subcommand run" -l label -d 'Recorded (holder and last-run records, `status`) instead of the command' -r
 complete -c redlock -n "__fish_redlock_using_subcommand run" -s c -d 'Run this through `sh -c` instead of a command after `--`' -r
 complete -c redlock -n "__fish_redlock_using_subcommand run" -l url -d 'Redis server URL: redis://, rediss:// or redis+unix://; repeat it for a quorum of independent masters; or one redis+cluster://HOST:PORT[,HOST:PORT...] or redis+sentinel://HOST:PORT[,HOST:PORT...]/SERVICE' -r
 complete -c redlock -n "__fish_redlock_using_subcommand run" -l password-file -d 'File holding the Redis password (first line); wins over a password in the URL' -r -F
@@ -100,6 +101,7 @@ complete -c redlock -n "__fish_redlock_using_subcommand release" -s h -l help -d
 complete -c redlock -n "__fish_redlock_using_subcommand acquire" -l key -d 'The lock key (the prefix is prepended)' -r
 complete -c redlock -n "__fish_redlock_using_subcommand acquire" -l ttl -d 'Lease length; keep it alive with `redlock extend`' -r
 complete -c redlock -n "__fish_redlock_using_subcommand acquire" -l wait -d 'Wait up to this long for a busy lock' -r
+complete -c redlock -n "__fish_redlock_using_subcommand acquire" -l label -d 'Recorded (holder and last-run records, `status`) instead of the calling command line' -r
 complete -c redlock -n "__fish_redlock_using_subcommand acquire" -l url -d 'Redis server URL: redis://, rediss:// or redis+unix://; repeat it for a quorum of independent masters; or one redis+cluster://HOST:PORT[,HOST:PORT...] or redis+sentinel://HOST:PORT[,HOST:PORT...]/SERVICE' -r
 complete -c redlock -n "__fish_redlock_using_subcommand acquire" -l password-file -d 'File holding the Redis password (first line); wins over a password in the URL' -r -F
 complete -c redlock -n "__fish_redlock_using_subcommand acquire" -l prefix -d 'Namespace prepended to every key, so staging never blocks production' -r

@@ -278,6 +278,10 @@ pub struct RunArgs {
     )]
     pub contain: Contain,
 
+    /// Recorded (holder and last-run records, `status`) instead of the command
+    #[arg(long, env = "REDLOCK_LABEL", value_name = "TEXT")]
+    pub label: Option<String>,
+
     /// Run this through `sh -c` instead of a command after `--`
     #[arg(short = 'c', value_name = "SHELL COMMAND", conflicts_with = "command")]
     pub shell: Option<String>,
@@ -343,6 +347,10 @@ pub struct AcquireArgs {
     /// Print {"token", "fence", "deadline_ms", ...} as one JSON object
     #[arg(long)]
     pub json: bool,
+
+    /// Recorded (holder and last-run records, `status`) instead of the calling command line
+    #[arg(long, env = "REDLOCK_LABEL", value_name = "TEXT")]
+    pub label: Option<String>,
 }
 
 #[derive(Debug, Args)]

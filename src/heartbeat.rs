@@ -23,6 +23,7 @@ use std::time::Duration;
 use crate::keeper::Arm;
 use crate::keys::Keys;
 use crate::lease::{Lease, Moment, Timeline};
+use crate::lock::Standing;
 use crate::nodes::{Nodes, Renewal};
 use crate::{log, signals};
 
@@ -66,6 +67,7 @@ impl Heartbeat {
         nodes: Nodes,
         keys: Keys,
         token: String,
+        standing: Standing,
         lease: Lease,
         timeline: Timeline,
         keeper: Arm,
@@ -91,6 +93,7 @@ impl Heartbeat {
             attempt_timeout,
             keys,
             token,
+            standing,
             lease,
             keeper,
         };
@@ -164,6 +167,8 @@ struct Worker {
     attempt_timeout: Duration,
     keys: Keys,
     token: String,
+    /// What a quorum renewal writes back where a node lost the key.
+    standing: Standing,
     lease: Lease,
     /// Moves the keeper's kill point after each confirmed renewal.
     keeper: Arm,
@@ -205,7 +210,10 @@ impl Worker {
             // must time out early enough for a fresh one to be tried before the kill point.
             self.nodes.set_timeout(left.min(self.attempt_timeout));
             let sent = Moment::now();
-            match self.nodes.extend(&self.keys, &self.token, self.lease.ttl) {
+            match self
+                .nodes
+                .extend(&self.keys, &self.token, self.lease.ttl, &self.standing)
+            {
                 Renewal::Confirmed => {
                     let renewed = self.lease.timeline(sent);
                     self.shared.lock().timeline = renewed;

@@ -14,6 +14,7 @@ use redis::{ConnectionLike, Script, Value};
 
 use crate::keys::{Keys, RECORD_TTL};
 use crate::record::{Holder, LastRun};
+use crate::server::Conn;
 
 /// A lock token: a UUID v4 (122 random bits from the OS source), unique to one acquisition.
 ///
@@ -172,6 +173,40 @@ fn brief(value: Option<&Value>) -> Option<Holder> {
     Holder::decode_brief(values)
 }
 
+/// After an acquire whose answer never came (a timeout, a broken connection): the server may
+/// still run it (a stalled server runs what is queued when it resumes) and leave a lock held by
+/// nobody for the whole TTL. So the compare-and-delete for our token is written onto the *same*
+/// connection, behind the acquire, and not waited for: a server runs one connection's commands
+/// in order, so if the acquire ever runs, the release runs right after it. `SCRIPT LOAD` goes
+/// first, because the release must not depend on the server's script cache. On a cluster
+/// connection the bytes cannot be placed behind the acquire; a bounded ordinary release is
+/// tried instead, which undoes an acquire that has already run.
+pub fn abandon(con: &mut Conn, keys: &Keys, token: &str) {
+    match con {
+        Conn::Single(single) => {
+            let mut pipe = redis::pipe();
+            pipe.cmd("SCRIPT")
+                .arg("LOAD")
+                .arg(crate::scripts::RELEASE)
+                .cmd("EVALSHA")
+                .arg(RELEASE.get_hash())
+                .arg(4)
+                .arg(&keys.lock)
+                .arg(&keys.holder)
+                .arg(&keys.last)
+                .arg(&keys.stats)
+                .arg(token)
+                .arg(&keys.channel)
+                .arg(0)
+                .arg("");
+            let _ = single.send_packed_command(&pipe.get_packed_pipeline());
+        }
+        Conn::Cluster(_) => {
+            let _ = release(con, keys, token, None, None);
+        }
+    }
+}
+
 /// Counts one busy refusal (for a `--wait` that ran out; the attempts themselves do not count).
 pub fn count_busy(con: &mut dyn ConnectionLike, keys: &Keys) -> Result<()> {
     redis::pipe()
@@ -183,20 +218,79 @@ pub fn count_busy(con: &mut dyn ConnectionLike, keys: &Keys) -> Result<()> {
         .context("cannot count the busy refusal")
 }
 
-/// Renews the lease iff `token` still holds it. `Ok(false)`: the lock is gone or someone else's.
+/// What a renewal found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Renewed {
+    /// Ours, and now living at least `ttl` longer (a renewal never shortens it).
+    Yes,
+    /// The key is gone (expired, released, or lost by the server).
+    Missing,
+    /// The key holds another token.
+    Taken,
+}
+
+/// Renews the lease iff `token` still holds it.
 pub fn extend(
     con: &mut dyn ConnectionLike,
     keys: &Keys,
     token: &str,
     ttl: Duration,
-) -> Result<bool> {
+) -> Result<Renewed> {
     let renewed: i64 = EXTEND
         .key(&keys.lock)
         .key(&keys.holder)
         .arg(token)
         .arg(ttl.as_millis() as u64)
         .invoke(con)?;
-    Ok(renewed == 1)
+    Ok(match renewed {
+        1 => Renewed::Yes,
+        -1 => Renewed::Missing,
+        _ => Renewed::Taken,
+    })
+}
+
+/// What a quorum renewal writes back on a node that lost the key while a majority still holds
+/// it: the fence (so the node's counter is raised past it) and the holder record, when known.
+#[derive(Clone, Debug, Default)]
+pub struct Standing {
+    pub fence: Option<i64>,
+    pub started_ms: Option<i64>,
+    pub holder: Option<Holder>,
+}
+
+static HEAL: LazyLock<Script> = LazyLock::new(|| Script::new(crate::scripts::HEAL));
+
+/// Re-establishes our lock on a node where it is missing. `Ok(false)`: another token took the
+/// key there meanwhile.
+pub fn heal(
+    con: &mut dyn ConnectionLike,
+    keys: &Keys,
+    token: &str,
+    ttl: Duration,
+    standing: &Standing,
+) -> Result<bool> {
+    let mut call = HEAL.prepare_invoke();
+    call.key(&keys.lock)
+        .key(&keys.fence)
+        .key(&keys.holder)
+        .arg(token)
+        .arg(ttl.as_millis() as u64)
+        .arg(standing.fence.map_or(String::new(), |f| f.to_string()));
+    if let Some(holder) = &standing.holder {
+        for (name, value) in holder.identity() {
+            call.arg(name).arg(value);
+        }
+        if let Some(fence) = standing.fence {
+            call.arg("fence").arg(fence);
+        }
+        if let Some(started) = standing.started_ms {
+            call.arg("started").arg(started);
+        }
+    }
+    let healed: i64 = call
+        .invoke(con)
+        .with_context(|| format!("cannot re-establish {}", keys.lock))?;
+    Ok(healed == 1)
 }
 
 /// Ends our hold on the lock: deletes it if `token` still holds it (or, with `keep`, leaves it to

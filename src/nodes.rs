@@ -25,12 +25,14 @@ use std::time::Duration;
 
 use anyhow::{Result, anyhow};
 
-use crate::error::{classify, fail, is_definitive_error, is_readonly, is_server_reply, render};
+use crate::error::{
+    classify, fail, is_definitive_error, is_readonly, is_server_reply, is_timeout, render,
+};
 use crate::exit::Exit;
 use crate::inspect::Inspection;
 use crate::keys::Keys;
 use crate::lease::Moment;
-use crate::lock::{self, Acquire, Busy, Claim, Refusal, Removed};
+use crate::lock::{self, Acquire, Busy, Claim, Refusal, Removed, Renewed, Standing};
 use crate::log;
 use crate::record::{LastRun, LockState};
 use crate::server::{Conn, Overlap, Server, set_timeouts};
@@ -151,28 +153,45 @@ impl Nodes {
     /// Runs `f` on every node — concurrently when there are several — and returns each node's
     /// result, in the order the servers were given.
     pub fn each<T: Send>(&mut self, f: impl Fn(&mut Conn) -> Result<T> + Sync) -> Vec<Result<T>> {
+        self.each_of(&vec![true; self.nodes.len()], f)
+            .into_iter()
+            .map(|r| r.expect("every node asked"))
+            .collect()
+    }
+
+    /// [`Nodes::each`] on the nodes marked in `which`; `None` for the others.
+    fn each_of<T: Send>(
+        &mut self,
+        which: &[bool],
+        f: impl Fn(&mut Conn) -> Result<T> + Sync,
+    ) -> Vec<Option<Result<T>>> {
         let timeout = self.timeout;
         if let [node] = self.nodes.as_mut_slice() {
-            return vec![node.with(timeout, &f)];
+            return vec![which[0].then(|| node.with(timeout, &f))];
         }
         let f = &f;
         thread::scope(|scope| {
             let running: Vec<_> = self
                 .nodes
                 .iter_mut()
-                .map(|node| {
-                    thread::Builder::new()
-                        .stack_size(256 * 1024)
-                        .spawn_scoped(scope, move || node.with(timeout, f))
+                .zip(which)
+                .map(|(node, &asked)| {
+                    asked.then(|| {
+                        thread::Builder::new()
+                            .stack_size(256 * 1024)
+                            .spawn_scoped(scope, move || node.with(timeout, f))
+                    })
                 })
                 .collect();
             running
                 .into_iter()
-                .map(|handle| match handle {
-                    Ok(h) => h
-                        .join()
-                        .unwrap_or_else(|_| Err(anyhow!("node thread failed"))),
-                    Err(e) => Err(anyhow!("cannot start a thread: {e}")),
+                .map(|handle| {
+                    handle.map(|handle| match handle {
+                        Ok(h) => h
+                            .join()
+                            .unwrap_or_else(|_| Err(anyhow!("node thread failed"))),
+                        Err(e) => Err(anyhow!("cannot start a thread: {e}")),
+                    })
                 })
                 .collect()
         })
@@ -193,13 +212,18 @@ impl Nodes {
         if let Some(work) = meanwhile {
             if let [node] = self.nodes.as_mut_slice() {
                 return node.with(timeout, |c| {
-                    let mut overlapped = Overlap::new(c, work);
-                    lock::acquire(&mut overlapped, claim, refusal)
+                    let result = lock::acquire(&mut Overlap::new(c, work), claim, refusal);
+                    abandon_unanswered(c, claim, &result);
+                    result
                 });
             }
             work();
         }
-        let results = self.each(|c| lock::acquire(c, claim, refusal));
+        let results = self.each(|c| {
+            let result = lock::acquire(c, claim, refusal);
+            abandon_unanswered(c, claim, &result);
+            result
+        });
         if !self.is_quorum() {
             return results.into_iter().next().expect("one node");
         }
@@ -321,17 +345,61 @@ impl Nodes {
     }
 
     /// Renews the lease on every node and says what a majority made of it.
-    pub fn extend(&mut self, keys: &Keys, token: &str, ttl: Duration) -> Renewal {
+    ///
+    /// In a quorum, a node where the key is missing while a majority renewed it (the node
+    /// restarted without persistence, or was flushed) gets it back at once, with our token and
+    /// fence (`standing`): otherwise restarting the nodes one at a time, each between two
+    /// renewals, would leave the holder on fewer nodes each time until another could take a
+    /// majority. A node where another token holds the key is left alone.
+    pub fn extend(
+        &mut self,
+        keys: &Keys,
+        token: &str,
+        ttl: Duration,
+        standing: &Standing,
+    ) -> Renewal {
         let results = self.each(|c| lock::extend(c, keys, token, ttl));
+        let missing: Vec<bool> = results
+            .iter()
+            .map(|r| matches!(r, Ok(Renewed::Missing)))
+            .collect();
+        let renewed = results
+            .iter()
+            .filter(|r| matches!(r, Ok(Renewed::Yes)))
+            .count();
+        let mut healed: Vec<Option<Result<bool>>> = Vec::new();
+        if self.is_quorum() && renewed >= self.majority() && missing.contains(&true) {
+            healed = self.each_of(&missing, |c| lock::heal(c, keys, token, ttl, standing));
+            let names: Vec<&str> = self
+                .servers()
+                .zip(&healed)
+                .filter(|(_, h)| matches!(h, Some(Ok(true))))
+                .map(|(s, _)| s.name())
+                .collect();
+            if !names.is_empty() {
+                log::warn(
+                    "node_healed",
+                    &format!(
+                        "{} was missing on {} (restarted without persistence, or flushed?); \
+                         re-established there",
+                        keys.lock,
+                        names.join(", ")
+                    ),
+                    &[],
+                );
+            }
+        }
         let mut confirmed = 0;
         let mut refused: Vec<(String, String)> = Vec::new();
         let mut refusal = None;
         let mut failed: Vec<(String, anyhow::Error)> = Vec::new();
-        for (server, result) in self.servers().zip(results) {
+        for (i, (server, result)) in self.servers().zip(results).enumerate() {
             let name = server.name().to_string();
+            let healed_here = matches!(healed.get(i), Some(Some(Ok(true))));
             match result {
-                Ok(true) => confirmed += 1,
-                Ok(false) => refused.push((
+                Ok(Renewed::Yes) => confirmed += 1,
+                Ok(Renewed::Missing) if healed_here => confirmed += 1,
+                Ok(Renewed::Missing | Renewed::Taken) => refused.push((
                     name,
                     format!("{} was deleted or taken by another holder", keys.lock),
                 )),
@@ -448,6 +516,18 @@ impl Nodes {
                 log::warn("count_failed", &render(&e), &[]);
             }
         }
+    }
+}
+
+/// An acquire that timed out may still run on the server (a stalled server runs what is
+/// queued when it resumes): queue its undoing behind it (see `lock::abandon`). Other transport
+/// errors mean the connection broke; what reached the server then is found by a retry with the
+/// same token (the acquire script treats our own token as ours).
+fn abandon_unanswered<T>(con: &mut Conn, claim: &Claim, result: &Result<T>) {
+    if let Err(e) = result
+        && is_timeout(e)
+    {
+        lock::abandon(con, claim.keys, claim.token);
     }
 }
 

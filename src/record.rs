@@ -63,8 +63,10 @@ const HOLDER_FIELDS: [&str; 9] = [
 pub const BRIEF: [&str; 5] = ["host", "pid", "user", "started", "fence"];
 
 impl Holder {
-    /// This process, about to take a lock for `command`.
-    pub fn current(command: &str) -> Holder {
+    /// This process, about to take a lock for `command`; the records keep `label` when given,
+    /// else the command without what looks like a credential ([`redact`]).
+    pub fn current(command: &str, label: Option<&str>) -> Holder {
+        let recorded = label.map_or_else(|| redact(command), str::to_string);
         Holder {
             host: hostname(),
             pid: Some(std::process::id()),
@@ -76,7 +78,7 @@ impl Holder {
                         format!("uid {}", unsafe { libc::getuid() })
                     }),
             ),
-            command: Some(truncate(command, 256)),
+            command: Some(truncate(&recorded, 256)),
             ..Holder::default()
         }
     }
@@ -391,6 +393,128 @@ impl LockState {
     }
 }
 
+/// A value that looks like a credential, as the records show it instead.
+pub const REDACTED: &str = "***";
+
+/// The command as the records keep it, without what looks like a credential (records live for
+/// 30 days and `status` shows them to read-only users):
+///
+/// * the value of an assignment or `--flag=value` whose name looks secret
+///   (`PGPASSWORD=x`, `--api-key=x`);
+/// * the word after a flag whose name looks secret (`--password x`, `--token x`);
+/// * the user information of a URL (`redis://user:pass@host` → `redis://***@host`).
+///
+/// A name looks secret when it contains PASSWORD, PASSWD, PASSPHRASE, SECRET, TOKEN, KEY,
+/// CREDENTIAL or AUTH, or has PASS or PWD as a part of its own (`MYSQL_PWD`, `--pass`), in any
+/// case. Quoted values are redacted whole. Anything else is kept as written: a password passed
+/// positionally (`mysql -pX`, `redis-cli -a X`) cannot be told from other arguments; use
+/// `--label` for such commands.
+pub fn redact(command: &str) -> String {
+    let bytes = command.as_bytes();
+    let mut out = String::with_capacity(command.len());
+    let mut i = 0;
+    let mut hide_next = false;
+    while i < bytes.len() {
+        if is_break(bytes[i]) && !(hide_next && is_quote(bytes[i])) {
+            out.push(bytes[i] as char);
+            i += 1;
+            continue;
+        }
+        if hide_next {
+            out.push_str(REDACTED);
+            i = value_end(bytes, i);
+            hide_next = false;
+            continue;
+        }
+        let end = (i..bytes.len())
+            .find(|&j| is_break(bytes[j]))
+            .unwrap_or(bytes.len());
+        let token = &command[i..end];
+        let name_end = token
+            .find(|c: char| !(c.is_ascii_alphanumeric() || "_-.".contains(c)))
+            .unwrap_or(token.len());
+        let name = &token[..name_end];
+        let secret = looks_secret(name.trim_start_matches('-'));
+        if secret && token[name_end..].starts_with('=') {
+            out.push_str(&token[..=name_end]);
+            out.push_str(REDACTED);
+            i = value_end(bytes, i + name_end + 1);
+        } else {
+            out.push_str(&hide_userinfo(token));
+            hide_next = secret && name.starts_with('-') && name_end == token.len();
+            i = end;
+        }
+    }
+    out
+}
+
+fn is_quote(b: u8) -> bool {
+    b == b'\'' || b == b'"'
+}
+
+/// Whitespace, a shell separator or a quote: where a word of the command ends.
+fn is_break(b: u8) -> bool {
+    b.is_ascii_whitespace() || b";&|()".contains(&b) || is_quote(b)
+}
+
+/// Where a value starting at `start` ends: after its closing quote when it is quoted, else at
+/// the next break.
+fn value_end(bytes: &[u8], start: usize) -> usize {
+    match bytes.get(start) {
+        Some(&q) if is_quote(q) => bytes[start + 1..]
+            .iter()
+            .position(|&b| b == q)
+            .map_or(bytes.len(), |at| start + at + 2),
+        _ => (start..bytes.len())
+            .find(|&j| is_break(bytes[j]))
+            .unwrap_or(bytes.len()),
+    }
+}
+
+fn looks_secret(name: &str) -> bool {
+    let upper = name.to_ascii_uppercase();
+    if upper.is_empty() || upper == "PWD" || upper == "OLDPWD" {
+        return false;
+    }
+    const INSIDE: [&str; 8] = [
+        "PASSWORD",
+        "PASSWD",
+        "PASSPHRASE",
+        "SECRET",
+        "TOKEN",
+        "KEY",
+        "CREDENTIAL",
+        "AUTH",
+    ];
+    INSIDE.iter().any(|w| upper.contains(w))
+        || upper
+            .split(['_', '-', '.'])
+            .any(|part| part == "PASS" || part == "PWD")
+}
+
+/// `scheme://user:pass@host/...` → `scheme://***@host/...`, for every URL in `word`.
+fn hide_userinfo(word: &str) -> String {
+    let mut out = String::with_capacity(word.len());
+    let mut rest = word;
+    while let Some(at) = rest.find("://") {
+        let (head, tail) = rest.split_at(at + 3);
+        out.push_str(head);
+        let authority_end = tail
+            .find(|c: char| "/?#'\" ".contains(c))
+            .unwrap_or(tail.len());
+        match tail[..authority_end].rfind('@') {
+            Some(user_end) => {
+                out.push_str(REDACTED);
+                out.push_str(&tail[user_end..authority_end]);
+            }
+            None => out.push_str(&tail[..authority_end]),
+        }
+        rest = &tail[authority_end..];
+    }
+    out.push_str(rest);
+    out
+}
+
 fn truncate(s: &str, max: usize) -> String {
     if s.len() <= max {
         return s.to_string();
@@ -538,5 +662,37 @@ mod tests {
         assert_eq!(LockState::of_type("none").as_str(), "free");
         assert_eq!(LockState::of_type("hash").as_str(), "wrong_type");
         assert_eq!(LockState::Unknown.as_str(), "unknown");
+    }
+
+    #[test]
+    fn secrets_are_redacted_and_everything_else_kept() {
+        for (command, recorded) in [
+            ("PGPASSWORD=hunter2 psql -h db", "PGPASSWORD=*** psql -h db"),
+            ("psql --password hunter2 -h db", "psql --password *** -h db"),
+            ("tool --api-key=abc --keep=1", "tool --api-key=*** --keep=1"),
+            ("tool --token 'a b' next", "tool --token *** next"),
+            ("tool --token=\"a b\" next", "tool --token=*** next"),
+            ("X=1 MYSQL_PWD='s e' mysql", "X=1 MYSQL_PWD=*** mysql"),
+            (
+                "export AWS_SECRET_ACCESS_KEY=k; aws s3 ls",
+                "export AWS_SECRET_ACCESS_KEY=***; aws s3 ls",
+            ),
+            (
+                "curl https://u:p@example.com/x?q=1",
+                "curl https://***@example.com/x?q=1",
+            ),
+            (
+                "redis-cli -u redis://:pw@h:6379 ping",
+                "redis-cli -u redis://***@h:6379 ping",
+            ),
+            ("sh -c 'DB_PASS=x run'", "sh -c 'DB_PASS=*** run'"),
+            ("cd $PWD && make PWD=/x", "cd $PWD && make PWD=/x"),
+            (
+                "backup --dir /srv https://example.com/a",
+                "backup --dir /srv https://example.com/a",
+            ),
+        ] {
+            assert_eq!(redact(command), recorded, "{command}");
+        }
     }
 }

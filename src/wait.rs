@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Result;
 
-use crate::error::is_server_reply;
+use crate::error::{is_server_reply, is_timeout};
 use crate::keys::Keys;
 use crate::lease::Moment;
 use crate::lock::{Acquire, Busy, Claim, Refusal};
@@ -131,8 +131,9 @@ pub fn take(
         let attempt = match nodes.acquire(&req.claim, Refusal::Uncounted, sent, None) {
             Ok(a) => a,
             // A long wait may outlive one connection; the failed one was dropped, so this
-            // attempt reconnects.
-            Err(e) if !is_server_reply(&e) => {
+            // attempt reconnects. Not after a timeout: that attempt's undoing is queued behind
+            // it (nodes.rs), and would undo a retry with the same token.
+            Err(e) if !is_server_reply(&e) && !is_timeout(&e) => {
                 let sent = Moment::now();
                 let retry = nodes.acquire(&req.claim, Refusal::Uncounted, sent, None)?;
                 if let Acquire::Acquired { fence, started_ms } = retry {

@@ -29,7 +29,7 @@ pub fn acquire(ctx: &Context, args: AcquireArgs) -> Result<Exit> {
     let mut nodes = ctx.nodes(ctx.timeout);
     nodes.connect()?;
     let token = lock::new_token()?;
-    let holder = calling_process();
+    let holder = calling_process(args.label.as_deref());
     let request = Request {
         claim: Claim {
             keys: &keys,
@@ -79,7 +79,7 @@ pub fn acquire(ctx: &Context, args: AcquireArgs) -> Result<Exit> {
 }
 
 /// The script that called `redlock acquire` is the holder, not this short-lived process.
-fn calling_process() -> Holder {
+fn calling_process(label: Option<&str>) -> Holder {
     // SAFETY: getppid has no preconditions.
     let ppid = unsafe { libc::getppid() };
     let command = std::fs::read(format!("/proc/{ppid}/cmdline"))
@@ -93,7 +93,7 @@ fn calling_process() -> Holder {
         })
         .filter(|c| !c.is_empty())
         .unwrap_or_else(|| "redlock acquire".to_string());
-    let mut holder = Holder::current(&command);
+    let mut holder = Holder::current(&command, label);
     holder.pid = Some(ppid as u32);
     holder
 }

@@ -27,7 +27,7 @@ use crate::heartbeat::Heartbeat;
 use crate::keeper::Keeper;
 use crate::keys::Keys;
 use crate::lease::{self, Lease, Moment, Timeline};
-use crate::lock::{self, Claim};
+use crate::lock::{self, Claim, Standing};
 use crate::log;
 use crate::nodes::Nodes;
 use crate::record::{Holder, LastRun, Outcome};
@@ -48,7 +48,7 @@ pub fn run(ctx: &Context, args: RunArgs) -> Result<Exit> {
             lease::fmt(hold)
         )));
     }
-    let display = display_command(&argv, args.shell.is_some());
+    let display = crate::record::redact(&display_command(&argv, args.shell.is_some()));
 
     let signals = Signals::block();
     child::become_subreaper();
@@ -72,7 +72,7 @@ pub fn run(ctx: &Context, args: RunArgs) -> Result<Exit> {
         );
     }
     let token = lock::new_token()?;
-    let holder = Holder::current(&display);
+    let holder = Holder::current(&display, args.label.as_deref());
     let request = Request {
         claim: Claim {
             keys: &keys,
@@ -230,6 +230,11 @@ pub fn run(ctx: &Context, args: RunArgs) -> Result<Exit> {
         ctx.nodes(node_timeout(ctx, lease.ttl)),
         keys.clone(),
         token.clone(),
+        Standing {
+            fence: Some(fence),
+            started_ms: Some(started_ms),
+            holder: Some(holder.clone()),
+        },
         lease,
         timeline,
         keeper.arm(),
@@ -278,7 +283,7 @@ pub fn run(ctx: &Context, args: RunArgs) -> Result<Exit> {
             ("duration_ms", ran.as_millis().into()),
         ],
     );
-    session.release(
+    let released = session.release(
         &mut nodes,
         true,
         Some(session.record(outcome, end.status.exit().code(), ran)),
@@ -288,6 +293,20 @@ pub fn run(ctx: &Context, args: RunArgs) -> Result<Exit> {
             Exit::LeaseLost,
             format!(
                 "lease on {} lost: {reason}; the command was stopped ({})",
+                keys.lock,
+                describe_status(end.status)
+            ),
+        ));
+    }
+    // The key was gone or someone else's when we came to release it: somewhere since the last
+    // confirmed renewal the lease lapsed, and the command was not covered the whole time
+    // (the release script recorded the run as "lease lost").
+    if released == Some(false) {
+        return Err(fail(
+            Exit::LeaseLost,
+            format!(
+                "lease on {} lost: at the release the key was gone or held by another token, so \
+                 another holder may have run alongside the command ({})",
                 keys.lock,
                 describe_status(end.status)
             ),
@@ -343,8 +362,9 @@ impl Session<'_> {
 
     /// Releases the lock (or, when the command `ran` under `--hold-at-least`, leaves it to
     /// expire then: a command that never started holds nothing back). Failure here is a
-    /// warning, not an error: the lease expires by itself.
-    fn release(&self, nodes: &mut Nodes, ran: bool, record: Option<LastRun>) {
+    /// warning, not an error: the lease expires by itself. Returns whether the lock was still
+    /// ours (`None`: no answer).
+    fn release(&self, nodes: &mut Nodes, ran: bool, record: Option<LastRun>) -> Option<bool> {
         let keep = self
             .hold_at_least
             .filter(|_| ran)
@@ -388,12 +408,13 @@ impl Session<'_> {
                 &format!("{} was no longer ours; left it alone", self.keys.lock),
                 &[("key", self.keys.lock.as_str().into())],
             ),
-            Err(e) => log::warn(
+            Err(ref e) => log::warn(
                 "release_failed",
-                &format!("{}; the lock expires by itself", render(&e)),
+                &format!("{}; the lock expires by itself", render(e)),
                 &[("key", self.keys.lock.as_str().into())],
             ),
         }
+        result.ok()
     }
 }
 

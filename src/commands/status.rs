@@ -243,10 +243,14 @@ impl<'a> View<'a> {
         if show_token && self.state() == LockState::Held {
             fields.push(("token", Json::opt_str(self.i.token.as_deref())));
         }
-        fields.push((
-            "holder",
-            self.holder().map_or(Json::Null, |h| h.json(self.now_ms)),
-        ));
+        let holder = self.holder().map_or(Json::Null, |h| {
+            let mut json = h.json(self.now_ms);
+            if let Json::Obj(fields) = &mut json {
+                fields.push(("pid_alive", process_alive(h).map_or(Json::Null, Json::Bool)));
+            }
+            json
+        });
+        fields.push(("holder", holder));
         fields.push((
             "last_run",
             self.i
@@ -425,6 +429,12 @@ impl<'a> View<'a> {
     /// Whether the holder is alive, as far as its renewals tell.
     fn liveness(&self, h: &Holder) -> String {
         let expiry = self.expiry();
+        if process_alive(h) == Some(false) {
+            return format!(
+                "DEAD: its process {} is gone from this host; nothing renews the lock, which {expiry}",
+                h.pid.unwrap_or(0)
+            );
+        }
         if h.finished {
             return format!("command finished; kept until expiry by --hold-at-least, {expiry}");
         }
@@ -448,6 +458,19 @@ impl<'a> View<'a> {
             )
         }
     }
+}
+
+/// Whether the holder's process still exists, when it ran on this host (same host name);
+/// `None` when that cannot be told from here. A holder that finished (`--hold-at-least`) has
+/// no process to look for.
+fn process_alive(h: &Holder) -> Option<bool> {
+    let pid = libc::pid_t::try_from(h.pid?).ok().filter(|p| *p > 0)?;
+    if h.finished || h.host != crate::record::hostname() {
+        return None;
+    }
+    // SAFETY: signal 0 only checks that the process exists; nothing is sent.
+    let rc = unsafe { libc::kill(pid, 0) };
+    Some(rc == 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH))
 }
 
 /// Milliseconds since the epoch as RFC 3339, to the second.

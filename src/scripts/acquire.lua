@@ -16,7 +16,12 @@ if current == ARGV[1] then
   return {1, tonumber(h[1]) or tonumber(redis.call('GET', KEYS[2])) or 0, tonumber(h[2]) or now}
 end
 if not current then
-  local fence = redis.call('INCR', KEYS[2])
+  -- The fence is above every fence handed out before, even when the counter was lost (a restart
+  -- without persistence, a flush, a failover to a lagging replica): it is at least the server's
+  -- clock in microseconds (below 2^53 until the year 2255, so JSON readers keep it exact).
+  local fence = math.max((tonumber(redis.call('GET', KEYS[2])) or 0) + 1,
+    tonumber(t[1]) * 1000000 + tonumber(t[2]))
+  redis.call('SET', KEYS[2], fence)
   redis.call('HSET', KEYS[3], 'started', now, 'renewed', now, 'ttl', ARGV[2], 'fence', fence,
     'finished', 0, unpack(ARGV, 5))
   redis.call('PEXPIRE', KEYS[3], ARGV[2])

@@ -1,13 +1,25 @@
 -- extend: compare-and-pexpire; renews only our own lease, and the holder record with it.
+-- A renewal never shortens the key's life: it moves the expiry only later, so a late renewal
+-- cannot undo a longer hold (--hold-at-least, or an extend with a longer TTL), and once the
+-- command has finished (the release kept the key: 'finished' is set) it changes nothing.
 -- KEYS[1] lock   KEYS[2] holder record
 -- ARGV[1] token   ARGV[2] ttl (ms)
--- Reply: 1 renewed, 0 not the holder (free, or someone else's).
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
-redis.call('PEXPIRE', KEYS[1], ARGV[2])
+-- Reply: 1 renewed (or already living at least that long), 0 someone else's, -1 free (the key
+-- is gone: expired, released, or lost by the server).
+local current = redis.call('GET', KEYS[1])
+if not current then return -1 end
+if current ~= ARGV[1] then return 0 end
+local h = redis.pcall('HMGET', KEYS[2], 'finished')
+if h[1] == '1' then return 1 end
+local ttl = tonumber(ARGV[2])
+local longer = redis.call('PTTL', KEYS[1]) < ttl
+if longer then redis.call('PEXPIRE', KEYS[1], ttl) end
 if redis.call('EXISTS', KEYS[2]) == 1 then
   local t = redis.call('TIME')
-  redis.call('HSET', KEYS[2], 'renewed', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000),
-    'ttl', ARGV[2])
-  redis.call('PEXPIRE', KEYS[2], ARGV[2])
+  redis.call('HSET', KEYS[2], 'renewed', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
+  if longer then
+    redis.call('HSET', KEYS[2], 'ttl', ARGV[2])
+    redis.call('PEXPIRE', KEYS[2], ttl)
+  end
 end
 return 1

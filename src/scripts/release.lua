@@ -4,6 +4,8 @@
 -- ARGV[1] token   ARGV[2] release channel   ARGV[3] keep (ms; 0 deletes)
 -- ARGV[4] outcome ('' records nothing)   ARGV[5] record ttl (ms)
 -- ARGV[6..] the last-run record as field/value pairs (record.rs writes them)
+-- A run whose lock was no longer ours at the release was not covered the whole time: its
+-- record says 'lease lost', whatever the caller's outcome, and counts as lost.
 -- Reply: 1 released (or kept), 0 the lock was no longer ours.
 local released = 0
 if redis.pcall('GET', KEYS[1]) == ARGV[1] then
@@ -20,11 +22,16 @@ if redis.pcall('GET', KEYS[1]) == ARGV[1] then
   released = 1
 end
 if ARGV[4] ~= '' then
+  local outcome = ARGV[4]
   redis.call('HSET', KEYS[3], unpack(ARGV, 6))
+  if released == 0 then
+    outcome = 'lease lost'
+    redis.call('HSET', KEYS[3], 'outcome', outcome)
+  end
   redis.call('PEXPIRE', KEYS[3], ARGV[5])
   redis.call('HINCRBY', KEYS[4], 'runs', 1)
-  if ARGV[4] == 'lease lost' then redis.call('HINCRBY', KEYS[4], 'lost', 1) end
-  if ARGV[4] == 'failed' or ARGV[4] == 'killed' then
+  if outcome == 'lease lost' then redis.call('HINCRBY', KEYS[4], 'lost', 1) end
+  if outcome == 'failed' or outcome == 'killed' then
     redis.call('HINCRBY', KEYS[4], 'failed', 1)
   end
   redis.call('PEXPIRE', KEYS[4], ARGV[5])

@@ -6,8 +6,8 @@ use std::time::{Duration, Instant};
 
 use crate::support::json::{Document, Json};
 use crate::support::{
-    LockKeys, Outcome, RedisServer, Redlock, is_uuid_v4, lock_status, says, wait_for_contender,
-    wait_until,
+    LockKeys, Outcome, RedisServer, Redlock, expect_fresh_fence, is_uuid_v4, lock_status, says,
+    wait_for_contender, wait_until,
 };
 
 /// `redlock acquire --key KEY --ttl TTL`, expected to succeed.
@@ -49,6 +49,7 @@ fn pttl(server: &RedisServer, key: &str) -> Duration {
 #[test]
 fn acquire_prints_the_token_then_the_fence() {
     let server = RedisServer::start();
+    let before = server.micros();
     let outcome = acquire(&server, "job", "30s");
     let (token, fence) = token_and_fence(&outcome);
     assert!(is_uuid_v4(&token), "the token {token:?} is no UUID v4");
@@ -57,7 +58,7 @@ fn acquire_prints_the_token_then_the_fence() {
         Some(token),
         "the token is not the lock's value"
     );
-    assert_eq!(fence, 1);
+    expect_fresh_fence(fence, before);
     let left = pttl(&server, "job");
     assert!(
         Duration::from_secs(25) < left && left <= Duration::from_secs(30),
@@ -68,6 +69,7 @@ fn acquire_prints_the_token_then_the_fence() {
 #[test]
 fn acquire_json_prints_one_object_describing_the_lease() {
     let server = RedisServer::start();
+    let before = server.micros();
     let outcome = Redlock::new(&server)
         .args(["--prefix", "ci:", "acquire", "--key", "job", "--ttl", "30s"])
         .arg("--json")
@@ -81,7 +83,7 @@ fn acquire_json_prints_one_object_describing_the_lease() {
     assert_eq!(lease.str("key"), "job");
     assert_eq!(lease.str("redis_key"), "ci:job");
     assert_eq!(Some(lease.str("token").to_owned()), server.get("ci:job"));
-    assert_eq!(lease.int("fence"), 1);
+    expect_fresh_fence(lease.int("fence"), before);
     assert_eq!(lease.int("ttl_ms"), 30_000);
     assert!(lease.int("acquired_ms") > 0);
     assert_eq!(
@@ -155,7 +157,7 @@ fn busy_acquire_whose_wait_runs_out_is_counted_once() {
 #[test]
 fn acquire_with_wait_gets_the_lock_once_the_holder_releases_by_token() {
     let server = RedisServer::start();
-    let first = token(&acquire(&server, "job", "30s"));
+    let (first, first_fence) = token_and_fence(&acquire(&server, "job", "30s"));
 
     let before = server.script_calls();
     let waiter = Redlock::new(&server)
@@ -175,7 +177,7 @@ fn acquire_with_wait_gets_the_lock_once_the_holder_releases_by_token() {
         Some(second),
         "the waiter's token is not the lock's value"
     );
-    assert_eq!(fence, 2);
+    assert!(fence > first_fence, "fence {fence} after {first_fence}");
     let delay = outcome.exited_at.expect("acquire exited") - released;
     assert!(
         delay < Duration::from_secs(2),

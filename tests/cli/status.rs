@@ -70,16 +70,19 @@ fn held_lock_shows_holder_command_since_lease_and_fence_and_exits_0() {
             holder.pid()
         ),
     );
-    expect_contains(&outcome, head, "fence 1");
+    let fence = server
+        .get(&LockKeys::of("job").fence)
+        .expect("a fence counter");
+    expect_contains(&outcome, head, &format!("fence {fence}"));
     expect_contains(&outcome, line(&outcome, "command "), "read _");
     line(&outcome, "since ");
     let lease = line(&outcome, "lease ");
     for word in ["alive", "renewed", "expires in"] {
         expect_contains(&outcome, lease, word);
     }
-    let fence = line(&outcome, "fence ");
-    if fence.split_whitespace().nth(1) != Some("1") {
-        outcome.fail("expected the fence line to show fence 1");
+    let fence_line = line(&outcome, "fence ");
+    if fence_line.split_whitespace().nth(1) != Some(fence.as_str()) {
+        outcome.fail(&format!("expected the fence line to show fence {fence}"));
     }
     line(&outcome, "counters ");
     finish(holder);
@@ -232,12 +235,20 @@ fn json_of_a_held_lock_names_the_holder_its_ttl_and_fence() {
         0 < ttl_left && ttl_left <= 30_000,
         "ttl_left_ms {ttl_left} for a 30s lease"
     );
-    assert_eq!(lock.int("fence"), 1);
+    let fence: i64 = server
+        .get(&LockKeys::of("job").fence)
+        .and_then(|f| f.parse().ok())
+        .expect("a fence counter");
+    assert_eq!(lock.int("fence"), fence);
     assert_eq!(lock.str("holder.host"), host_name());
     assert_eq!(lock.int("holder.pid"), i64::from(holder.pid()));
     assert_eq!(lock.str("holder.user"), USER);
     assert!(lock.str("holder.command").contains("read _"), "{lock}");
-    assert_eq!(lock.int("holder.fence"), 1);
+    assert_eq!(lock.int("holder.fence"), fence);
+    assert!(
+        lock.expect("holder.pid_alive").as_bool() == Some(true),
+        "{lock}"
+    );
     assert_eq!(lock.int("holder.ttl_ms"), 30_000);
     assert!(lock.int("holder.started_ms") <= lock.int("holder.renewed_ms"));
     assert!(lock.expect("last_run").is_null(), "{lock}");
@@ -260,11 +271,11 @@ fn json_after_a_run_shows_a_free_lock_with_its_last_run_and_counters() {
     assert_eq!(lock.str("type"), "none");
     assert!(lock.expect("ttl_left_ms").is_null(), "{lock}");
     assert!(lock.expect("holder").is_null(), "{lock}");
-    assert_eq!(lock.int("fence"), 1);
+    let fence = lock.int("fence");
     assert_eq!(lock.str("last_run.outcome"), "ok");
     assert_eq!(lock.int("last_run.exit"), 0);
     assert_eq!(lock.str("last_run.host"), host_name());
-    assert_eq!(lock.int("last_run.fence"), 1);
+    assert_eq!(lock.int("last_run.fence"), fence);
     assert_eq!(lock.int("counters.runs"), 1);
     assert_eq!(lock.int("counters.busy"), 0);
 }

@@ -258,7 +258,7 @@ fn probe(
     token: &str,
 ) -> Result<(Probe, Option<RedisError>)> {
     let mut probe = Probe::default();
-    let holder = Holder::current("redlock doctor");
+    let holder = Holder::current("redlock doctor", None);
     let sent = Instant::now();
     let acquired = match probe.step(
         "acquire",
@@ -288,7 +288,10 @@ fn probe(
             Some(Acquire::Busy(_)) | None => {}
         }
         probe.step("count busy", lock::count_busy(con, keys))?;
-        if probe.step("extend", lock::extend(con, keys, token, PROBE_TTL))? == Some(false) {
+        if probe
+            .step("extend", lock::extend(con, keys, token, PROBE_TTL))?
+            .is_some_and(|r| r != lock::Renewed::Yes)
+        {
             probe.odd.push(format!(
                 "{} was gone before its {} TTL ran out (evicted?)",
                 keys.lock,

@@ -94,6 +94,17 @@ fn has_hash_tag(key: &str) -> bool {
         .is_some_and(|len| len > 0)
 }
 
+/// Checks the fence rule for a first fence: at least the server's clock in microseconds when
+/// it was handed out (`server_micros_before`, read just before), and below 2^53 so that JSON
+/// readers keep it exact.
+#[track_caller]
+pub fn expect_fresh_fence(fence: i64, server_micros_before: i64) {
+    assert!(
+        fence >= server_micros_before && fence < 1 << 53,
+        "fence {fence} is not floored by the server's clock ({server_micros_before} µs) or not below 2^53"
+    );
+}
+
 /// The keys redlock keeps for one lock, as they appear in Redis.
 pub struct LockKeys {
     pub lock: String,

@@ -157,6 +157,12 @@ impl RedisServer {
         self.query(&["GET", key])
     }
 
+    /// The server's clock (TIME) in microseconds since the epoch.
+    pub fn micros(&self) -> i64 {
+        let (secs, micros): (i64, i64) = self.query(&["TIME"]);
+        secs * 1_000_000 + micros
+    }
+
     pub fn exists(&self, key: &str) -> bool {
         self.query::<i64>(&["EXISTS", key]) == 1
     }
