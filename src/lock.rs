@@ -328,6 +328,25 @@ pub fn release(
     Ok(released == 1)
 }
 
+/// Takes back what an acquire attempt that did not win a majority took on this node. Unlike
+/// a release it wakes nobody: the lock was never held, and a waiter woken by its own undoing
+/// would try again at once, holding the node again and again (and keeping a holder from
+/// re-establishing the key there).
+pub fn undo(con: &mut dyn ConnectionLike, keys: &Keys, token: &str) -> Result<()> {
+    RELEASE
+        .key(&keys.lock)
+        .key(&keys.holder)
+        .key(&keys.last)
+        .key(&keys.stats)
+        .arg(token)
+        .arg("")
+        .arg(0)
+        .arg("")
+        .invoke::<i64>(con)
+        .with_context(|| format!("cannot undo the attempt on {}", keys.lock))?;
+    Ok(())
+}
+
 /// Quorum fencing: raises this node's counter to at least the fence handed out (see nodes.rs),
 /// and records that fence in our holder record if we hold the lock here.
 static RAISE_FENCE: LazyLock<Script> = LazyLock::new(|| Script::new(crate::scripts::RAISE_FENCE));

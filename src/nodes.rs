@@ -273,7 +273,7 @@ impl Nodes {
             ));
         }
         // No quorum: undo whatever landed, on every node (also those that did not answer).
-        let _ = self.each(|c| lock::release(c, keys, token, None, None));
+        let _ = self.each(|c| lock::undo(c, keys, token));
         if let Some(busy) = busy {
             return Ok(Acquire::Busy(busy));
         }

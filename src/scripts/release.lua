@@ -1,7 +1,7 @@
 -- release: compare-and-delete (or, with --hold-at-least, compare-and-pexpire), plus the record
 -- of the run and the counters.
 -- KEYS[1] lock   KEYS[2] holder record   KEYS[3] last-run record (hash)   KEYS[4] counters
--- ARGV[1] token   ARGV[2] release channel   ARGV[3] keep (ms; 0 deletes)
+-- ARGV[1] token   ARGV[2] release channel ('' to publish nothing)   ARGV[3] keep (ms; 0 deletes)
 -- ARGV[4] outcome ('' records nothing)   ARGV[5] record ttl (ms)
 -- ARGV[6..] the last-run record as field/value pairs (record.rs writes them)
 -- A run whose lock was no longer ours at the release was not covered the whole time: its
@@ -17,7 +17,7 @@ if redis.pcall('GET', KEYS[1]) == ARGV[1] then
     end
   else
     redis.call('DEL', KEYS[1], KEYS[2])
-    redis.call('PUBLISH', ARGV[2], 'released')
+    if ARGV[2] ~= '' then redis.call('PUBLISH', ARGV[2], 'released') end
   end
   released = 1
 end

@@ -9,6 +9,7 @@ mod cluster;
 mod docs;
 mod doctor;
 mod harness;
+mod integrity;
 mod logging;
 mod quorum;
 mod release;

@@ -86,6 +86,21 @@ pub fn expect_exclusive_sections(log: &Path) -> Vec<Section> {
     sections
 }
 
+/// Panics unless the fences of the sections in `log` grow in the order the sections started
+/// (they may overlap: for runs where the data under the lock was lost). Returns the sections.
+#[track_caller]
+pub fn expect_fences_in_start_order(log: &Path) -> Vec<Section> {
+    let sections = read_sections(log);
+    for pair in sections.windows(2) {
+        let (a, b) = (&pair[0], &pair[1]);
+        assert!(
+            a.fence < b.fence,
+            "fences do not grow in the order the sections started:\n  {a:?}\n  {b:?}"
+        );
+    }
+    sections
+}
+
 fn stamp_micros(stamp: &str) -> Option<u64> {
     let (secs, micros) = stamp.split_once(['.', ','])?;
     Some(secs.parse::<u64>().ok()? * 1_000_000 + micros.parse::<u64>().ok()?)
