@@ -205,14 +205,16 @@ pub const STATUSES: &[Status] = &[
     Status {
         exit: Exit::LeaseLost,
         short: "lease lost",
-        meaning: "Lease lost while the command ran; redlock stopped the command.",
+        meaning: "Lease lost while the command ran: redlock stopped the command, or found at \
+            the release that the lock was gone or someone else's.",
         on: &[on(
             "run",
             "",
             "The key expired or was taken, renewals kept failing, or redlock itself was stopped \
              past its kill point: every process of the command got SIGTERM, then SIGKILL \
-             `--kill-after` later, before the lease ran out. 76 even when the command itself \
-             exited 0.",
+             `--kill-after` later, before the lease ran out. Also when the release finds the key \
+             deleted or taken over since the last renewal (the run is recorded as lease lost). \
+             76 even when the command itself exited 0.",
         )],
     },
     Status {

@@ -7,17 +7,22 @@
 //!
 //! * **acquire** succeeds when a majority took the key *and* the lease still has validity left
 //!   (ttl − elapsed − drift, the caller counts from when it sent). Otherwise it releases on every
-//!   node, including those that did not answer (their SET may have landed), and reports busy or
-//!   the nodes' errors.
-//! * **fencing**: each node's acquire script increments that node's counter; the token handed
+//!   node, including those that did not answer (their SET may have landed), without waking
+//!   anyone, and reports busy or the nodes' errors. A node whose acquire timed out also gets the
+//!   undoing queued behind it on the same connection (`lock::abandon`).
+//! * **fencing**: each node's acquire script raises that node's counter; the token handed
 //!   out is the maximum of the majority's answers, and before it is handed out every node's
 //!   counter is raised to at least that value, which must succeed on a majority. Any later
 //!   majority shares a node with that one, so its maximum is strictly larger: fences keep
-//!   growing even when different majorities answer. The guarantee holds as long as nodes keep
-//!   their counters (a node restarted without persistence forgets its counter; with a majority
-//!   of such restarts at once, fences can repeat — run quorum nodes with persistence).
+//!   growing even when different majorities answer. A node restarted without persistence
+//!   forgets its counter, but the acquire script floors every fence by the node's clock in
+//!   microseconds, so fences keep growing as long as the nodes' clocks agree to within the time
+//!   between two acquisitions.
 //! * **extend** confirms the lease when a majority renewed it; it is lost at once when so many
 //!   nodes refused (key gone, another token, a refusal) that a majority can no longer confirm.
+//!   A node where the key is *missing* while a majority renewed it is healed: the key is written
+//!   back there with our token and fence (`lock::heal`), so nodes restarted one at a time never
+//!   leave the holder without a majority.
 //! * **release** goes to every node.
 
 use std::thread;

@@ -21,7 +21,8 @@
 //!    "fence": 17 | null,               // the fence counter's current value
 //!    "token": "…",                     // only with --show-token, and only when held
 //!    "holder": null | {"host", "pid", "user", "command", "started_ms", "renewed_ms",
-//!                      "ttl_ms", "fence", "finished", "age_ms", "since_renewal_ms"},
+//!                      "ttl_ms", "fence", "finished", "age_ms", "since_renewal_ms",
+//!                      "pid_alive": true | false | null (null: not on this host)},
 //!    "last_run": null | {"outcome": "ok"|"failed"|"killed"|"lease lost", "exit", "host", "pid",
 //!                        "user", "command", "started_ms", "ended_ms", "duration_ms", "fence"},
 //!    "counters": {"runs", "busy", "lost", "failed", "forced"},

@@ -82,9 +82,11 @@ pub(super) fn prose(sub: Option<&str>) -> Prose {
                 ),
                 (
                     "REDLOCK_FENCE",
-                    "Set for the command: the fencing token, a decimal integer that only grows \
-                     with each acquisition of the key. Storage that remembers the highest fence \
-                     it saw can reject the writes of a holder that lost its lease.",
+                    "Set for the command: the fencing token, a decimal integer larger than every \
+                     fence handed out before for the key, even after the server lost its data \
+                     (it is at least the server's clock in microseconds). Storage that remembers \
+                     the highest fence it saw can reject the writes of a holder that lost its \
+                     lease.",
                 ),
             ],
             examples: &[
