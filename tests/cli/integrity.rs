@@ -13,8 +13,8 @@ use crate::support::sections::{
     Dice, SECTION, expect_exclusive_sections, expect_fences_in_start_order, read_sections,
 };
 use crate::support::{
-    LockKeys, Outcome, RedisQuorum, RedisServer, Redlock, TempDir, child, companion_key,
-    expect_fresh_fence, holds_throughout, lock_status, says, wait_until,
+    LockKeys, Outcome, RedisQuorum, RedisSentinel, RedisServer, Redlock, TempDir, child,
+    companion_key, expect_fresh_fence, holds_throughout, lock_status, says, wait_until,
 };
 
 /// A short run that prints its lock environment; returns its fence.
@@ -423,4 +423,86 @@ fn fences_grow_in_start_order_through_restarts_flushes_and_stalls() {
         "too little happened: {} sections",
         sections.len()
     );
+}
+
+#[test]
+fn through_a_sentinel_fences_survive_a_flush_and_a_lost_lease_is_76() {
+    let sentinel = RedisSentinel::start();
+    let url = sentinel.url();
+    let first = fence_of_a_run(Redlock::without_url().args(["--url", &url]));
+    let _: () = sentinel.master().query(&["FLUSHALL"]);
+    let second = fence_of_a_run(Redlock::without_url().args(["--url", &url]));
+    assert!(
+        second > first,
+        "after FLUSHALL: fence {second} after {first}"
+    );
+
+    let mut holder = Redlock::without_url()
+        .args([
+            "--url",
+            &url,
+            "run",
+            "--key",
+            "job",
+            "--ttl",
+            "30s",
+            "-c",
+            child::HOLD,
+        ])
+        .spawn();
+    holder.expect_line("ready");
+    let _: () = sentinel.master().query(&["DEL", "job"]);
+    holder.close_stdin();
+    holder.exits_with(76).error_mentions(says::LEASE_LOST);
+}
+
+#[test]
+fn in_a_quorum_a_node_whose_acquire_timed_out_is_cleaned_up_and_a_lost_lease_is_76() {
+    let quorum = RedisQuorum::start(3);
+    // Scripts cached on every node.
+    fence_of_a_run(quorum.redlock());
+    // Node 0 stalls: the acquire succeeds on the other two, and the one queued on node 0 is
+    // undone when it resumes.
+    quorum.node(0).pause();
+    let outcome = quorum
+        .redlock()
+        .args(["run", "--key", "job", "--ttl", "2s", "--", "true"])
+        .exits_with(0);
+    assert!(
+        outcome.stderr.contains("node"),
+        "no word of the stalled node\n{outcome}"
+    );
+    quorum.node(0).resume();
+    // The acquire queued on node 0 ran on resuming (it raised the counter past the last
+    // fence node 0 knew), and its undoing right after it.
+    let fence_key = LockKeys::of("job").fence;
+    wait_until(
+        "the queued acquire to run on node 0",
+        Duration::from_secs(5),
+        || {
+            let on_0: Option<i64> = quorum.node(0).get(&fence_key).and_then(|f| f.parse().ok());
+            let on_1: Option<i64> = quorum.node(1).get(&fence_key).and_then(|f| f.parse().ok());
+            (on_0.is_some() && on_0 >= on_1).then_some(())
+        },
+    );
+    holds_throughout(
+        "the lock to stay free on node 0",
+        Duration::from_millis(300),
+        || match quorum.node(0).get("job") {
+            None => Ok(()),
+            Some(token) => Err(format!("node 0 holds {token}")),
+        },
+    );
+
+    // The key deleted on a majority between renewals: the release finds it lost.
+    let mut holder = quorum
+        .redlock()
+        .args(["run", "--key", "job", "--ttl", "30s", "-c", child::HOLD])
+        .spawn();
+    holder.expect_line("ready");
+    for node in 0..2 {
+        let _: () = quorum.node(node).query(&["DEL", "job"]);
+    }
+    holder.close_stdin();
+    holder.exits_with(76).error_mentions(says::LEASE_LOST);
 }
