@@ -46,6 +46,9 @@ struct Node {
     server: Server,
     con: Option<Conn>,
     timeout: Option<Duration>,
+    /// The connection of a request that timed out: unusable (its reply may still come), but
+    /// the only place where something can be queued *behind* that request (`Nodes::abandon`).
+    stale: Option<Conn>,
 }
 
 impl Node {
@@ -69,7 +72,10 @@ impl Node {
         if let Err(e) = &result
             && (!is_server_reply(e) || is_readonly(e))
         {
-            self.con = None;
+            let con = self.con.take();
+            if is_timeout(e) {
+                self.stale = con;
+            }
         }
         result
     }
@@ -108,6 +114,7 @@ impl Nodes {
                     server: server.clone(),
                     con: None,
                     timeout: None,
+                    stale: None,
                 })
                 .collect(),
             timeout,
@@ -214,22 +221,22 @@ impl Nodes {
     ) -> Result<Acquire> {
         let (keys, token, ttl) = (claim.keys, claim.token, claim.ttl);
         let timeout = self.timeout;
+        for node in &mut self.nodes {
+            node.stale = None;
+        }
         if let Some(work) = meanwhile {
             if let [node] = self.nodes.as_mut_slice() {
-                return node.with(timeout, |c| {
-                    let result = lock::acquire(&mut Overlap::new(c, work), claim, refusal);
-                    abandon_unanswered(c, claim, &result);
-                    result
+                let result = node.with(timeout, |c| {
+                    lock::acquire(&mut Overlap::new(c, work), claim, refusal)
                 });
+                self.abandon(claim);
+                return result;
             }
             work();
         }
-        let results = self.each(|c| {
-            let result = lock::acquire(c, claim, refusal);
-            abandon_unanswered(c, claim, &result);
-            result
-        });
+        let results = self.each(|c| lock::acquire(c, claim, refusal));
         if !self.is_quorum() {
+            self.abandon(claim);
             return results.into_iter().next().expect("one node");
         }
         let mut fences = Vec::new();
@@ -267,6 +274,11 @@ impl Nodes {
                         &[],
                     );
                 }
+                // A node that timed out and yet took the key holds it for us: our renewals
+                // and release treat it like the others.
+                for node in &mut self.nodes {
+                    node.stale = None;
+                }
                 return Ok(Acquire::Acquired {
                     fence,
                     started_ms: started.unwrap_or(0),
@@ -278,6 +290,7 @@ impl Nodes {
             ));
         }
         // No quorum: undo whatever landed, on every node (also those that did not answer).
+        self.abandon(claim);
         let _ = self.each(|c| lock::undo(c, keys, token));
         if let Some(busy) = busy {
             return Ok(Acquire::Busy(busy));
@@ -293,6 +306,19 @@ impl Nodes {
             ));
         }
         Err(self.no_quorum(&results, &errors))
+    }
+
+    /// An acquire that timed out may still run on the server (a stalled server runs what is
+    /// queued when it resumes): queues its undoing behind it, on the connection it was sent on
+    /// (see `lock::abandon`), on every node where the last acquire timed out. Other transport
+    /// errors mean the connection broke; what reached the server then is found by a retry with
+    /// the same token (the acquire script treats our own token as ours).
+    fn abandon(&mut self, claim: &Claim) {
+        for node in &mut self.nodes {
+            if let Some(mut con) = node.stale.take() {
+                lock::abandon(&mut con, claim.keys, claim.token);
+            }
+        }
     }
 
     /// The results of a read-only request, or the error when fewer than a majority answered
@@ -521,18 +547,6 @@ impl Nodes {
                 log::warn("count_failed", &render(&e), &[]);
             }
         }
-    }
-}
-
-/// An acquire that timed out may still run on the server (a stalled server runs what is
-/// queued when it resumes): queue its undoing behind it (see `lock::abandon`). Other transport
-/// errors mean the connection broke; what reached the server then is found by a retry with the
-/// same token (the acquire script treats our own token as ours).
-fn abandon_unanswered<T>(con: &mut Conn, claim: &Claim, result: &Result<T>) {
-    if let Err(e) = result
-        && is_timeout(e)
-    {
-        lock::abandon(con, claim.keys, claim.token);
     }
 }
 

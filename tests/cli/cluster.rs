@@ -184,10 +184,7 @@ fn lock_follows_its_slot_to_another_master_with_its_fence() {
                 child::PRINT_LOCK_ENV,
             ])
             .exits_with(0);
-        let fence = outcome.printed("fence");
-        fence
-            .parse::<i64>()
-            .unwrap_or_else(|e| outcome.fail(&format!("REDLOCK_FENCE {fence:?}: {e}")))
+        outcome.printed_fence()
     };
     let before = cluster.node(from).micros();
     let first = run(from);

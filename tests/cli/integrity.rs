@@ -30,10 +30,7 @@ fn fence_of_a_run(redlock: Redlock) -> i64 {
             child::PRINT_LOCK_ENV,
         ])
         .exits_with(0);
-    let fence = outcome.printed("fence");
-    fence
-        .parse()
-        .unwrap_or_else(|e| outcome.fail(&format!("REDLOCK_FENCE {fence:?}: {e}")))
+    outcome.printed_fence()
 }
 
 #[test]

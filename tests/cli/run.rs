@@ -85,7 +85,7 @@ fn lock_key_has_the_ttl_as_its_expiry() {
 #[test]
 fn fence_is_a_decimal_that_grows_strictly_across_runs() {
     let server = RedisServer::start();
-    let fences: Vec<u64> = (0..3)
+    let fences: Vec<i64> = (0..3)
         .map(|_| {
             let outcome = Redlock::new(&server)
                 .args([
@@ -98,10 +98,7 @@ fn fence_is_a_decimal_that_grows_strictly_across_runs() {
                     child::PRINT_LOCK_ENV,
                 ])
                 .exits_with(0);
-            let fence = outcome.printed("fence");
-            fence
-                .parse()
-                .unwrap_or_else(|e| outcome.fail(&format!("fence {fence:?}: {e}")))
+            outcome.printed_fence()
         })
         .collect();
     assert!(

@@ -489,6 +489,14 @@ impl Outcome {
             .map(str::to_owned)
             .unwrap_or_else(|| self.fail(&format!("the command printed no `{name}=` line")))
     }
+
+    /// The `fence=` line the child printed (`child::PRINT_LOCK_ENV`), as a number.
+    pub fn printed_fence(&self) -> i64 {
+        let fence = self.printed("fence");
+        fence
+            .parse()
+            .unwrap_or_else(|e| self.fail(&format!("REDLOCK_FENCE {fence:?} is no integer: {e}")))
+    }
 }
 
 impl fmt::Display for Outcome {
