@@ -5,7 +5,7 @@ use anyhow::{Context, Result};
 use redis::Value;
 
 use crate::keys::Keys;
-use crate::record::{Counters, Holder, LastRun, LockState};
+use crate::record::{Counters, Holder, LastRun, LockState, Waiter};
 use crate::server::Conn;
 
 /// Everything Redis knows about one lock.
@@ -21,6 +21,8 @@ pub struct Inspection {
     pub holder_record: Option<Holder>,
     pub last: Option<LastRun>,
     pub counters: Counters,
+    /// The waiters, first in line first.
+    pub queue: Vec<Waiter>,
 }
 
 impl Inspection {
@@ -43,6 +45,19 @@ impl Inspection {
             .as_ref()
             .filter(|_| self.state() == LockState::Held)
     }
+}
+
+/// The waiters in queue order, from the queue's tickets and the waiters hash.
+fn queue_of(tickets: &Value, who: &[(String, String)]) -> Vec<Waiter> {
+    let tickets: Vec<String> = redis::from_redis_value_ref(tickets).unwrap_or_default();
+    tickets
+        .iter()
+        .map(|ticket| {
+            who.iter()
+                .find(|(t, _)| t == ticket)
+                .map_or_else(Waiter::default, |(_, value)| Waiter::decode(value))
+        })
+        .collect()
 }
 
 /// Reads the lock and its companions for every key in one round trip. MGET (not GET) so that a
@@ -74,13 +89,19 @@ pub fn inspect(con: &mut Conn, keys: &[Keys]) -> Result<Vec<Inspection>> {
             .cmd("HGETALL")
             .arg(&k.last)
             .cmd("HGETALL")
-            .arg(&k.stats);
+            .arg(&k.stats)
+            .cmd("ZRANGE")
+            .arg(&k.queue)
+            .arg(0)
+            .arg(-1)
+            .cmd("HGETALL")
+            .arg(&k.waiters);
     }
     pipe.ignore_errors();
     let replies: Vec<Value> = pipe.query(con).context("cannot read the lock state")?;
     let mut out = Vec::with_capacity(keys.len());
-    for chunk in replies.chunks(6) {
-        let [key_type, values, pttl, holder, last, stats] = chunk else {
+    for chunk in replies.chunks(8) {
+        let [key_type, values, pttl, holder, last, stats, queue, waiters] = chunk else {
             anyhow::bail!("unexpected reply from the server");
         };
         // Errors on the lock key itself (NOPERM, say) are the answer, with their class.
@@ -108,6 +129,7 @@ pub fn inspect(con: &mut Conn, keys: &[Keys]) -> Result<Vec<Inspection>> {
             holder_record: Holder::decode(&pairs(holder)?),
             last: LastRun::decode(&pairs(last)?),
             counters: Counters::decode(&pairs(stats)?),
+            queue: queue_of(queue, &pairs(waiters)?),
         });
     }
     Ok(out)

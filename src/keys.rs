@@ -22,7 +22,9 @@ use anyhow::{Context, Result};
 use redis::Value;
 
 use crate::error::usage;
-use crate::scripts::{COMPANIONS, FENCE, FENCE_PATTERN, HOLDER, LAST, RELEASED, STATS};
+use crate::scripts::{
+    ALIVE, COMPANIONS, FENCE, FENCE_PATTERN, HOLDER, LAST, QUEUE, RELEASED, STATS, WAITERS,
+};
 use crate::server::Conn;
 
 /// How long the last-run record and the counters outlive their last write.
@@ -39,6 +41,11 @@ pub struct Keys {
     pub holder: String,
     pub last: String,
     pub stats: String,
+    pub queue: String,
+    pub alive: String,
+    pub waiters: String,
+    /// Where a release wakes waiters: this channel when nobody is queued, else this channel
+    /// followed by `:TICKET` for the waiter at the head of the queue.
     pub channel: String,
 }
 
@@ -72,6 +79,9 @@ impl Keys {
             holder: companion(HOLDER),
             last: companion(LAST),
             stats: companion(STATS),
+            queue: companion(QUEUE),
+            alive: companion(ALIVE),
+            waiters: companion(WAITERS),
             channel: companion(RELEASED),
             fence,
             lock,
@@ -113,6 +123,7 @@ fn companion_role(name: &str) -> &'static str {
         FENCE => "fence counter",
         HOLDER => "holder record",
         LAST => "last-run record",
+        QUEUE | ALIVE | WAITERS => "waiters' queue",
         _ => "counters",
     }
 }

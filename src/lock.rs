@@ -84,16 +84,35 @@ pub enum Acquire {
 /// Who holds a busy lock, as far as Redis knows.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Busy {
-    /// Milliseconds until the key expires; negative when it has no expiry.
+    /// Milliseconds until the key expires; -1 when it has no expiry, -2 when the key is free
+    /// but waiters are queued for it.
     pub pttl_ms: i64,
     pub server_now_ms: i64,
     /// `None`: the lock was taken by a client that keeps no holder record.
     pub holder: Option<Holder>,
+    /// Waiters ahead of this one in the key's queue (0 when not waiting).
+    pub ahead: usize,
+    /// Waiters in the key's queue, this one included.
+    pub queued: usize,
 }
 
 impl Busy {
+    /// Free, but others were queued first.
+    pub fn is_queue(&self) -> bool {
+        self.pttl_ms == -2
+    }
+
     /// "held by host (pid 12, user bob, fence 7) for 3m 2s, expires in 25s".
     pub fn describe(&self) -> String {
+        if self.is_queue() {
+            return format!(
+                "free, but {} queued for it",
+                match self.queued {
+                    1 => "a waiter is".to_string(),
+                    n => format!("{n} waiters are"),
+                }
+            );
+        }
         let mut out = Holder::describe(self.holder.as_ref(), Some(self.server_now_ms));
         if self.pttl_ms >= 0 {
             out.push_str(&format!(
@@ -125,8 +144,31 @@ pub enum Refusal {
     Uncounted,
 }
 
-/// One acquire attempt.
-pub fn acquire(con: &mut dyn ConnectionLike, claim: &Claim, refusal: Refusal) -> Result<Acquire> {
+/// How long a waiter's queue entry lives without a refresh; a waiter refreshes it at every
+/// attempt, at least every [`QUEUE_REFRESH`]. A killed or cut-off waiter is skipped after at
+/// most this long.
+pub const QUEUE_ENTRY_LIFE: Duration = Duration::from_millis(1500);
+/// How often a waiter refreshes its queue entry (and tries again) when nothing wakes it.
+pub const QUEUE_REFRESH: Duration = Duration::from_millis(500);
+
+/// A waiter's place in the key's queue (`--wait`).
+#[derive(Clone, Copy)]
+pub struct Queueing<'a> {
+    /// Names the waiter in the queue (random, not the lock token: it appears in channel names).
+    pub ticket: &'a str,
+    /// The waiter's arrival, µs since the epoch: a quorum's nodes must order waiters alike.
+    /// `None`: the server's clock when the waiter first joins.
+    pub arrival_us: Option<i64>,
+}
+
+/// One acquire attempt; a waiter (`queue`) that is refused joins the key's queue, or refreshes
+/// its entry there.
+pub fn acquire(
+    con: &mut dyn ConnectionLike,
+    claim: &Claim,
+    refusal: Refusal,
+    queue: Option<&Queueing>,
+) -> Result<Acquire> {
     let Claim {
         keys,
         token,
@@ -138,10 +180,21 @@ pub fn acquire(con: &mut dyn ConnectionLike, claim: &Claim, refusal: Refusal) ->
         .key(&keys.fence)
         .key(&keys.holder)
         .key(&keys.stats)
+        .key(&keys.queue)
+        .key(&keys.alive)
+        .key(&keys.waiters)
         .arg(token)
         .arg(ttl.as_millis() as u64)
         .arg(if refusal == Refusal::Count { "1" } else { "0" })
-        .arg(RECORD_TTL.as_millis() as u64);
+        .arg(RECORD_TTL.as_millis() as u64)
+        .arg(queue.map_or("", |q| q.ticket))
+        .arg(
+            queue
+                .and_then(|q| q.arrival_us)
+                .map_or(String::new(), |a| a.to_string()),
+        )
+        .arg(QUEUE_ENTRY_LIFE.as_millis() as u64)
+        .arg(queue.map_or(String::new(), |_| crate::record::Waiter::who(holder)));
     for (name, value) in holder.identity() {
         call.arg(name).arg(value);
     }
@@ -164,6 +217,8 @@ pub fn acquire(con: &mut dyn ConnectionLike, claim: &Claim, refusal: Refusal) ->
         pttl_ms: int(1),
         server_now_ms: int(2),
         holder: brief(reply.get(3)),
+        ahead: usize::try_from(int(4)).unwrap_or(0),
+        queued: usize::try_from(int(5)).unwrap_or(0),
     }))
 }
 
@@ -190,11 +245,14 @@ pub fn abandon(con: &mut Conn, keys: &Keys, token: &str) {
                 .arg(crate::scripts::RELEASE)
                 .cmd("EVALSHA")
                 .arg(RELEASE.get_hash())
-                .arg(4)
+                .arg(7)
                 .arg(&keys.lock)
                 .arg(&keys.holder)
                 .arg(&keys.last)
                 .arg(&keys.stats)
+                .arg(&keys.queue)
+                .arg(&keys.alive)
+                .arg(&keys.waiters)
                 .arg(token)
                 .arg(&keys.channel)
                 .arg(0)
@@ -307,6 +365,9 @@ pub fn release(
         .key(&keys.holder)
         .key(&keys.last)
         .key(&keys.stats)
+        .key(&keys.queue)
+        .key(&keys.alive)
+        .key(&keys.waiters)
         .arg(token)
         .arg(&keys.channel)
         .arg(keep.map_or(0, |d| d.as_millis().max(1) as u64));
@@ -338,12 +399,34 @@ pub fn undo(con: &mut dyn ConnectionLike, keys: &Keys, token: &str) -> Result<()
         .key(&keys.holder)
         .key(&keys.last)
         .key(&keys.stats)
+        .key(&keys.queue)
+        .key(&keys.alive)
+        .key(&keys.waiters)
         .arg(token)
         .arg("")
         .arg(0)
         .arg("")
         .invoke::<i64>(con)
         .with_context(|| format!("cannot undo the attempt on {}", keys.lock))?;
+    Ok(())
+}
+
+static LEAVE: LazyLock<Script> = LazyLock::new(|| Script::new(crate::scripts::LEAVE));
+
+/// Takes a waiter that gives up out of the key's queue, waking the next one if the lock is free.
+pub fn leave(con: &mut dyn ConnectionLike, keys: &Keys, ticket: &str) -> Result<()> {
+    LEAVE
+        .key(&keys.lock)
+        .key(&keys.holder)
+        .key(&keys.last)
+        .key(&keys.stats)
+        .key(&keys.queue)
+        .key(&keys.alive)
+        .key(&keys.waiters)
+        .arg(ticket)
+        .arg(&keys.channel)
+        .invoke::<i64>(con)
+        .with_context(|| format!("cannot leave the queue of {}", keys.lock))?;
     Ok(())
 }
 
@@ -386,6 +469,10 @@ pub fn force_release(con: &mut dyn ConnectionLike, keys: &Keys) -> Result<Option
         .key(&keys.lock)
         .key(&keys.holder)
         .key(&keys.stats)
+        .key(&keys.last)
+        .key(&keys.queue)
+        .key(&keys.alive)
+        .key(&keys.waiters)
         .arg(&keys.channel)
         .arg(RECORD_TTL.as_millis() as u64)
         .invoke(con)

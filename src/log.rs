@@ -28,6 +28,10 @@ use crate::cli::LogFormat;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Level {
     Info,
+    /// Shown on a terminal (unless `-q`) or with `-v`, yet not a warning (JSON level `info`):
+    /// what an operator waiting at a terminal wants to see once, such as a run's place in a
+    /// queue, and what cron's mail should not carry.
+    Note,
     Warn,
     Error,
 }
@@ -100,6 +104,9 @@ pub fn enabled(level: Level) -> bool {
     let config = config();
     match level {
         Level::Info => config.verbose,
+        // Asked only when a note is about to be written: no start-up cost for every run.
+        // SAFETY: isatty only inspects the descriptor.
+        Level::Note => !config.quiet && (config.verbose || unsafe { libc::isatty(2) } == 1),
         Level::Warn => !config.quiet,
         Level::Error => true,
     }
@@ -107,6 +114,10 @@ pub fn enabled(level: Level) -> bool {
 
 pub fn info(event: &str, msg: &str, fields: &[(&str, Field)]) {
     emit(Level::Info, event, msg, fields);
+}
+
+pub fn note(event: &str, msg: &str, fields: &[(&str, Field)]) {
+    emit(Level::Note, event, msg, fields);
 }
 
 pub fn warn(event: &str, msg: &str, fields: &[(&str, Field)]) {
@@ -289,7 +300,7 @@ impl Stderr {
 
 fn json_line(level: Level, event: &str, msg: &str, fields: &[(&str, Field)]) -> String {
     let level = match level {
-        Level::Info => "info",
+        Level::Info | Level::Note => "info",
         Level::Warn => "warn",
         Level::Error => "error",
     };

@@ -37,7 +37,7 @@ use crate::exit::Exit;
 use crate::inspect::Inspection;
 use crate::keys::Keys;
 use crate::lease::Moment;
-use crate::lock::{self, Acquire, Busy, Claim, Refusal, Removed, Renewed, Standing};
+use crate::lock::{self, Acquire, Busy, Claim, Queueing, Refusal, Removed, Renewed, Standing};
 use crate::log;
 use crate::record::{LastRun, LockState};
 use crate::server::{Conn, Overlap, Server, set_timeouts};
@@ -216,6 +216,7 @@ impl Nodes {
         &mut self,
         claim: &Claim,
         refusal: Refusal,
+        queue: Option<&Queueing>,
         sent: Moment,
         meanwhile: Option<&mut dyn FnMut()>,
     ) -> Result<Acquire> {
@@ -227,14 +228,14 @@ impl Nodes {
         if let Some(work) = meanwhile {
             if let [node] = self.nodes.as_mut_slice() {
                 let result = node.with(timeout, |c| {
-                    lock::acquire(&mut Overlap::new(c, work), claim, refusal)
+                    lock::acquire(&mut Overlap::new(c, work), claim, refusal, queue)
                 });
                 self.abandon(claim);
                 return result;
             }
             work();
         }
-        let results = self.each(|c| lock::acquire(c, claim, refusal));
+        let results = self.each(|c| lock::acquire(c, claim, refusal, queue));
         if !self.is_quorum() {
             self.abandon(claim);
             return results.into_iter().next().expect("one node");
@@ -538,6 +539,22 @@ impl Nodes {
             .zip(results)
             .filter_map(|(s, r)| r.ok().map(|removed| (s.name().to_string(), removed)))
             .collect())
+    }
+
+    /// Takes a waiter that gives up out of the queue on every node. A failure is only a
+    /// warning: the entry lapses by itself within `lock::QUEUE_ENTRY_LIFE`.
+    pub fn leave(&mut self, keys: &Keys, ticket: &str) {
+        for (server, result) in self
+            .servers()
+            .cloned()
+            .collect::<Vec<_>>()
+            .iter()
+            .zip(self.each(|c| lock::leave(c, keys, ticket)))
+        {
+            if let Err(e) = result {
+                log::warn("leave_failed", &node_error(server, &e), &[]);
+            }
+        }
     }
 
     /// Counts one busy refusal on every node.

@@ -172,6 +172,54 @@ impl Holder {
     }
 }
 
+/// A waiter in a key's queue, as the waiters hash keeps it: one value per ticket, the server's
+/// time of joining and then who waits, separated by the ASCII unit separator (0x1F).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Waiter {
+    pub since_ms: Option<i64>,
+    pub host: String,
+    pub pid: Option<u32>,
+    pub user: Option<String>,
+    pub command: Option<String>,
+}
+
+const SEPARATOR: char = '\u{1f}';
+
+impl Waiter {
+    /// Who waits, as the acquire script stores it after the time of joining.
+    pub fn who(holder: &Holder) -> String {
+        [
+            holder.host.clone(),
+            holder.pid.map_or(String::new(), |p| p.to_string()),
+            holder.user.clone().unwrap_or_default(),
+            holder.command.clone().unwrap_or_default(),
+        ]
+        .join(&SEPARATOR.to_string())
+    }
+
+    pub fn decode(value: &str) -> Waiter {
+        let mut parts = value.splitn(5, SEPARATOR);
+        let mut next = || parts.next().filter(|p| !p.is_empty()).map(str::to_string);
+        Waiter {
+            since_ms: next().and_then(|v| v.parse().ok()),
+            host: next().unwrap_or_default(),
+            pid: next().and_then(|v| v.parse().ok()),
+            user: next(),
+            command: next(),
+        }
+    }
+
+    pub fn json(&self) -> Json {
+        Json::Obj(vec![
+            ("host", Json::str(&self.host)),
+            ("pid", Json::opt_num(self.pid.map(i64::from))),
+            ("user", Json::opt_str(self.user.as_deref())),
+            ("command", Json::opt_str(self.command.as_deref())),
+            ("since_ms", Json::opt_num(self.since_ms)),
+        ])
+    }
+}
+
 /// How a run ended.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Outcome {
@@ -568,6 +616,18 @@ mod tests {
         );
         assert!(Holder::describe(None, None).contains("no holder record"));
         assert_eq!(Holder::decode(&pairs(&[("pid", "1")])), None);
+    }
+
+    #[test]
+    fn a_waiter_reads_back_what_it_wrote() {
+        let holder = Holder::current("sh -c 'a\u{1f}b'", None);
+        let stored = format!("1234\u{1f}{}", Waiter::who(&holder));
+        let waiter = Waiter::decode(&stored);
+        assert_eq!(waiter.since_ms, Some(1234));
+        assert_eq!(waiter.host, holder.host);
+        assert_eq!(waiter.pid, holder.pid);
+        assert_eq!(waiter.user, holder.user);
+        assert_eq!(waiter.command, holder.command);
     }
 
     #[test]

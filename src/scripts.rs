@@ -16,6 +16,7 @@ pub const RELEASE: &str = include_str!("scripts/release.lua");
 pub const FORCE_RELEASE: &str = include_str!("scripts/force_release.lua");
 pub const RAISE_FENCE: &str = include_str!("scripts/raise_fence.lua");
 pub const HEAL: &str = include_str!("scripts/heal.lua");
+pub const LEAVE: &str = include_str!("scripts/leave.lua");
 
 /// Every script, by name.
 pub const ALL: &[(&str, &str)] = &[
@@ -25,6 +26,7 @@ pub const ALL: &[(&str, &str)] = &[
     ("force_release", FORCE_RELEASE),
     ("raise_fence", RAISE_FENCE),
     ("heal", HEAL),
+    ("leave", LEAVE),
 ];
 
 /// The fence counter: it only grows, and is the one key redlock never expires.
@@ -35,10 +37,16 @@ pub const HOLDER: &str = "holder";
 pub const LAST: &str = "last";
 /// The counters (a hash).
 pub const STATS: &str = "stats";
+/// The waiters' queue (a sorted set: ticket -> arrival).
+pub const QUEUE: &str = "queue";
+/// When each waiter's entry lapses unless it refreshes it (a sorted set: ticket -> deadline).
+pub const ALIVE: &str = "alive";
+/// Who each waiter is (a hash: ticket -> since, host, pid, user, command).
+pub const WAITERS: &str = "waiters";
 /// The channel a release publishes on (not a key: nothing is stored under it).
 pub const RELEASED: &str = "released";
 /// Every companion key's NAME.
-pub const COMPANIONS: [&str; 4] = [FENCE, HOLDER, LAST, STATS];
+pub const COMPANIONS: [&str; 7] = [FENCE, HOLDER, LAST, STATS, QUEUE, ALIVE, WAITERS];
 
 /// The SCAN MATCH pattern of every lock's fence counter: the companion that never expires is
 /// how `status --all` finds the locks.
@@ -93,8 +101,25 @@ mod tests {
         assert_eq!(
             found,
             [
-                "DEL", "EXISTS", "GET", "HINCRBY", "HMGET", "HSET", "PEXPIRE", "PTTL", "PUBLISH",
-                "SET", "TIME"
+                "DEL",
+                "EXISTS",
+                "GET",
+                "HDEL",
+                "HINCRBY",
+                "HMGET",
+                "HSET",
+                "HSETNX",
+                "PEXPIRE",
+                "PTTL",
+                "PUBLISH",
+                "SET",
+                "TIME",
+                "ZADD",
+                "ZCARD",
+                "ZRANGE",
+                "ZRANGEBYSCORE",
+                "ZRANK",
+                "ZREM"
             ]
         );
     }

@@ -1,12 +1,24 @@
-//! Taking the lock, waiting for it when asked.
+//! Taking the lock, waiting for it when asked: `--wait` is a fair queue.
 //!
-//! A waiter is *notified*, not polling: after the first refusal it subscribes (on a second
-//! connection, in a small thread) to the lock's release channel, which the release script
-//! publishes on, and retries the moment a message arrives — about a network round trip after the
-//! holder's release. Once subscribed it retries once more, closing the window in which a release
-//! could have slipped between the refusal and the subscription. A bounded poll covers what
-//! sends no message: a holder that crashed and let its key expire (the retry is timed to the
-//! key's own PTTL), a foreign client's `DEL`, or a lost subscription.
+//! A waiter joins the key's queue with its first refused attempt (the acquire script adds its
+//! *ticket*, a random name that is not its lock token), and keeps its place by trying again at
+//! least every `lock::QUEUE_REFRESH`; an entry not refreshed for `lock::QUEUE_ENTRY_LIFE` is
+//! skipped, so a killed or cut-off waiter holds the queue up by at most the sum of the two
+//! (2 s). The lock goes to the head of the queue only: the acquire script refuses anyone else
+//! while waiters are queued, a non-waiting run included.
+//!
+//! A waiter is *notified*, not polling: it subscribes (on a second connection, in a small
+//! thread) to its own channel, `{L}:redlock:released:TICKET`, on which a release wakes the head
+//! of the queue and nobody else, and to the plain release channel, used when nobody is queued.
+//! It tries again the moment a message arrives — about a network round trip after the holder's
+//! release. Once subscribed it tries once more, closing the window in which a release could
+//! have slipped between the refusal and the subscription. The refresh covers what sends no
+//! message: a holder that crashed and let its key expire, a foreign client's `DEL`, a dead head
+//! of the queue, a lost subscription, a server that lost the queue (the waiters join again).
+//!
+//! Arrival is the server's clock on one server; in a quorum it is this host's clock, so that
+//! every node orders the waiters alike (waiters on hosts whose clocks differ are ordered by
+//! their clocks). A waiter that gives up (its wait runs out, a signal) leaves the queue at once.
 //!
 //! The wait itself is a `sigtimedwait`, so INT/TERM/… end it at once with 128+N and nothing held.
 
@@ -20,13 +32,10 @@ use anyhow::Result;
 use crate::error::{is_server_reply, is_timeout};
 use crate::keys::Keys;
 use crate::lease::Moment;
-use crate::lock::{Acquire, Busy, Claim, Refusal};
+use crate::lock::{self, Acquire, Busy, Claim, QUEUE_REFRESH, Queueing, Refusal};
 use crate::nodes::Nodes;
 use crate::server::{Server, set_timeouts_direct};
 use crate::signals::{self, Event, Signals};
-
-/// The longest a waiter goes without asking again.
-const MAX_POLL: Duration = Duration::from_secs(1);
 
 pub enum Taken {
     Acquired {
@@ -65,8 +74,18 @@ pub fn take(
     } else {
         Refusal::Uncounted
     };
-    let first = nodes.acquire(&req.claim, refusal, sent, Some(meanwhile))?;
-    let mut busy = match first {
+    // A waiter joins the queue with its first attempt. Its arrival is the server's clock on one
+    // server; a quorum's nodes must order waiters alike, so there it is this host's clock.
+    let ticket = match wait {
+        Some(_) => Some(lock::new_token()?),
+        None => None,
+    };
+    let queue = ticket.as_deref().map(|ticket| Queueing {
+        ticket,
+        arrival_us: nodes.is_quorum().then(now_us),
+    });
+    let first = nodes.acquire(&req.claim, refusal, queue.as_ref(), sent, Some(meanwhile))?;
+    let busy = match first {
         Acquire::Acquired { fence, started_ms } => {
             return Ok(Taken::Acquired {
                 fence,
@@ -76,35 +95,69 @@ pub fn take(
         }
         Acquire::Busy(busy) => busy,
     };
-    let Some(wait) = wait else {
+    let (Some(wait), Some(queue)) = (wait, queue) else {
         return Ok(Taken::Busy(busy));
     };
-    // A wait longer than a year is a year: `start + wait` must not overflow.
-    let until = start + wait.min(Duration::from_secs(365 * 24 * 3600));
+    let taken = wait_in_queue(nodes, req, signals, &queue, busy, start + wait.min(YEAR));
+    // A waiter that gives up leaves the queue at once, so the next one is not held up by it.
+    if !matches!(taken, Ok(Taken::Acquired { .. })) {
+        nodes.leave(req.claim.keys, queue.ticket);
+    }
+    taken
+}
+
+/// A wait longer than a year is a year: `start + wait` must not overflow.
+const YEAR: Duration = Duration::from_secs(365 * 24 * 3600);
+
+/// Waits in the key's queue until this waiter is at its head when the lock is free, `until`
+/// passes, or a signal arrives.
+fn wait_in_queue(
+    nodes: &mut Nodes,
+    req: &Request,
+    signals: &Signals,
+    queue: &Queueing,
+    mut busy: Busy,
+    until: Instant,
+) -> Result<Taken> {
+    let keys = req.claim.keys;
+    let own = format!("{}:{}", keys.channel, queue.ticket);
     let _listeners: Vec<Listener> = nodes
         .servers()
-        .map(|server| Listener::start(server.clone(), req.claim.keys.channel.clone(), req.timeout))
+        .map(|server| {
+            Listener::start(
+                server.clone(),
+                vec![keys.channel.clone(), own.clone()],
+                req.timeout,
+            )
+        })
         .collect();
-    crate::log::info(
+    crate::log::note(
         "waiting",
         &format!(
-            "{} is {}; waiting up to {}",
-            req.claim.keys.lock,
+            "waiting for {}: {} in line, {}; waiting up to {}",
+            keys.lock,
+            ordinal(busy.ahead + 1),
             busy.describe(),
-            crate::lease::fmt(wait)
+            crate::lease::fmt(until.saturating_duration_since(Instant::now()))
         ),
-        &[("key", (&req.claim.keys.lock).into())],
+        &[
+            ("key", (&keys.lock).into()),
+            ("place", (busy.ahead + 1).into()),
+        ],
     );
+    let mut place = busy.ahead;
     loop {
         let now = Instant::now();
         if now >= until {
-            nodes.count_busy(req.claim.keys);
+            nodes.count_busy(keys);
             return Ok(Taken::Busy(busy));
         }
+        // The next attempt also refreshes this waiter's queue entry, which lapses otherwise.
         let mut poll = match busy.pttl_ms {
-            ms if ms >= 0 => Duration::from_millis(ms as u64 + 1).min(MAX_POLL),
-            _ => MAX_POLL,
-        };
+            ms if ms >= 0 => Duration::from_millis(ms as u64 + 1),
+            _ => QUEUE_REFRESH,
+        }
+        .min(QUEUE_REFRESH);
         if nodes.is_quorum() {
             // Contenders that split the nodes between them back off for different times.
             poll = poll.min(jitter(
@@ -128,14 +181,15 @@ pub fn take(
             Event::Wake | Event::Timeout => {}
         }
         let sent = Moment::now();
-        let attempt = match nodes.acquire(&req.claim, Refusal::Uncounted, sent, None) {
+        let attempt = match nodes.acquire(&req.claim, Refusal::Uncounted, Some(queue), sent, None) {
             Ok(a) => a,
             // A long wait may outlive one connection; the failed one was dropped, so this
             // attempt reconnects. Not after a timeout: that attempt's undoing is queued behind
             // it (nodes.rs), and would undo a retry with the same token.
             Err(e) if !is_server_reply(&e) && !is_timeout(&e) => {
                 let sent = Moment::now();
-                let retry = nodes.acquire(&req.claim, Refusal::Uncounted, sent, None)?;
+                let retry =
+                    nodes.acquire(&req.claim, Refusal::Uncounted, Some(queue), sent, None)?;
                 if let Acquire::Acquired { fence, started_ms } = retry {
                     return Ok(Taken::Acquired {
                         fence,
@@ -157,7 +211,34 @@ pub fn take(
             }
             Acquire::Busy(b) => busy = b,
         }
+        if busy.ahead != place {
+            place = busy.ahead;
+            crate::log::info(
+                "queue_moved",
+                &format!("{}: now {} in line", keys.lock, ordinal(place + 1)),
+                &[("key", (&keys.lock).into()), ("place", (place + 1).into())],
+            );
+        }
     }
+}
+
+/// "1st", "2nd", "3rd", "4th", … "11th", "21st".
+fn ordinal(n: usize) -> String {
+    let suffix = match (n % 10, n % 100) {
+        (_, 11..=13) => "th",
+        (1, _) => "st",
+        (2, _) => "nd",
+        (3, _) => "rd",
+        _ => "th",
+    };
+    format!("{n}{suffix}")
+}
+
+/// This host's clock in µs since the epoch.
+fn now_us() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros() as i64)
 }
 
 /// Says that a signal ended the wait, and returns the status for it (128+N).
@@ -189,13 +270,13 @@ struct Listener {
 }
 
 impl Listener {
-    fn start(server: Server, channel: String, timeout: Duration) -> Listener {
+    fn start(server: Server, channels: Vec<String>, timeout: Duration) -> Listener {
         let done = Arc::new(AtomicBool::new(false));
         let flag = Arc::clone(&done);
         let spawned = thread::Builder::new()
             .name("release-listener".into())
             .stack_size(256 * 1024)
-            .spawn(move || listen(&server, &channel, timeout, &flag));
+            .spawn(move || listen(&server, &channels, timeout, &flag));
         if spawned.is_err() {
             // Without the listener the bounded poll still finds the lock free.
             done.store(true, Ordering::Relaxed);
@@ -210,7 +291,7 @@ impl Drop for Listener {
     }
 }
 
-fn listen(server: &Server, channel: &str, timeout: Duration, done: &AtomicBool) {
+fn listen(server: &Server, channels: &[String], timeout: Duration, done: &AtomicBool) {
     // How often the thread looks at `done` while no message arrives.
     let tick = Duration::from_millis(200);
     while !done.load(Ordering::Relaxed) {
@@ -220,7 +301,7 @@ fn listen(server: &Server, channel: &str, timeout: Duration, done: &AtomicBool) 
         };
         let _ = set_timeouts_direct(&con, timeout);
         let mut pubsub = con.as_pubsub();
-        if pubsub.subscribe(channel).is_err() {
+        if pubsub.subscribe(channels).is_err() {
             thread::sleep(tick);
             continue;
         }

@@ -25,6 +25,7 @@
 //!                      "pid_alive": true | false | null (null: not on this host)},
 //!    "last_run": null | {"outcome": "ok"|"failed"|"killed"|"lease lost", "exit", "host", "pid",
 //!                        "user", "command", "started_ms", "ended_ms", "duration_ms", "fence"},
+//!    "queue": [{"host", "pid", "user", "command", "since_ms"}],  // waiters, first in line first
 //!    "counters": {"runs", "busy", "lost", "failed", "forced"},
 //!    // only with several --url (a quorum):
 //!    "quorum": {"nodes": 3, "majority": 2, "holding": 2},
@@ -47,7 +48,7 @@ use crate::keys::{self, Keys};
 use crate::lease::fmt;
 use crate::log;
 use crate::nodes::Tally;
-use crate::record::{Holder, LockState};
+use crate::record::{Holder, LockState, Waiter};
 
 pub fn status(ctx: &Context, args: StatusArgs) -> Result<Exit> {
     let keys = args
@@ -296,6 +297,10 @@ impl<'a> View<'a> {
                 ),
             ));
         }
+        fields.push((
+            "queue",
+            Json::Arr(self.i.queue.iter().map(Waiter::json).collect()),
+        ));
         fields.push(("counters", self.i.counters.json()));
         Json::Obj(fields)
     }
@@ -399,6 +404,27 @@ impl<'a> View<'a> {
                     ", took {}",
                     fmt(Duration::from_millis(ms.max(0) as u64))
                 ));
+            }
+            out.push_str(&line);
+            out.push('\n');
+        }
+        for (place, waiter) in self.i.queue.iter().enumerate() {
+            let mut line = format!("  waiting   {}. {}", place + 1, waiter.host);
+            let details: Vec<String> = [
+                waiter.pid.map(|p| format!("pid {p}")),
+                waiter.user.as_ref().map(|u| format!("user {u}")),
+            ]
+            .into_iter()
+            .flatten()
+            .collect();
+            if !details.is_empty() {
+                line.push_str(&format!(" ({})", details.join(", ")));
+            }
+            if let Some(since) = waiter.since_ms {
+                line.push_str(&format!(", for {}", self.age(since)));
+            }
+            if let Some(command) = &waiter.command {
+                line.push_str(&format!(": {command}"));
             }
             out.push_str(&line);
             out.push('\n');

@@ -262,7 +262,7 @@ fn probe(
     let sent = Instant::now();
     let acquired = match probe.step(
         "acquire",
-        lock::acquire(con, &claim(keys, token, &holder), Refusal::Uncounted),
+        lock::acquire(con, &claim(keys, token, &holder), Refusal::Uncounted, None),
     )? {
         Some(Acquire::Acquired { fence, started_ms }) => Some((fence, started_ms)),
         Some(Acquire::Busy(busy)) => {
@@ -279,7 +279,7 @@ fn probe(
         let contender = lock::new_token()?;
         match probe.step(
             "acquire (busy)",
-            lock::acquire(con, &claim(keys, &contender, &holder), Refusal::Count),
+            lock::acquire(con, &claim(keys, &contender, &holder), Refusal::Count, None),
         )? {
             Some(Acquire::Acquired { .. }) => probe.odd.push(format!(
                 "a second contender also acquired {}: the first holder's key vanished",
@@ -411,6 +411,14 @@ fn tries<'a>(
         (Need::Run, "HINCRBY", vec![&keys.stats, "doctor", "1"]),
         (Need::Run, "PEXPIRE", vec![&keys.holder, ms]),
         (Need::Run, "PUBLISH", vec![&keys.channel, "doctor"]),
+        (Need::Run, "ZADD", vec![&keys.queue, "1", "doctor"]),
+        (Need::Run, "ZRANGE", vec![&keys.queue, "0", "0"]),
+        (Need::Run, "ZRANGEBYSCORE", vec![&keys.alive, "-inf", "0"]),
+        (Need::Run, "ZRANK", vec![&keys.queue, "doctor"]),
+        (Need::Run, "ZCARD", vec![&keys.queue]),
+        (Need::Run, "ZREM", vec![&keys.queue, "doctor"]),
+        (Need::Run, "HSETNX", vec![&keys.waiters, "doctor", "1"]),
+        (Need::Run, "HDEL", vec![&keys.waiters, "doctor"]),
         (Need::Status, "TYPE", vec![&keys.lock]),
         (Need::Status, "MGET", vec![&keys.lock, &keys.fence]),
         (Need::Status, "HGETALL", vec![&keys.holder]),
@@ -545,7 +553,7 @@ fn report_denied(
 /// LOAD when the server's script cache was flushed, and the subscription `--wait` listens on.
 const RUN_OWN_RULES: [&str; 3] = ["+evalsha", "+script|load", "+subscribe"];
 /// What `status` reads (the lock's state, and `--all`'s SCAN) besides the PTTL `run` needs too.
-const STATUS_RULES: &str = "+type +mget +hgetall +scan";
+const STATUS_RULES: &str = "+type +mget +hgetall +zrange +scan";
 
 /// The ACL rules `run` needs: its own commands and every command its scripts call, which run
 /// with the caller's permissions.
@@ -620,7 +628,10 @@ mod tests {
                     keys.fence.clone(),
                     keys.holder.clone(),
                     keys.last.clone(),
-                    keys.stats.clone()
+                    keys.stats.clone(),
+                    keys.queue.clone(),
+                    keys.alive.clone(),
+                    keys.waiters.clone()
                 ]
             );
         }

@@ -1,0 +1,206 @@
+//! `--wait` is a fair queue: waiters get the lock in the order they asked, only the head is
+//! woken, dead waiters are skipped within the documented bound, and non-waiting runs never jump
+//! ahead.
+
+use std::fs;
+use std::time::{Duration, Instant};
+
+use crate::support::json::Document;
+use crate::support::redlock::Running;
+use crate::support::{
+    RedisServer, Redlock, TempDir, child, companion_key, lock_status, wait_until,
+};
+
+/// The longest a killed waiter can hold up the queue (README, "Waiting is a fair queue").
+const DEAD_WAITER_BOUND: Duration = Duration::from_secs(2);
+
+fn queue_len(server: &RedisServer) -> usize {
+    server.query::<usize>(&["ZCARD", &companion_key("job", "queue")])
+}
+
+/// A run holding `job` until its stdin is closed.
+fn hold(server: &RedisServer) -> Running {
+    let mut holder = Redlock::new(server)
+        .args(["run", "--key", "job", "--ttl", "10s", "-c", child::HOLD])
+        .spawn();
+    holder.expect_line("ready");
+    holder
+}
+
+/// A waiter on `job` that appends `NAME SECONDS.NANOS` to `log` when it runs; returns once
+/// the server has it in the queue (at place `place`, counting from 1).
+fn queue_up(server: &RedisServer, log: &std::path::Path, name: &str, place: usize) -> Running {
+    let waiter = Redlock::new(server)
+        .env("LOG", log)
+        .args(["run", "--key", "job", "--ttl", "10s", "--wait", "60s", "-c"])
+        .arg(format!(r#"echo "{name} $(date +%s.%N)" >> "$LOG""#))
+        .spawn();
+    wait_until(
+        &format!("{name} to join the queue at place {place}"),
+        Duration::from_secs(10),
+        || (queue_len(server) == place).then_some(()),
+    );
+    waiter
+}
+
+fn ran(log: &std::path::Path) -> Vec<(String, f64)> {
+    fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|line| {
+            let (name, stamp) = line.split_once(' ')?;
+            Some((name.to_owned(), stamp.replace(',', ".").parse().ok()?))
+        })
+        .collect()
+}
+
+#[test]
+fn twenty_waiters_get_the_lock_in_the_order_they_asked() {
+    let server = RedisServer::start();
+    let scratch = TempDir::new("fifo");
+    let log = scratch.join("ran.log");
+    let mut holder = hold(&server);
+    let waiters: Vec<Running> = (0..20)
+        .map(|i| queue_up(&server, &log, &format!("w{i}"), i + 1))
+        .collect();
+    holder.close_stdin();
+    holder.exits_with(0);
+    for waiter in waiters {
+        waiter.exits_with(0);
+    }
+    let order: Vec<String> = ran(&log).into_iter().map(|(name, _)| name).collect();
+    let expected: Vec<String> = (0..20).map(|i| format!("w{i}")).collect();
+    assert_eq!(order, expected, "the waiters did not run in arrival order");
+    assert_eq!(queue_len(&server), 0, "the queue was not emptied");
+}
+
+#[test]
+fn a_killed_waiter_holds_up_the_queue_at_most_the_documented_bound() {
+    let server = RedisServer::start();
+    let scratch = TempDir::new("dead-waiter");
+    let log = scratch.join("ran.log");
+    let mut holder = hold(&server);
+    let first = queue_up(&server, &log, "first", 1);
+    let mut killed = queue_up(&server, &log, "killed", 2);
+    let last = queue_up(&server, &log, "last", 3);
+    // Killed just before the lock frees: its entry is still fresh when its turn comes.
+    killed.kill9();
+    holder.close_stdin();
+    holder.exits_with(0);
+    first.exits_with(0);
+    last.exits_with(0);
+    let ran = ran(&log);
+    let names: Vec<&str> = ran.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, ["first", "last"]);
+    let gap = Duration::from_secs_f64(ran[1].1 - ran[0].1);
+    assert!(
+        gap <= DEAD_WAITER_BOUND + Duration::from_secs(1),
+        "the killed waiter held up the next one for {gap:?}"
+    );
+}
+
+#[test]
+fn a_waiter_that_gives_up_leaves_the_queue_at_once() {
+    let server = RedisServer::start();
+    let scratch = TempDir::new("give-up");
+    let log = scratch.join("ran.log");
+    let mut holder = hold(&server);
+    // Its wait runs out.
+    let outcome = Redlock::new(&server)
+        .args([
+            "run", "--key", "job", "--ttl", "10s", "--wait", "1s", "--", "true",
+        ])
+        .exits_with(75);
+    assert_eq!(
+        queue_len(&server),
+        0,
+        "a waiter that gave up stayed queued\n{outcome}"
+    );
+    // Interrupted.
+    let waiter = queue_up(&server, &log, "interrupted", 1);
+    waiter.signal(libc::SIGINT);
+    waiter.exits_with(130);
+    assert_eq!(queue_len(&server), 0, "an interrupted waiter stayed queued");
+    holder.close_stdin();
+    holder.exits_with(0);
+}
+
+#[test]
+fn a_run_without_wait_never_jumps_the_queue() {
+    let server = RedisServer::start();
+    let queue = companion_key("job", "queue");
+    let alive = companion_key("job", "alive");
+    // A live waiter queued while the lock is free (it is about to take it).
+    let far = (server.micros() / 1000 + 60_000).to_string();
+    let _: () = server.query(&["ZADD", &queue, "1", "someone"]);
+    let _: () = server.query(&["ZADD", &alive, &far, "someone"]);
+    let outcome = Redlock::new(&server)
+        .args(["run", "--key", "job", "--ttl", "2s", "--", "true"])
+        .exits_with(75);
+    assert!(outcome.stderr.contains("queued"), "{outcome}");
+    // A dead one is skipped.
+    let _: () = server.query(&["ZADD", &alive, "1", "someone"]);
+    Redlock::new(&server)
+        .args(["run", "--key", "job", "--ttl", "2s", "--", "true"])
+        .exits_with(0);
+    assert_eq!(queue_len(&server), 0);
+}
+
+#[test]
+fn waiters_outlive_a_redis_restart_and_all_run() {
+    let mut server = RedisServer::start();
+    let scratch = TempDir::new("restart");
+    let log = scratch.join("ran.log");
+    let mut holder = Redlock::new(&server)
+        .args(["run", "--key", "job", "--ttl", "2s", "-c", child::HOLD])
+        .spawn();
+    holder.expect_line("ready");
+    let waiters: Vec<Running> = (0..3)
+        .map(|i| queue_up(&server, &log, &format!("w{i}"), i + 1))
+        .collect();
+    let restarted = Instant::now();
+    server.restart();
+    // The holder's next renewal finds its key gone; the waiters queue again and all run.
+    holder.close_stdin();
+    let _ = holder.wait();
+    for waiter in waiters {
+        waiter.exits_with(0);
+    }
+    assert_eq!(ran(&log).len(), 3);
+    assert!(
+        restarted.elapsed() < Duration::from_secs(15),
+        "the waiters took {:?} after the restart",
+        restarted.elapsed()
+    );
+}
+
+#[test]
+fn status_lists_the_queue_in_order() {
+    let server = RedisServer::start();
+    let scratch = TempDir::new("status-queue");
+    let log = scratch.join("ran.log");
+    let mut holder = hold(&server);
+    let waiters: Vec<Running> = (0..3)
+        .map(|i| queue_up(&server, &log, &format!("w{i}"), i + 1))
+        .collect();
+    let lock = lock_status(&server, "job");
+    let queue = lock.items("queue");
+    assert_eq!(queue.len(), 3, "{lock}");
+    for (entry, waiter) in queue.iter().zip(&waiters) {
+        assert_eq!(entry.int("pid"), i64::from(waiter.pid()), "{lock}");
+        assert!(entry.int("since_ms") > 0, "{lock}");
+        assert!(entry.str("command").contains("date +%s.%N"), "{lock}");
+    }
+    let text = Redlock::new(&server).args(["status", "job"]).exits_with(0);
+    for place in 1..=3 {
+        assert!(
+            text.stdout.contains(&format!("waiting   {place}. ")),
+            "no place {place}\n{text}"
+        );
+    }
+    holder.close_stdin();
+    holder.exits_with(0);
+    for waiter in waiters {
+        waiter.exits_with(0);
+    }
+}
