@@ -42,10 +42,10 @@ use std::collections::BTreeMap;
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::os::unix::process::CommandExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::thread::sleep;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 const BIN: &str = env!("CARGO_BIN_EXE_redlock");
 const WARMUP_ROUNDS: usize = 20;
@@ -94,16 +94,26 @@ fn main() {
     let handoff = section("4. Hand-off latency", handoff(&server));
     section("5. Other lock tools", other_tools(&server));
     let keeper = section("6. The keeper", keeper(&server));
+    let queue = section("7. Contention", contention(&server));
+    let (flock_eff, redlock_eff, inversions, handoff_ratio) = match queue.as_deref() {
+        Some([fe, _, re, ri, fp, _, rp, ri0]) => {
+            (Some(*fe), Some(*re), Some(ri + ri0), Some(rp / fp))
+        }
+        _ => (None, None, None, None),
+    };
 
     println!("Summary (targets; reported only, the bench exits 0 either way)");
     #[rustfmt::skip]
-    let rows: [Target; 6] = [
+    let rows: [Target; 9] = [
         ("start-up redlock/flock (TCP, medians)", Some(ratio), "", "<= 1.05", |v| v <= 1.05),
         ("the same, launched from a shell", Some(shell_ratio), "", "<= 1.05", |v| v <= 1.05),
         ("keeper late after the kill point (worst)", keeper, " ms", "<= 25 ms", |v| v <= 25.0),
         ("hand-off median (del -> set)", handoff, " ms", "<= 0.5 ms", |v| v <= 0.5),
         ("commands per run (client round trips)", per_run, "", "= 2", |v| v == 2.0),
         ("peak RSS", peak_kib.map(|k| k / 1024.0), " MiB", "<= 3 MiB", |v| v <= 3.0),
+        ("queue efficiency, redlock - flock (20 ms)", redlock_eff.zip(flock_eff).map(|(r, f)| r - f), "", ">= 0", |v| v >= 0.0),
+        ("queue order inversions (redlock)", inversions, "", "= 0", |v| v == 0.0),
+        ("hand-off per waiter, redlock/flock (0 ms)", handoff_ratio, "", "<= 1.2", |v| v <= 1.2),
     ];
     for (name, value, unit, target, meets) in rows {
         let shown = value.map_or("n/a".into(), |v| format!("{v:.3}{unit}"));
@@ -733,6 +743,144 @@ fn subscribers(ctl: &mut Conn, channel: &str) -> Res<i64> {
             other.map(Reply::text)
         )),
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// 7. Contention: a queue of waiters, against flock -w
+
+const WAITERS: usize = 50;
+const WAITER_SPACING: Duration = Duration::from_millis(10);
+/// The section each waiter runs: `I` is its arrival index; stamps come from bash without a fork.
+const CONTENDED: &str = r#"echo "$I $EPOCHREALTIME" >> "$LOG"; [ -n "$WORK" ] && sleep "$WORK"; :"#;
+
+/// What one tool did with one queue of waiters.
+struct Contention {
+    /// From the holder's release to the last section's end.
+    total_ms: f64,
+    /// Pairs of waiters that started in the other order than they arrived.
+    inversions: usize,
+    /// The most later arrivals that started before one waiter.
+    worst_overtaken: usize,
+}
+
+fn contention(server: &Server) -> Res<Vec<f64>> {
+    let lockfile = server.dir.join("contended.lock");
+    std::fs::File::create(&lockfile).map_err(text)?;
+    println!(
+        "7. Contention: {WAITERS} waiters queued {} ms apart, after the holder's release",
+        WAITER_SPACING.as_millis()
+    );
+    println!(
+        "   {:<28} {:>9} {:>11} {:>11} {:>11} {:>10}",
+        "tool, section", "total", "efficiency", "per waiter", "inversions", "overtaken"
+    );
+    let mut figures = Vec::new();
+    for work in ["0.02", ""] {
+        let section_ms = if work.is_empty() { 0.0 } else { 20.0 };
+        let mut per_waiter = Vec::new();
+        for tool in ["flock -w", "redlock --wait"] {
+            let c = contend(server, &lockfile, tool, work)?;
+            let per = c.total_ms / WAITERS as f64;
+            let efficiency = WAITERS as f64 * section_ms / c.total_ms;
+            println!(
+                "   {:<28} {:>6.0} ms {:>11} {:>8.2} ms {:>11} {:>10}",
+                format!("{tool}, {section_ms:.0} ms"),
+                c.total_ms,
+                if section_ms > 0.0 {
+                    format!("{efficiency:.2}")
+                } else {
+                    "-".into()
+                },
+                per,
+                format!("{} of {}", c.inversions, WAITERS * (WAITERS - 1) / 2),
+                c.worst_overtaken
+            );
+            per_waiter.push(per);
+            figures.push(if section_ms > 0.0 { efficiency } else { per });
+            figures.push(c.inversions as f64);
+        }
+        println!(
+            "   hand-off per waiter, redlock/flock: {:.2}",
+            per_waiter[1] / per_waiter[0]
+        );
+    }
+    println!();
+    // [flock eff, flock inv, redlock eff, redlock inv, flock per, flock inv, redlock per, inv]
+    Ok(figures)
+}
+
+fn contend(server: &Server, lockfile: &Path, tool: &str, work: &str) -> Res<Contention> {
+    let log = server.dir.join("contention.log");
+    let _ = std::fs::remove_file(&log);
+    let key = "bench:contended";
+    let tool_cmd = |hold: bool| -> Command {
+        let script = if hold { "read x" } else { CONTENDED };
+        let mut cmd = match tool {
+            "flock -w" => {
+                let mut c = Command::new("flock");
+                c.args(["-w", "120"]).arg(lockfile);
+                c
+            }
+            _ => redlock(
+                &server.url(),
+                &format!("run --key {key} --ttl 30s --wait 2m --"),
+            ),
+        };
+        cmd.args(["bash", "-c", script])
+            .env("LOG", &log)
+            .env("WORK", work)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        cmd
+    };
+    let mut holder = tool_cmd(true);
+    holder.stdin(Stdio::piped());
+    let mut holder = Guard(die_with_parent(&mut holder).spawn().map_err(text)?);
+    sleep(Duration::from_millis(200));
+    let mut waiters = Vec::new();
+    for i in 0..WAITERS {
+        let mut waiter = tool_cmd(false);
+        waiter.env("I", i.to_string()).stdin(Stdio::null());
+        waiters.push(Guard(die_with_parent(&mut waiter).spawn().map_err(text)?));
+        sleep(WAITER_SPACING);
+    }
+    sleep(Duration::from_millis(200));
+    let released = SystemTime::now();
+    let stdin = holder.0.stdin.as_mut().ok_or("holder has no stdin")?;
+    stdin.write_all(b"\n").map_err(text)?;
+    wait_exit(&mut holder.0, Duration::from_secs(10))?;
+    for waiter in &mut waiters {
+        let status = wait_exit(&mut waiter.0, Duration::from_secs(120))?;
+        if !status.success() {
+            return Err(format!("a {tool} waiter ended with {status}"));
+        }
+    }
+    let ended = SystemTime::now();
+    let mut starts: Vec<(f64, usize)> = std::fs::read_to_string(&log)
+        .map_err(text)?
+        .lines()
+        .filter_map(|line| {
+            let (i, stamp) = line.split_once(' ')?;
+            Some((stamp.replace(',', ".").parse().ok()?, i.parse().ok()?))
+        })
+        .collect();
+    if starts.len() != WAITERS {
+        return Err(format!("{} of {WAITERS} {tool} sections ran", starts.len()));
+    }
+    starts.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let order: Vec<usize> = starts.iter().map(|&(_, i)| i).collect();
+    let mut inversions = 0;
+    let mut worst_overtaken = 0;
+    for (pos, &i) in order.iter().enumerate() {
+        let overtaken = order[..pos].iter().filter(|&&j| j > i).count();
+        inversions += overtaken;
+        worst_overtaken = worst_overtaken.max(overtaken);
+    }
+    Ok(Contention {
+        total_ms: millis(ended.duration_since(released).map_err(text)?),
+        inversions,
+        worst_overtaken,
+    })
 }
 
 // ---------------------------------------------------------------------------------------------
