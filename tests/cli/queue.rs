@@ -8,7 +8,8 @@ use std::time::{Duration, Instant};
 use crate::support::json::Document;
 use crate::support::redlock::Running;
 use crate::support::{
-    RedisServer, Redlock, TempDir, child, companion_key, lock_status, wait_until,
+    RedisCluster, RedisQuorum, RedisServer, Redlock, TempDir, child, companion_key, lock_status,
+    wait_until,
 };
 
 /// The longest a killed waiter can hold up the queue (README, "Waiting is a fair queue").
@@ -203,4 +204,94 @@ fn status_lists_the_queue_in_order() {
     for waiter in waiters {
         waiter.exits_with(0);
     }
+}
+
+#[test]
+fn a_quorum_serves_its_waiters_in_arrival_order() {
+    let quorum = RedisQuorum::start(3);
+    let scratch = TempDir::new("quorum-fifo");
+    let log = scratch.join("ran.log");
+    let queue_key = companion_key("job", "queue");
+    let mut holder = quorum
+        .redlock()
+        .args(["run", "--key", "job", "--ttl", "10s", "-c", child::HOLD])
+        .spawn();
+    holder.expect_line("ready");
+    let waiters: Vec<Running> = (0..8)
+        .map(|i| {
+            let waiter = quorum
+                .redlock()
+                .env("LOG", &log)
+                .args(["run", "--key", "job", "--ttl", "10s", "--wait", "60s", "-c"])
+                .arg(format!(r#"echo "w{i} $(date +%s.%N)" >> "$LOG""#))
+                .spawn();
+            wait_until(
+                &format!("w{i} to join the queue on every node"),
+                Duration::from_secs(10),
+                || {
+                    quorum
+                        .nodes()
+                        .iter()
+                        .all(|n| n.query::<usize>(&["ZCARD", &queue_key]) == i + 1)
+                        .then_some(())
+                },
+            );
+            waiter
+        })
+        .collect();
+    holder.close_stdin();
+    holder.exits_with(0);
+    for waiter in waiters {
+        waiter.exits_with(0);
+    }
+    let order: Vec<String> = ran(&log).into_iter().map(|(name, _)| name).collect();
+    let expected: Vec<String> = (0..8).map(|i| format!("w{i}")).collect();
+    assert_eq!(
+        order, expected,
+        "the quorum's waiters did not run in arrival order"
+    );
+}
+
+#[test]
+fn a_cluster_serves_its_waiters_in_arrival_order() {
+    let cluster = RedisCluster::start();
+    let url = cluster.seed_url(0);
+    let owner = cluster.owner("job");
+    let scratch = TempDir::new("cluster-fifo");
+    let log = scratch.join("ran.log");
+    let queue_key = companion_key("job", "queue");
+    let redlock = || Redlock::without_url().args(["--url", &url]);
+    let mut holder = redlock()
+        .args(["run", "--key", "job", "--ttl", "10s", "-c", child::HOLD])
+        .spawn();
+    holder.expect_line("ready");
+    let waiters: Vec<Running> = (0..5)
+        .map(|i| {
+            let waiter = redlock()
+                .env("LOG", &log)
+                .args(["run", "--key", "job", "--ttl", "10s", "--wait", "60s", "-c"])
+                .arg(format!(r#"echo "w{i} $(date +%s.%N)" >> "$LOG""#))
+                .spawn();
+            wait_until(
+                &format!("w{i} to join the queue"),
+                Duration::from_secs(10),
+                || {
+                    (cluster.node(owner).query::<usize>(&["ZCARD", &queue_key]) == i + 1)
+                        .then_some(())
+                },
+            );
+            waiter
+        })
+        .collect();
+    holder.close_stdin();
+    holder.exits_with(0);
+    for waiter in waiters {
+        waiter.exits_with(0);
+    }
+    let order: Vec<String> = ran(&log).into_iter().map(|(name, _)| name).collect();
+    let expected: Vec<String> = (0..5).map(|i| format!("w{i}")).collect();
+    assert_eq!(
+        order, expected,
+        "the cluster's waiters did not run in arrival order"
+    );
 }
