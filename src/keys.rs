@@ -89,6 +89,23 @@ impl Keys {
     }
 }
 
+impl Keys {
+    /// The keys of every script that ends or leaves a hold (release, undo, leave, force a
+    /// release), in the order their KEYS list them: lock, holder record, last-run record,
+    /// counters, queue, queue liveness, waiters.
+    pub fn of_an_ending(&self) -> [&str; 7] {
+        [
+            &self.lock,
+            &self.holder,
+            &self.last,
+            &self.stats,
+            &self.queue,
+            &self.alive,
+            &self.waiters,
+        ]
+    }
+}
+
 /// The name of `lock`'s companion NAME: `{L}:redlock:NAME`, or `L:redlock:NAME` when L has a
 /// hash tag of its own.
 fn companion_key(lock: &str, name: &str) -> String {

@@ -245,14 +245,8 @@ pub fn abandon(con: &mut Conn, keys: &Keys, token: &str) {
                 .arg(crate::scripts::RELEASE)
                 .cmd("EVALSHA")
                 .arg(RELEASE.get_hash())
-                .arg(7)
-                .arg(&keys.lock)
-                .arg(&keys.holder)
-                .arg(&keys.last)
-                .arg(&keys.stats)
-                .arg(&keys.queue)
-                .arg(&keys.alive)
-                .arg(&keys.waiters)
+                .arg(keys.of_an_ending().len())
+                .arg(&keys.of_an_ending()[..])
                 .arg(token)
                 .arg(&keys.channel)
                 .arg(0)
@@ -360,15 +354,8 @@ pub fn release(
     keep: Option<Duration>,
     record: Option<&LastRun>,
 ) -> Result<bool> {
-    let mut call = RELEASE.prepare_invoke();
-    call.key(&keys.lock)
-        .key(&keys.holder)
-        .key(&keys.last)
-        .key(&keys.stats)
-        .key(&keys.queue)
-        .key(&keys.alive)
-        .key(&keys.waiters)
-        .arg(token)
+    let mut call = ending(&RELEASE, keys);
+    call.arg(token)
         .arg(&keys.channel)
         .arg(keep.map_or(0, |d| d.as_millis().max(1) as u64));
     match record {
@@ -389,19 +376,21 @@ pub fn release(
     Ok(released == 1)
 }
 
+/// An invocation of a script that ends or leaves a hold, with its keys ([`Keys::of_an_ending`]).
+fn ending<'a>(script: &'a Script, keys: &Keys) -> redis::ScriptInvocation<'a> {
+    let mut call = script.prepare_invoke();
+    for key in keys.of_an_ending() {
+        call.key(key);
+    }
+    call
+}
+
 /// Takes back what an acquire attempt that did not win a majority took on this node. Unlike
 /// a release it wakes nobody: the lock was never held, and a waiter woken by its own undoing
 /// would try again at once, holding the node again and again (and keeping a holder from
 /// re-establishing the key there).
 pub fn undo(con: &mut dyn ConnectionLike, keys: &Keys, token: &str) -> Result<()> {
-    RELEASE
-        .key(&keys.lock)
-        .key(&keys.holder)
-        .key(&keys.last)
-        .key(&keys.stats)
-        .key(&keys.queue)
-        .key(&keys.alive)
-        .key(&keys.waiters)
+    ending(&RELEASE, keys)
         .arg(token)
         .arg("")
         .arg(0)
@@ -415,14 +404,7 @@ static LEAVE: LazyLock<Script> = LazyLock::new(|| Script::new(crate::scripts::LE
 
 /// Takes a waiter that gives up out of the key's queue, waking the next one if the lock is free.
 pub fn leave(con: &mut dyn ConnectionLike, keys: &Keys, ticket: &str) -> Result<()> {
-    LEAVE
-        .key(&keys.lock)
-        .key(&keys.holder)
-        .key(&keys.last)
-        .key(&keys.stats)
-        .key(&keys.queue)
-        .key(&keys.alive)
-        .key(&keys.waiters)
+    ending(&LEAVE, keys)
         .arg(ticket)
         .arg(&keys.channel)
         .invoke::<i64>(con)
@@ -465,14 +447,7 @@ pub struct Removed {
 }
 
 pub fn force_release(con: &mut dyn ConnectionLike, keys: &Keys) -> Result<Option<Removed>> {
-    let reply: Option<Vec<Value>> = FORCE_RELEASE
-        .key(&keys.lock)
-        .key(&keys.holder)
-        .key(&keys.stats)
-        .key(&keys.last)
-        .key(&keys.queue)
-        .key(&keys.alive)
-        .key(&keys.waiters)
+    let reply: Option<Vec<Value>> = ending(&FORCE_RELEASE, keys)
         .arg(&keys.channel)
         .arg(RECORD_TTL.as_millis() as u64)
         .invoke(con)

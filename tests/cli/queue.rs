@@ -55,14 +55,30 @@ fn ran(log: &std::path::Path) -> Vec<(String, f64)> {
         .collect()
 }
 
-#[test]
-fn twenty_waiters_get_the_lock_in_the_order_they_asked() {
-    let server = RedisServer::start();
+/// Holds `job`, queues `count` waiters one after another (each only once `queued` counts it),
+/// releases, and expects the waiters to have run in the order they joined. `redlock` makes a
+/// `redlock` command for the setup under test.
+fn expect_arrival_order(redlock: impl Fn() -> Redlock, queued: impl Fn() -> usize, count: usize) {
     let scratch = TempDir::new("fifo");
     let log = scratch.join("ran.log");
-    let mut holder = hold(&server);
-    let waiters: Vec<Running> = (0..20)
-        .map(|i| queue_up(&server, &log, &format!("w{i}"), i + 1))
+    let mut holder = redlock()
+        .args(["run", "--key", "job", "--ttl", "10s", "-c", child::HOLD])
+        .spawn();
+    holder.expect_line("ready");
+    let waiters: Vec<Running> = (0..count)
+        .map(|i| {
+            let waiter = redlock()
+                .env("LOG", &log)
+                .args(["run", "--key", "job", "--ttl", "10s", "--wait", "60s", "-c"])
+                .arg(format!(r#"echo "w{i} $(date +%s.%N)" >> "$LOG""#))
+                .spawn();
+            wait_until(
+                &format!("w{i} to join the queue at place {}", i + 1),
+                Duration::from_secs(10),
+                || (queued() == i + 1).then_some(()),
+            );
+            waiter
+        })
         .collect();
     holder.close_stdin();
     holder.exits_with(0);
@@ -70,8 +86,14 @@ fn twenty_waiters_get_the_lock_in_the_order_they_asked() {
         waiter.exits_with(0);
     }
     let order: Vec<String> = ran(&log).into_iter().map(|(name, _)| name).collect();
-    let expected: Vec<String> = (0..20).map(|i| format!("w{i}")).collect();
+    let expected: Vec<String> = (0..count).map(|i| format!("w{i}")).collect();
     assert_eq!(order, expected, "the waiters did not run in arrival order");
+}
+
+#[test]
+fn twenty_waiters_get_the_lock_in_the_order_they_asked() {
+    let server = RedisServer::start();
+    expect_arrival_order(|| Redlock::new(&server), || queue_len(&server), 20);
     assert_eq!(queue_len(&server), 0, "the queue was not emptied");
 }
 
@@ -209,47 +231,9 @@ fn status_lists_the_queue_in_order() {
 #[test]
 fn a_quorum_serves_its_waiters_in_arrival_order() {
     let quorum = RedisQuorum::start(3);
-    let scratch = TempDir::new("quorum-fifo");
-    let log = scratch.join("ran.log");
-    let queue_key = companion_key("job", "queue");
-    let mut holder = quorum
-        .redlock()
-        .args(["run", "--key", "job", "--ttl", "10s", "-c", child::HOLD])
-        .spawn();
-    holder.expect_line("ready");
-    let waiters: Vec<Running> = (0..8)
-        .map(|i| {
-            let waiter = quorum
-                .redlock()
-                .env("LOG", &log)
-                .args(["run", "--key", "job", "--ttl", "10s", "--wait", "60s", "-c"])
-                .arg(format!(r#"echo "w{i} $(date +%s.%N)" >> "$LOG""#))
-                .spawn();
-            wait_until(
-                &format!("w{i} to join the queue on every node"),
-                Duration::from_secs(10),
-                || {
-                    quorum
-                        .nodes()
-                        .iter()
-                        .all(|n| n.query::<usize>(&["ZCARD", &queue_key]) == i + 1)
-                        .then_some(())
-                },
-            );
-            waiter
-        })
-        .collect();
-    holder.close_stdin();
-    holder.exits_with(0);
-    for waiter in waiters {
-        waiter.exits_with(0);
-    }
-    let order: Vec<String> = ran(&log).into_iter().map(|(name, _)| name).collect();
-    let expected: Vec<String> = (0..8).map(|i| format!("w{i}")).collect();
-    assert_eq!(
-        order, expected,
-        "the quorum's waiters did not run in arrival order"
-    );
+    // Every node has the waiter before the next one comes.
+    let queued = || quorum.nodes().iter().map(queue_len).min().unwrap_or(0);
+    expect_arrival_order(|| quorum.redlock(), queued, 8);
 }
 
 #[test]
@@ -257,41 +241,9 @@ fn a_cluster_serves_its_waiters_in_arrival_order() {
     let cluster = RedisCluster::start();
     let url = cluster.seed_url(0);
     let owner = cluster.owner("job");
-    let scratch = TempDir::new("cluster-fifo");
-    let log = scratch.join("ran.log");
-    let queue_key = companion_key("job", "queue");
-    let redlock = || Redlock::without_url().args(["--url", &url]);
-    let mut holder = redlock()
-        .args(["run", "--key", "job", "--ttl", "10s", "-c", child::HOLD])
-        .spawn();
-    holder.expect_line("ready");
-    let waiters: Vec<Running> = (0..5)
-        .map(|i| {
-            let waiter = redlock()
-                .env("LOG", &log)
-                .args(["run", "--key", "job", "--ttl", "10s", "--wait", "60s", "-c"])
-                .arg(format!(r#"echo "w{i} $(date +%s.%N)" >> "$LOG""#))
-                .spawn();
-            wait_until(
-                &format!("w{i} to join the queue"),
-                Duration::from_secs(10),
-                || {
-                    (cluster.node(owner).query::<usize>(&["ZCARD", &queue_key]) == i + 1)
-                        .then_some(())
-                },
-            );
-            waiter
-        })
-        .collect();
-    holder.close_stdin();
-    holder.exits_with(0);
-    for waiter in waiters {
-        waiter.exits_with(0);
-    }
-    let order: Vec<String> = ran(&log).into_iter().map(|(name, _)| name).collect();
-    let expected: Vec<String> = (0..5).map(|i| format!("w{i}")).collect();
-    assert_eq!(
-        order, expected,
-        "the cluster's waiters did not run in arrival order"
+    expect_arrival_order(
+        || Redlock::without_url().args(["--url", &url]),
+        || queue_len(cluster.node(owner)),
+        5,
     );
 }
