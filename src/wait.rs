@@ -85,22 +85,30 @@ pub fn take(
         arrival_us: nodes.is_quorum().then(now_us),
     });
     let first = nodes.acquire(&req.claim, refusal, queue.as_ref(), sent, Some(meanwhile))?;
-    let busy = match first {
-        Acquire::Acquired { fence, started_ms } => {
-            return Ok(Taken::Acquired {
+    let (Some(wait), Some(queue)) = (wait, queue) else {
+        return Ok(match first {
+            Acquire::Acquired { fence, started_ms } => Taken::Acquired {
                 fence,
                 started_ms,
                 sent,
-            });
+            },
+            Acquire::Busy(busy) => Taken::Busy(busy),
+        });
+    };
+    let taken = match first {
+        Acquire::Acquired { fence, started_ms } => Ok(Taken::Acquired {
+            fence,
+            started_ms,
+            sent,
+        }),
+        Acquire::Busy(busy) => {
+            wait_in_queue(nodes, req, signals, &queue, busy, start + wait.min(YEAR))
         }
-        Acquire::Busy(busy) => busy,
     };
-    let (Some(wait), Some(queue)) = (wait, queue) else {
-        return Ok(Taken::Busy(busy));
-    };
-    let taken = wait_in_queue(nodes, req, signals, &queue, busy, start + wait.min(YEAR));
     // A waiter that gives up leaves the queue at once, so the next one is not held up by it.
-    if !matches!(taken, Ok(Taken::Acquired { .. })) {
+    // In a quorum a waiter also leaves once a majority granted it the lock: the nodes keep it
+    // queued until then (see acquire.lua).
+    if nodes.is_quorum() || !matches!(taken, Ok(Taken::Acquired { .. })) {
         nodes.leave(req.claim.keys, queue.ticket);
     }
     taken

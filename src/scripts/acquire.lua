@@ -45,7 +45,11 @@ if not current then
       'finished', 0, unpack(ARGV, 9))
     redis.call('PEXPIRE', KEYS[3], ARGV[2])
     redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-    if head then
+    -- A quorum waiter (its arrival given) stays queued here until a majority granted it the
+    -- lock (it then leaves every node's queue): taken out here alone, it would lose its place
+    -- on this node whenever the other nodes refused it, and two waiters could take turns at
+    -- heading different nodes for ever.
+    if head and ARGV[6] == '' then
       redis.call('ZREM', KEYS[5], ticket)
       redis.call('ZREM', KEYS[6], ticket)
       redis.call('HDEL', KEYS[7], ticket)
