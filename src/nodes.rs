@@ -544,13 +544,8 @@ impl Nodes {
     /// Takes a waiter that gives up out of the queue on every node. A failure is only a
     /// warning: the entry lapses by itself within `lock::QUEUE_ENTRY_LIFE`.
     pub fn leave(&mut self, keys: &Keys, ticket: &str) {
-        for (server, result) in self
-            .servers()
-            .cloned()
-            .collect::<Vec<_>>()
-            .iter()
-            .zip(self.each(|c| lock::leave(c, keys, ticket)))
-        {
+        let results = self.each(|c| lock::leave(c, keys, ticket));
+        for (server, result) in self.servers().zip(results) {
             if let Err(e) = result {
                 log::warn("leave_failed", &node_error(server, &e), &[]);
             }

@@ -10,24 +10,27 @@
 
 use std::collections::BTreeSet;
 
-pub const ACQUIRE: &str = include_str!("scripts/acquire.lua");
+pub const ACQUIRE: &str = concat!(
+    include_str!("scripts/queue.lua"),
+    include_str!("scripts/acquire.lua")
+);
 pub const EXTEND: &str = include_str!("scripts/extend.lua");
-/// `wake(channel)`, shared by the scripts that free a lock or leave its queue (Lua scripts
-/// cannot load one another, so it is put in front of each).
+/// `live_head(now)` and `wake(channel)`, shared by the scripts that use the waiters' queue (Lua
+/// scripts cannot load one another, so it is put in front of each).
 #[cfg(test)]
-const WAKE: &str = include_str!("scripts/wake.lua");
+const QUEUE_PRELUDE: &str = include_str!("scripts/queue.lua");
 pub const RELEASE: &str = concat!(
-    include_str!("scripts/wake.lua"),
+    include_str!("scripts/queue.lua"),
     include_str!("scripts/release.lua")
 );
 pub const FORCE_RELEASE: &str = concat!(
-    include_str!("scripts/wake.lua"),
+    include_str!("scripts/queue.lua"),
     include_str!("scripts/force_release.lua")
 );
 pub const RAISE_FENCE: &str = include_str!("scripts/raise_fence.lua");
 pub const HEAL: &str = include_str!("scripts/heal.lua");
 pub const LEAVE: &str = concat!(
-    include_str!("scripts/wake.lua"),
+    include_str!("scripts/queue.lua"),
     include_str!("scripts/leave.lua")
 );
 
@@ -140,7 +143,7 @@ mod tests {
     #[test]
     fn every_script_starts_with_what_it_is() {
         for (name, source) in ALL {
-            let own = source.strip_prefix(WAKE).unwrap_or(source);
+            let own = source.strip_prefix(QUEUE_PRELUDE).unwrap_or(source);
             assert!(own.starts_with(&format!("-- {name}")), "{name}");
         }
     }

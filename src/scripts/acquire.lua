@@ -24,15 +24,7 @@ if current == ARGV[1] then
 end
 if not current then
   local head = redis.call('ZRANGE', KEYS[5], 0, 0)[1]
-  if head and head ~= ticket then
-    -- Waiters that stopped refreshing their entry (killed, cut off) are skipped.
-    for _, w in ipairs(redis.call('ZRANGEBYSCORE', KEYS[6], '-inf', now)) do
-      redis.call('ZREM', KEYS[5], w)
-      redis.call('ZREM', KEYS[6], w)
-      redis.call('HDEL', KEYS[7], w)
-    end
-    head = redis.call('ZRANGE', KEYS[5], 0, 0)[1]
-  end
+  if head and head ~= ticket then head = live_head(now) end
   if not head or head == ticket then
     -- The fence is above every fence handed out before, even when the counter was lost (a
     -- restart without persistence, a flush, a failover to a lagging replica): it is at least
