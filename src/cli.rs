@@ -193,7 +193,13 @@ If no renewal is confirmed, every process of the command gets SIGTERM, and SIGKI
 process enforces that kill point too, so a redlock that is frozen (SIGSTOP, a debugger, starved \
 of CPU) or killed cannot extend its command's life; the lease is counted on CLOCK_BOOTTIME, so \
 time the machine spent suspended counts. redlock never waits for its own stderr: messages that do \
-not fit a full pipe are dropped and counted.";
+not fit a full pipe are dropped and counted.
+
+Nested runs: inside a command that redlock runs, a run of the same key (REDLOCK_KEY and \
+REDLOCK_TOKEN in its environment, same prefix, and the server confirms that token still holds \
+the lock) runs its command at once under the outer lease: no second acquisition, no release, its \
+command's status passes through, and its own lease options are checked but unused. A token that \
+no longer holds the lock is treated like any other holder's.";
 
 const DOCTOR_LONG_ABOUT: &str = "\
 Check the server for lock hazards and print each finding with its fix.

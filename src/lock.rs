@@ -469,3 +469,36 @@ mod tests {
         assert_eq!(&a[14..15], "4");
     }
 }
+
+static HELD: LazyLock<Script> = LazyLock::new(|| Script::new(crate::scripts::HELD));
+
+/// The lease a token holds, as one node sees it (see [`held`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Held {
+    pub fence: i64,
+    /// Server time (ms since the epoch) when the lock was taken.
+    pub started_ms: i64,
+    /// Server time (ms since the epoch) of the answer.
+    pub server_now_ms: i64,
+    /// Milliseconds until the lease expires (-1: no expiry).
+    pub pttl_ms: i64,
+}
+
+/// Whether `token` holds the lock on this node, and its lease when it does. Writes nothing.
+pub fn held(con: &mut dyn ConnectionLike, keys: &Keys, token: &str) -> Result<Option<Held>> {
+    let reply: Vec<i64> = HELD
+        .key(&keys.lock)
+        .key(&keys.holder)
+        .arg(token)
+        .invoke(con)
+        .with_context(|| format!("cannot read {}", keys.lock))?;
+    Ok(match reply.as_slice() {
+        [1, fence, started_ms, server_now_ms, pttl_ms] => Some(Held {
+            fence: *fence,
+            started_ms: *started_ms,
+            server_now_ms: *server_now_ms,
+            pttl_ms: *pttl_ms,
+        }),
+        _ => None,
+    })
+}

@@ -25,6 +25,7 @@ mod keys;
 mod lease;
 mod lock;
 mod log;
+mod nested;
 mod nodes;
 mod record;
 mod scripts;

@@ -541,6 +541,30 @@ impl Nodes {
             .collect())
     }
 
+    /// Whether `token` holds the lock: on one server, that server's word; in a quorum, a
+    /// majority's (the shortest lease among them, the highest fence). `None` when it does not,
+    /// an error when too few nodes answered to tell.
+    pub fn held(&mut self, keys: &Keys, token: &str) -> Result<Option<lock::Held>> {
+        let results = self.each(|c| lock::held(c, keys, token));
+        if !self.is_quorum() {
+            return results.into_iter().next().expect("one node");
+        }
+        let holding: Vec<lock::Held> = self
+            .answered(results)?
+            .into_iter()
+            .filter_map(|r| r.ok().flatten())
+            .collect();
+        if holding.len() < self.majority() {
+            return Ok(None);
+        }
+        Ok(holding.into_iter().reduce(|a, b| lock::Held {
+            fence: a.fence.max(b.fence),
+            started_ms: a.started_ms.min(b.started_ms),
+            server_now_ms: a.server_now_ms.max(b.server_now_ms),
+            pttl_ms: a.pttl_ms.min(b.pttl_ms),
+        }))
+    }
+
     /// Takes a waiter that gives up out of the queue on every node. A failure is only a
     /// warning: the entry lapses by itself within `lock::QUEUE_ENTRY_LIFE`.
     pub fn leave(&mut self, keys: &Keys, ticket: &str) {

@@ -29,6 +29,7 @@ pub const FORCE_RELEASE: &str = concat!(
 );
 pub const RAISE_FENCE: &str = include_str!("scripts/raise_fence.lua");
 pub const HEAL: &str = include_str!("scripts/heal.lua");
+pub const HELD: &str = include_str!("scripts/held.lua");
 pub const LEAVE: &str = concat!(
     include_str!("scripts/queue.lua"),
     include_str!("scripts/leave.lua")
@@ -42,6 +43,7 @@ pub const ALL: &[(&str, &str)] = &[
     ("force_release", FORCE_RELEASE),
     ("raise_fence", RAISE_FENCE),
     ("heal", HEAL),
+    ("held", HELD),
     ("leave", LEAVE),
 ];
 

@@ -7,8 +7,10 @@
 //! unless extended. Nothing renews the lease: the script calls `redlock extend` (the lock
 //! expires by itself if the script dies). The holder record names the calling process.
 //! Busy → 75 (counted once, however long `--wait` waited); a signal while waiting → 128+N.
+//! Inside a `run` of the same key whose lease still holds, it prints that run's token and
+//! fence, and with `--json` its lease (`ttl_ms` is then what is left of it): see `nested.rs`.
 
-use anyhow::Result;
+use anyhow::{Context as _, Result};
 
 use crate::Context;
 use crate::cli::AcquireArgs;
@@ -28,6 +30,21 @@ pub fn acquire(ctx: &Context, args: AcquireArgs) -> Result<Exit> {
     let signals = Signals::block();
     let mut nodes = ctx.nodes(ctx.timeout);
     nodes.connect()?;
+    // Inside a run that holds this key: that run's token is the answer.
+    if let Some((token, lease)) = crate::nested::confirm(&mut nodes, &keys)? {
+        let left = lease.pttl_ms.max(0);
+        let text = lease_text(
+            &keys,
+            &token,
+            lease.fence,
+            lease.started_ms,
+            left,
+            lease.server_now_ms + left,
+            args.json,
+        );
+        log::stdout(&text).context("cannot print the token")?;
+        return Ok(Exit::Success);
+    }
     let token = lock::new_token()?;
     let holder = calling_process(args.label.as_deref());
     let request = Request {
@@ -45,20 +62,16 @@ pub fn acquire(ctx: &Context, args: AcquireArgs) -> Result<Exit> {
             fence, started_ms, ..
         } => {
             let ttl_ms = args.ttl.as_millis() as i64;
-            let text = if args.json {
-                let doc = Json::Obj(vec![
-                    ("key", Json::str(&keys.name)),
-                    ("redis_key", Json::str(&keys.lock)),
-                    ("token", Json::str(&token)),
-                    ("fence", Json::Num(fence.into())),
-                    ("ttl_ms", Json::Num(ttl_ms.into())),
-                    ("acquired_ms", Json::Num(started_ms.into())),
-                    ("deadline_ms", Json::Num((started_ms + ttl_ms).into())),
-                ]);
-                format!("{}\n", doc.render())
-            } else {
-                format!("{token}\n{fence}\n")
-            };
+            let deadline_ms = started_ms + ttl_ms;
+            let text = lease_text(
+                &keys,
+                &token,
+                fence,
+                started_ms,
+                ttl_ms,
+                deadline_ms,
+                args.json,
+            );
             // A token nobody received is a lock nobody can release: give it back.
             if let Err(e) = log::stdout(&text) {
                 let _ = nodes.release(&keys, &token, None, None);
@@ -76,6 +89,31 @@ pub fn acquire(ctx: &Context, args: AcquireArgs) -> Result<Exit> {
         }
         Taken::Interrupted(sig) => Ok(wait::interrupted(sig, &keys)),
     }
+}
+
+/// What `acquire` prints: the token and the fence, or one JSON object.
+fn lease_text(
+    keys: &Keys,
+    token: &str,
+    fence: i64,
+    acquired_ms: i64,
+    ttl_ms: i64,
+    deadline_ms: i64,
+    json: bool,
+) -> String {
+    if !json {
+        return format!("{token}\n{fence}\n");
+    }
+    let doc = Json::Obj(vec![
+        ("key", Json::str(&keys.name)),
+        ("redis_key", Json::str(&keys.lock)),
+        ("token", Json::str(token)),
+        ("fence", Json::Num(fence.into())),
+        ("ttl_ms", Json::Num(ttl_ms.into())),
+        ("acquired_ms", Json::Num(acquired_ms.into())),
+        ("deadline_ms", Json::Num(deadline_ms.into())),
+    ]);
+    format!("{}\n", doc.render())
 }
 
 /// The script that called `redlock acquire` is the holder, not this short-lived process.

@@ -51,11 +51,15 @@ pub fn run(ctx: &Context, args: RunArgs) -> Result<Exit> {
     let display = crate::record::redact(&display_command(&argv, args.shell.is_some()));
 
     let signals = Signals::block();
-    child::become_subreaper();
-
     let started = Moment::now();
     let mut nodes = ctx.nodes(node_timeout(ctx, lease.ttl));
     nodes.connect()?;
+    // Inside a run that holds this key: become the command, under that run's lease.
+    if crate::nested::confirm(&mut nodes, &keys)?.is_some() {
+        drop(nodes);
+        return Err(crate::nested::exec(&argv));
+    }
+    child::become_subreaper();
     if crate::log::enabled(crate::log::Level::Info) {
         let names: Vec<&str> = nodes
             .servers()

@@ -11,6 +11,7 @@ mod doctor;
 mod harness;
 mod integrity;
 mod logging;
+mod nested;
 mod queue;
 mod quorum;
 mod release;

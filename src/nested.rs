@@ -1,0 +1,87 @@
+//! Nested runs: a `redlock run` (or `acquire`) of the same key inside a command that redlock
+//! runs goes ahead under the outer lease instead of waiting for itself.
+//!
+//! The outer run gives its command `REDLOCK_KEY` (the key as given, without the prefix) and
+//! `REDLOCK_TOKEN`. A run whose key equals `REDLOCK_KEY` asks the server whether that token holds
+//! the lock under *this* run's prefix and server(s): one read-only round trip (a majority's word
+//! in a quorum), and the only thing a nested run sends. When it does:
+//!
+//! * `run` execs its command in place: no second acquisition, no heartbeat, no release, no
+//!   record, and the command's exit status (or signal) is the run's, because the process becomes
+//!   the command. The outer run's lease, renewals, supervision and options govern it — it is
+//!   one of the outer command's processes. The nested run's own `--ttl`, `--wait`,
+//!   `--hold-at-least`, `--kill-after` are checked and then have nothing to do.
+//! * `acquire` prints the outer token and fence (and, with `--json`, the outer lease).
+//!
+//! A token that does not hold the lock (the outer lease was lost, a stale environment, another
+//! prefix, another server) is nobody special: the run acquires as any other run would, and
+//! finds the key busy, waits for it, or takes it. Only the innermost run's key is in the
+//! environment, so a run of the outer key inside a run of a *different* key is not nested; it
+//! finds its key busy (or waits for it, for as long as the outer run holds it).
+
+use std::os::unix::process::CommandExt;
+
+use anyhow::Result;
+
+use crate::error::fail;
+use crate::keys::Keys;
+use crate::lock::Held;
+use crate::log;
+use crate::nodes::Nodes;
+
+/// The token of the run this process is inside, when that run's key is `keys`' key.
+pub fn outer_token(keys: &Keys) -> Option<String> {
+    let key = std::env::var_os("REDLOCK_KEY")?;
+    if key.as_encoded_bytes() != keys.name.as_bytes() {
+        return None;
+    }
+    std::env::var("REDLOCK_TOKEN")
+        .ok()
+        .filter(|t| !t.is_empty())
+}
+
+/// The outer token and its lease when this is a nested run whose outer run still holds the
+/// lock; `None` otherwise (then acquire as usual).
+pub fn confirm(nodes: &mut Nodes, keys: &Keys) -> Result<Option<(String, Held)>> {
+    let Some(token) = outer_token(keys) else {
+        return Ok(None);
+    };
+    let held = nodes.held(keys, &token)?;
+    match held {
+        Some(lease) => log::info(
+            "nested",
+            &format!(
+                "{} is held by the run this one is inside (fence {}); going ahead under its lease",
+                keys.lock, lease.fence
+            ),
+            &[("key", (&keys.lock).into()), ("fence", lease.fence.into())],
+        ),
+        None => log::info(
+            "nested_stale",
+            &format!(
+                "REDLOCK_TOKEN does not hold {}; acquiring it like any other run",
+                keys.lock
+            ),
+            &[("key", (&keys.lock).into())],
+        ),
+    }
+    Ok(held.map(|lease| (token, lease)))
+}
+
+/// Becomes the command (a nested run). Returns only when it could not be started: the error
+/// exits 127 when it was not found, 126 otherwise, as for any run.
+pub fn exec(argv: &[String]) -> anyhow::Error {
+    // SAFETY: an empty set is a valid mask; SIG_DFL is a valid disposition. The command starts
+    // with nothing blocked and SIGPIPE at its default, as a spawned command does.
+    unsafe {
+        let mut empty: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut empty);
+        libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+    let err = std::process::Command::new(&argv[0]).args(&argv[1..]).exec();
+    fail(
+        crate::child::spawn_failure_exit(&err),
+        format!("cannot run {}: {err}", argv[0]),
+    )
+}

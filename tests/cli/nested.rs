@@ -1,0 +1,212 @@
+//! Nested runs: inside a command that redlock runs, a `run` or `acquire` of the same key goes
+//! ahead under the outer lease (confirmed by the server), with no second acquisition and no
+//! release; a stale token, another key or another prefix is acquired like any other.
+
+use crate::support::{RedisQuorum, RedisServer, Redlock};
+
+const BIN: &str = env!("CARGO_BIN_EXE_redlock");
+
+/// The fence counter and the holder record of `key`, which a second acquisition would change.
+fn fence_and_holder(server: &RedisServer, key: &str) -> (Option<String>, Vec<(String, String)>) {
+    let mut holder: Vec<(String, String)> = server
+        .hgetall(&format!("{{{key}}}:redlock:holder"))
+        .into_iter()
+        .collect();
+    holder.sort();
+    (server.get(&format!("{{{key}}}:redlock:fence")), holder)
+}
+
+#[test]
+fn a_nested_run_of_the_same_key_runs_at_once_under_the_outer_lease_and_passes_its_status_through()
+{
+    let server = RedisServer::start();
+    // The outer command records the lock's state, runs the nested run (which would wait 1 m if
+    // it tried to acquire), then records the state again.
+    let script = format!(
+        r#"echo "outer_token=$REDLOCK_TOKEN"
+echo "outer_fence=$REDLOCK_FENCE"
+"{BIN}" run --key job --ttl 5s --wait 1m -- sh -c 'echo "inner_token=$REDLOCK_TOKEN"; echo "inner_fence=$REDLOCK_FENCE"; echo "inner_parent=$PPID"; exit 7'
+echo "inner_status=$?"
+echo "outer_shell=$$""#
+    );
+    let outcome = Redlock::new(&server)
+        .env("REDLOCK_URL", server.url())
+        .args(["run", "--key", "job", "--ttl", "30s", "-c", &script])
+        .exits_with(0);
+    assert_eq!(outcome.printed("inner_status"), "7", "{outcome}");
+    assert_eq!(
+        outcome.printed("inner_token"),
+        outcome.printed("outer_token"),
+        "{outcome}"
+    );
+    assert_eq!(
+        outcome.printed("inner_fence"),
+        outcome.printed("outer_fence"),
+        "{outcome}"
+    );
+    // The nested redlock became the command: its parent is the outer shell itself.
+    assert_eq!(
+        outcome.printed("inner_parent"),
+        outcome.printed("outer_shell"),
+        "the nested command did not replace the nested redlock\n{outcome}"
+    );
+    // One acquisition and one release in all: the run counter says 1.
+    let stats = server.hgetall("{job}:redlock:stats");
+    assert_eq!(stats.get("runs").map(String::as_str), Some("1"), "{stats:?}");
+    assert!(!server.exists("job"), "the outer run did not release");
+}
+
+#[test]
+fn the_outer_lease_is_untouched_by_a_nested_run() {
+    let server = RedisServer::start();
+    let script = format!(
+        r#"before=$(redis-cli -p {port} --raw hgetall '{{job}}:redlock:holder' | sort | tr '\n' ' ')
+"{BIN}" run --key job --ttl 1s -- true
+echo "nested_status=$?"
+echo "held=$(redis-cli -p {port} --raw get job)"
+after=$(redis-cli -p {port} --raw hgetall '{{job}}:redlock:holder' | sort | tr '\n' ' ')
+[ "$before" = "$after" ] && echo same=yes || echo "same=no: $before / $after"
+echo "pttl=$(redis-cli -p {port} pttl job)""#,
+        port = server.port()
+    );
+    let outcome = Redlock::new(&server)
+        .env("REDLOCK_URL", server.url())
+        .args(["run", "--key", "job", "--ttl", "30s", "-c", &script])
+        .exits_with(0);
+    assert_eq!(outcome.printed("nested_status"), "0", "{outcome}");
+    assert_eq!(outcome.printed("same"), "yes", "{outcome}");
+    let pttl: i64 = outcome.printed("pttl").parse().expect("a PTTL");
+    assert!(
+        pttl > 5_000,
+        "the nested run's 1s TTL shortened the outer lease to {pttl} ms\n{outcome}"
+    );
+    let (_, holder) = fence_and_holder(&server, "job");
+    assert!(holder.is_empty(), "the outer run's release left {holder:?}");
+}
+
+#[test]
+fn a_nested_acquire_of_the_same_key_prints_the_outer_token_and_fence() {
+    let server = RedisServer::start();
+    let script = format!(
+        r#"echo "outer=$REDLOCK_TOKEN $REDLOCK_FENCE"
+echo "inner=$("{BIN}" acquire --key job --ttl 5s | tr '\n' ' ' | sed 's/ $//')"
+echo "json=$("{BIN}" acquire --key job --ttl 5s --json)""#
+    );
+    let outcome = Redlock::new(&server)
+        .env("REDLOCK_URL", server.url())
+        .args(["run", "--key", "job", "--ttl", "30s", "-c", &script])
+        .exits_with(0);
+    assert_eq!(outcome.printed("inner"), outcome.printed("outer"), "{outcome}");
+    let json = outcome.printed("json");
+    let token = outcome.printed("outer");
+    let token = token.split(' ').next().expect("a token");
+    assert!(
+        json.contains(&format!("\"token\":\"{token}\"")),
+        "{json} does not name the outer token"
+    );
+}
+
+#[test]
+fn nested_runs_of_different_keys_acquire_each_key_and_release_it() {
+    let server = RedisServer::start();
+    let script = format!(
+        r#""{BIN}" run --key inner --ttl 30s -- sh -c 'echo "inner_token=$REDLOCK_TOKEN"; echo "inner_key=$REDLOCK_KEY"; echo "inner_held=$(redis-cli -p {port} --raw get inner)"'
+echo "inner_status=$?"
+echo "outer_token=$REDLOCK_TOKEN"
+echo "outer_held=$(redis-cli -p {port} --raw get outer)"
+echo "inner_left=$(redis-cli -p {port} exists inner)""#,
+        port = server.port()
+    );
+    let outcome = Redlock::new(&server)
+        .env("REDLOCK_URL", server.url())
+        .args(["run", "--key", "outer", "--ttl", "30s", "-c", &script])
+        .exits_with(0);
+    assert_eq!(outcome.printed("inner_status"), "0", "{outcome}");
+    assert_eq!(outcome.printed("inner_key"), "inner");
+    assert_ne!(outcome.printed("inner_token"), outcome.printed("outer_token"));
+    assert_eq!(
+        outcome.printed("inner_held"),
+        outcome.printed("inner_token"),
+        "{outcome}"
+    );
+    assert_eq!(outcome.printed("outer_held"), outcome.printed("outer_token"));
+    assert_eq!(outcome.printed("inner_left"), "0", "inner was not released");
+}
+
+#[test]
+fn a_stale_token_in_the_environment_is_treated_like_any_other_holder() {
+    let server = RedisServer::start();
+    // Another run holds the key; the environment names a token that does not hold it.
+    let holder = Redlock::new(&server)
+        .args(["acquire", "--key", "job", "--ttl", "30s"])
+        .exits_with(0);
+    let holding = holder.stdout.lines().next().expect("a token").to_owned();
+    Redlock::new(&server)
+        .env("REDLOCK_KEY", "job")
+        .env("REDLOCK_TOKEN", "0b7e3d2c-3d6f-4c1e-9b8e-2a1f3c4d5e6f")
+        .args(["run", "--key", "job", "--ttl", "5s", "--", "true"])
+        .exits_with(75)
+        .error_mentions(&["job", "held by"]);
+    Redlock::new(&server)
+        .env("REDLOCK_KEY", "job")
+        .env("REDLOCK_TOKEN", "0b7e3d2c-3d6f-4c1e-9b8e-2a1f3c4d5e6f")
+        .args(["acquire", "--key", "job", "--ttl", "5s"])
+        .exits_with(75);
+    assert_eq!(server.get("job"), Some(holding.clone()), "the holder lost it");
+    // Free now: the run with the stale token acquires it anew, under a token of its own.
+    Redlock::new(&server)
+        .args(["release", "job", "--token", &holding])
+        .exits_with(0);
+    let outcome = Redlock::new(&server)
+        .env("REDLOCK_KEY", "job")
+        .env("REDLOCK_TOKEN", "0b7e3d2c-3d6f-4c1e-9b8e-2a1f3c4d5e6f")
+        .args(["run", "--key", "job", "--ttl", "5s", "--", "sh", "-c"])
+        .arg("echo \"token=$REDLOCK_TOKEN\"")
+        .exits_with(0);
+    assert_ne!(
+        outcome.printed("token"),
+        "0b7e3d2c-3d6f-4c1e-9b8e-2a1f3c4d5e6f",
+        "the stale token was taken as the holder"
+    );
+    let stats = server.hgetall("{job}:redlock:stats");
+    assert_eq!(stats.get("runs").map(String::as_str), Some("1"), "{stats:?}");
+}
+
+#[test]
+fn the_same_key_under_another_prefix_is_another_lock() {
+    let server = RedisServer::start();
+    let script = format!(
+        r#""{BIN}" --prefix other: run --key job --ttl 5s -- sh -c 'echo "inner_token=$REDLOCK_TOKEN"'
+echo "inner_status=$?"
+echo "outer_token=$REDLOCK_TOKEN""#
+    );
+    let outcome = Redlock::new(&server)
+        .env("REDLOCK_URL", server.url())
+        .args(["run", "--key", "job", "--ttl", "30s", "-c", &script])
+        .exits_with(0);
+    assert_eq!(outcome.printed("inner_status"), "0", "{outcome}");
+    assert_ne!(outcome.printed("inner_token"), outcome.printed("outer_token"));
+    let stats = server.hgetall("{other:job}:redlock:stats");
+    assert_eq!(stats.get("runs").map(String::as_str), Some("1"), "{stats:?}");
+}
+
+#[test]
+fn a_nested_run_in_a_quorum_goes_ahead_when_a_majority_confirms_the_outer_token() {
+    let quorum = RedisQuorum::start(3);
+    let script = format!(
+        r#""{BIN}" run --key job --ttl 5s -- sh -c 'echo "inner_token=$REDLOCK_TOKEN"; exit 3'
+echo "inner_status=$?"
+echo "outer_token=$REDLOCK_TOKEN""#
+    );
+    let outcome = quorum
+        .redlock()
+        .env("REDLOCK_URL", quorum.url_list())
+        .args(["run", "--key", "job", "--ttl", "30s", "-c", &script])
+        .exits_with(0);
+    assert_eq!(outcome.printed("inner_status"), "3", "{outcome}");
+    assert_eq!(outcome.printed("inner_token"), outcome.printed("outer_token"));
+    for node in quorum.nodes() {
+        let stats = node.hgetall("{job}:redlock:stats");
+        assert_eq!(stats.get("runs").map(String::as_str), Some("1"), "{stats:?}");
+    }
+}
