@@ -70,14 +70,7 @@ impl Holder {
         Holder {
             host: hostname(),
             pid: Some(std::process::id()),
-            user: Some(
-                std::env::var("USER")
-                    .or_else(|_| std::env::var("LOGNAME"))
-                    .unwrap_or_else(|_| {
-                        // SAFETY: getuid cannot fail and touches no memory of ours.
-                        format!("uid {}", unsafe { libc::getuid() })
-                    }),
-            ),
+            user: Some(user_name()),
             command: Some(truncate(&recorded, 256)),
             ..Holder::default()
         }
@@ -574,6 +567,33 @@ fn truncate(s: &str, max: usize) -> String {
     format!("{}…", &s[..end])
 }
 
+/// The name of the user this process runs as: from the password database file (a static
+/// binary cannot ask NSS, so users known only to LDAP or SSSD are not found there), else
+/// `$USER` or `$LOGNAME`, else `uid N`.
+pub fn user_name() -> String {
+    // SAFETY: getuid cannot fail and touches no memory of ours.
+    let uid = unsafe { libc::getuid() };
+    std::fs::read("/etc/passwd")
+        .ok()
+        .and_then(|passwd| passwd_name(&passwd, uid))
+        .or_else(|| std::env::var("USER").ok().filter(|u| !u.is_empty()))
+        .or_else(|| std::env::var("LOGNAME").ok().filter(|u| !u.is_empty()))
+        .unwrap_or_else(|| format!("uid {uid}"))
+}
+
+/// The first name with this uid in a passwd(5) file (`name:password:uid:gid:…`).
+fn passwd_name(passwd: &[u8], uid: libc::uid_t) -> Option<String> {
+    passwd.split(|&b| b == b'\n').find_map(|line| {
+        let mut fields = line.split(|&b| b == b':');
+        let name = fields.next()?;
+        let id = fields.nth(1)?;
+        (!name.is_empty()
+            && !name.starts_with(b"+")
+            && std::str::from_utf8(id).ok()?.parse() == Ok(uid))
+        .then(|| String::from_utf8_lossy(name).into_owned())
+    })
+}
+
 pub fn hostname() -> String {
     let mut buf = [0u8; 256];
     // SAFETY: the buffer is valid for its whole length; gethostname writes at most that much.
@@ -594,6 +614,15 @@ mod tests {
             .iter()
             .map(|(k, v)| ((*k).to_string(), (*v).to_string()))
             .collect()
+    }
+
+    #[test]
+    fn the_password_file_names_the_user() {
+        let passwd = b"root:x:0:0:root:/root:/bin/bash\n+nis::7::::\ncron:x:1001:1001::/home/cron:/bin/sh\n\nbroken\nalias:x:1001:5::/:/bin/sh\n";
+        assert_eq!(passwd_name(passwd, 0).as_deref(), Some("root"));
+        assert_eq!(passwd_name(passwd, 1001).as_deref(), Some("cron"));
+        assert_eq!(passwd_name(passwd, 7), None);
+        assert_eq!(passwd_name(passwd, 4242), None);
     }
 
     #[test]

@@ -9,8 +9,17 @@ use crate::support::{
     host_name, lock_status, says, status_document,
 };
 
-/// The user a holder runs as, so that the holder record names someone known.
+/// `$USER` for a holder: the record names the user from the password database instead.
 const USER: &str = "night-ops";
+
+/// The name of the user the tests run as, as `id -un` says.
+fn user_name() -> String {
+    let out = std::process::Command::new("id")
+        .arg("-un")
+        .output()
+        .expect("id -un runs");
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
 
 /// A `redlock run` holding `key` with `ttl`, as `USER`, its command waiting on stdin.
 fn hold(server: &RedisServer, key: &str, ttl: &str) -> Running {
@@ -65,9 +74,10 @@ fn held_lock_shows_holder_command_since_lease_and_fence_and_exits_0() {
         &outcome,
         head,
         &format!(
-            "held by {} (pid {}, user {USER})",
+            "held by {} (pid {}, user {})",
             host_name(),
-            holder.pid()
+            holder.pid(),
+            user_name()
         ),
     );
     let fence = server
@@ -242,7 +252,7 @@ fn json_of_a_held_lock_names_the_holder_its_ttl_and_fence() {
     assert_eq!(lock.int("fence"), fence);
     assert_eq!(lock.str("holder.host"), host_name());
     assert_eq!(lock.int("holder.pid"), i64::from(holder.pid()));
-    assert_eq!(lock.str("holder.user"), USER);
+    assert_eq!(lock.str("holder.user"), user_name());
     assert!(lock.str("holder.command").contains("read _"), "{lock}");
     assert_eq!(lock.int("holder.fence"), fence);
     assert!(
@@ -590,4 +600,42 @@ fn status_into_a_pipe_that_closes_early_does_not_panic() {
         "stderr: {}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// `redlock acquire --key KEY` as uid 4242, which the password file does not list, with the
+/// given environment; returns the user the holder record names.
+fn recorded_user_of_uid_4242(server: &RedisServer, key: &str, env: &[(&str, &str)]) -> String {
+    let mut cmd = std::process::Command::new("setpriv");
+    cmd.args(["--reuid", "4242", "--regid", "4242", "--clear-groups"])
+        .arg(env!("CARGO_BIN_EXE_redlock"))
+        .args(["--url", &server.url(), "acquire", "--key", key, "--ttl", "30s"])
+        .env_remove("USER")
+        .env_remove("LOGNAME");
+    for (name, value) in env {
+        cmd.env(name, value);
+    }
+    let out = cmd.output().expect("setpriv runs (util-linux)");
+    assert!(
+        out.status.success(),
+        "acquire as uid 4242: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    server
+        .hgetall(&LockKeys::of(key).holder)
+        .remove("user")
+        .unwrap_or_default()
+}
+
+#[test]
+fn a_user_the_password_file_does_not_know_is_named_by_user_or_logname_then_by_uid() {
+    let server = RedisServer::start();
+    assert_eq!(
+        recorded_user_of_uid_4242(&server, "a", &[("USER", "ldap-ann"), ("LOGNAME", "x")]),
+        "ldap-ann"
+    );
+    assert_eq!(
+        recorded_user_of_uid_4242(&server, "b", &[("LOGNAME", "ldap-bob")]),
+        "ldap-bob"
+    );
+    assert_eq!(recorded_user_of_uid_4242(&server, "c", &[]), "uid 4242");
 }
