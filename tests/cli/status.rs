@@ -608,7 +608,15 @@ fn recorded_user_of_uid_4242(server: &RedisServer, key: &str, env: &[(&str, &str
     let mut cmd = std::process::Command::new("setpriv");
     cmd.args(["--reuid", "4242", "--regid", "4242", "--clear-groups"])
         .arg(env!("CARGO_BIN_EXE_redlock"))
-        .args(["--url", &server.url(), "acquire", "--key", key, "--ttl", "30s"])
+        .args([
+            "--url",
+            &server.url(),
+            "acquire",
+            "--key",
+            key,
+            "--ttl",
+            "30s",
+        ])
         .env_remove("USER")
         .env_remove("LOGNAME");
     for (name, value) in env {
