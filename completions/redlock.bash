@@ -303,7 +303,7 @@ _redlock() {
             return 0
             ;;
         redlock__subcmd__run)
-            opts="-c -v -q -h --key --ttl --wait --conflict-exit-code --kill-after --hold-at-least --contain --label --url --password-file --prefix --timeout --tls-ca-file --tls-cert-file --tls-key-file --tls-insecure --verbose --quiet --log-format --help"
+            opts="-c -v -q -h --key --ttl --wait --conflict-exit-code --kill-after --hold-at-least --max-runtime --contain --label --url --password-file --prefix --timeout --tls-ca-file --tls-cert-file --tls-key-file --tls-insecure --verbose --quiet --log-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -330,6 +330,10 @@ _redlock() {
                     return 0
                     ;;
                 --hold-at-least)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --max-runtime)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -49,6 +49,7 @@ set edit:completion:arg-completer[redlock] = {|@words|
             cand --conflict-exit-code 'Exit status when the lock is busy (instead of 75); 0 counts a skipped run as success'
             cand --kill-after 'Grace between SIGTERM and SIGKILL when redlock must stop the command [default: TTL/5, at most 10s]'
             cand --hold-at-least 'Keep the lock at least this long after acquiring it, even when the command ends sooner'
+            cand --max-runtime 'Stop the command''s whole tree this long after the lock was taken: SIGTERM, SIGKILL --kill-after later; redlock then exits 124 (as timeout(1) does) and the run is recorded as timed out. Renewals never carry the lease past it plus the kill grace'
             cand --contain 'How redlock finds every process the command starts: auto (a cgroup of its own where redlock may create one, otherwise its descendants), or descendants'
             cand --label 'Recorded (holder and last-run records, `status`) instead of the command'
             cand -c 'Run this through `sh -c` instead of a command after `--`'

@@ -50,6 +50,7 @@ complete -c redlock -n "__fish_redlock_using_subcommand run" -l wait -d 'Wait up
 complete -c redlock -n "__fish_redlock_using_subcommand run" -l conflict-exit-code -d 'Exit status when the lock is busy (instead of 75); 0 counts a skipped run as success' -r
 complete -c redlock -n "__fish_redlock_using_subcommand run" -l kill-after -d 'Grace between SIGTERM and SIGKILL when redlock must stop the command [default: TTL/5, at most 10s]' -r
 complete -c redlock -n "__fish_redlock_using_subcommand run" -l hold-at-least -d 'Keep the lock at least this long after acquiring it, even when the command ends sooner' -r
+complete -c redlock -n "__fish_redlock_using_subcommand run" -l max-runtime -d 'Stop the command\'s whole tree this long after the lock was taken: SIGTERM, SIGKILL --kill-after later; redlock then exits 124 (as timeout(1) does) and the run is recorded as timed out. Renewals never carry the lease past it plus the kill grace' -r
 complete -c redlock -n "__fish_redlock_using_subcommand run" -l contain -d 'How redlock finds every process the command starts: auto (a cgroup of its own where redlock may create one, otherwise its descendants), or descendants' -r -f -a "auto\t'A cgroup of its own where redlock may create one, otherwise redlock\'s descendants'
 descendants\t'redlock\'s descendants, found by walking /proc (no cgroup is created)'"
 complete -c redlock -n "__fish_redlock_using_subcommand run" -l label -d 'Recorded (holder and last-run records, `status`) instead of the command' -r

@@ -188,6 +188,13 @@ among redlock's descendants (redlock is a child subreaper), whatever process gro
 moves to (timeout, setsid, set -m). Forwarded signals reach all of them; leftovers of a command \
 that exited are stopped before the release.
 
+With --max-runtime D, every process of the command gets SIGTERM D after the lock was taken, \
+and SIGKILL --kill-after later; once all of them are gone the lock is released and redlock exits \
+124, as timeout(1) does. The lease never reaches further than that: the lock is acquired, and \
+renewed, for no longer than D, the grace and a margin (2 x (TTL/100 + 2ms) + 50ms; at least \
+500ms at the acquire), so a redlock that dies mid-run leaves the key for no longer than the run \
+could have lasted. A lost lease still exits 76.
+
 If no renewal is confirmed, every process of the command gets SIGTERM, and SIGKILL \
 --kill-after later, early enough to be dead before the lease can lapse on the server. A keeper \
 process enforces that kill point too, so a redlock that is frozen (SIGSTOP, a debugger, starved \
@@ -272,6 +279,18 @@ pub struct RunArgs {
     /// Keep the lock at least this long after acquiring it, even when the command ends sooner
     #[arg(long, value_parser = parse_duration, allow_hyphen_values = true, value_name = "DURATION")]
     pub hold_at_least: Option<Duration>,
+
+    /// Stop the command's whole tree this long after the lock was taken: SIGTERM, SIGKILL
+    /// --kill-after later; redlock then exits 124 (as timeout(1) does) and the run is recorded
+    /// as timed out. Renewals never carry the lease past it plus the kill grace
+    #[arg(
+        long,
+        env = "REDLOCK_MAX_RUNTIME",
+        value_parser = parse_duration,
+        allow_hyphen_values = true,
+        value_name = "DURATION"
+    )]
+    pub max_runtime: Option<Duration>,
 
     /// How redlock finds every process the command starts: auto (a cgroup of its own where
     /// redlock may create one, otherwise its descendants), or descendants
@@ -484,6 +503,7 @@ mod tests {
             "redlock --prefix run run --key run --ttl 1s --kill-after 100ms -- run",
             "redlock -q --log-format json run --key k --ttl 5s --hold-at-least 1m --conflict-exit-code 0 -- x --help",
             "redlock --timeout 2s --tls-insecure run --key k --ttl 5s -- x",
+            "redlock run --key k --ttl 5s --max-runtime 1m --kill-after 1s -- x",
             "redlock --url=redis://a:1 -v run --contain descendants --key=k --ttl=5s -c x",
             "redlock run --tls-cert-file c --tls-key-file k --key k --ttl 5s --password-file p -- x",
         ] {

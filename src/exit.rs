@@ -31,6 +31,8 @@ pub enum Exit {
     Permission,
     /// 78: the server is set up in a way redlock cannot work with (WRONGTYPE, unknown command).
     Config,
+    /// 124: `--max-runtime` ran out; the command's tree was stopped (as timeout(1) exits).
+    TimedOut,
     /// 126: the command exists but could not be executed.
     NotExecutable,
     /// 127: the command was not found.
@@ -52,6 +54,7 @@ impl Exit {
             Exit::LeaseLost => 76,
             Exit::Permission => 77,
             Exit::Config => 78,
+            Exit::TimedOut => 124,
             Exit::NotExecutable => 126,
             Exit::NotFound => 127,
         }
@@ -266,6 +269,20 @@ pub const STATUSES: &[Status] = &[
         ],
     },
     Status {
+        exit: Exit::TimedOut,
+        short: "timed out",
+        meaning: "`--max-runtime` ran out: redlock stopped the command's tree (as timeout(1) \
+            does).",
+        on: &[on(
+            "run",
+            "",
+            "Every process of the command got SIGTERM the maximum runtime after the lock was \
+             taken, and SIGKILL `--kill-after` later; the lock was released once all of them \
+             were gone, and the run is recorded as timed out. 124 whatever status the command \
+             ended with; a lost lease (76) takes precedence.",
+        )],
+    },
+    Status {
         exit: Exit::NotExecutable,
         short: "command not executable",
         meaning: "The command is not executable (nothing is left locked).",
@@ -416,7 +433,7 @@ mod tests {
 
     /// One of each kind; the match makes a new variant fail to compile here until the table
     /// has a line for it.
-    fn every_kind() -> [Exit; 12] {
+    fn every_kind() -> [Exit; 13] {
         let kinds = [
             Exit::Success,
             Exit::No,
@@ -428,6 +445,7 @@ mod tests {
             Exit::LeaseLost,
             Exit::Permission,
             Exit::Config,
+            Exit::TimedOut,
             Exit::NotExecutable,
             Exit::NotFound,
         ];
@@ -443,6 +461,7 @@ mod tests {
                 | Exit::LeaseLost
                 | Exit::Permission
                 | Exit::Config
+                | Exit::TimedOut
                 | Exit::NotExecutable
                 | Exit::NotFound => {}
             }

@@ -12,6 +12,11 @@
 //! The thread and its connection are created only when the first renewal is due: a command
 //! that ends within ttl/3 costs no thread and no second connection.
 //!
+//! Under `--max-runtime` ([`Limit`]) a renewal asks for no more than what reaches the limit's
+//! `lease_end` (the kill point of the maximum runtime plus [`Lease::reach`]); once a confirmed
+//! lease covers the limit, renewing stops: the command is dead before that lease can lapse.
+//! A lease acquired already covering it (`Lease::first_ttl`) never starts the thread.
+//!
 //! The main thread enforces the kill point by itself, and the keeper does when the main thread
 //! cannot, so a heartbeat stuck in I/O (or stopped with the rest of redlock) can delay nothing.
 //! If the thread panicked, the panic is reported as a lost lease rather than dying silently.
@@ -22,7 +27,7 @@ use std::time::Duration;
 
 use crate::keeper::Arm;
 use crate::keys::Keys;
-use crate::lease::{Lease, Moment, Timeline};
+use crate::lease::{Lease, Limit, Moment, Timeline};
 use crate::lock::Standing;
 use crate::nodes::{Nodes, Renewal};
 use crate::{log, signals};
@@ -62,7 +67,8 @@ pub struct Snapshot {
 
 impl Heartbeat {
     /// Prepares the heartbeat for a lease confirmed at `timeline.sent`; the thread starts with
-    /// [`Heartbeat::start_if_due`].
+    /// [`Heartbeat::start_if_due`], unless the lease already covers `limit`.
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         nodes: Nodes,
         keys: Keys,
@@ -70,6 +76,7 @@ impl Heartbeat {
         standing: Standing,
         lease: Lease,
         timeline: Timeline,
+        limit: Option<Limit>,
         keeper: Arm,
     ) -> Heartbeat {
         let shared = Arc::new(Shared {
@@ -95,11 +102,13 @@ impl Heartbeat {
             token,
             standing,
             lease,
+            limit,
             keeper,
         };
+        let needed = !limit.is_some_and(|l| l.covered_by(&timeline));
         Heartbeat {
             shared,
-            pending: Some(worker),
+            pending: needed.then_some(worker),
             first_renewal: timeline.sent + lease.interval(),
         }
     }
@@ -170,6 +179,8 @@ struct Worker {
     /// What a quorum renewal writes back where a node lost the key.
     standing: Standing,
     lease: Lease,
+    /// `--max-runtime`: how far renewals may carry the lease.
+    limit: Option<Limit>,
     /// Moves the keeper's kill point after each confirmed renewal.
     keeper: Arm,
 }
@@ -210,12 +221,19 @@ impl Worker {
             // must time out early enough for a fresh one to be tried before the kill point.
             self.nodes.set_timeout(left.min(self.attempt_timeout));
             let sent = Moment::now();
+            let ttl = match self.limit {
+                Some(limit) => match limit.ttl_at(self.lease.ttl, sent) {
+                    Some(ttl) => ttl,
+                    None => return,
+                },
+                None => self.lease.ttl,
+            };
             match self
                 .nodes
-                .extend(&self.keys, &self.token, self.lease.ttl, &self.standing)
+                .extend(&self.keys, &self.token, ttl, &self.standing)
             {
                 Renewal::Confirmed => {
-                    let renewed = self.lease.timeline(sent);
+                    let renewed = self.lease.timeline(ttl, sent);
                     self.shared.lock().timeline = renewed;
                     self.keeper.arm(renewed.kill_at);
                     if let Some(since) = failing_since.take() {
@@ -234,6 +252,11 @@ impl Worker {
                             &format!("renewed {}", self.keys.lock),
                             &[("key", (&self.keys.lock).into())],
                         );
+                    }
+                    // This lease outlives --max-runtime's kill point: no renewal is needed,
+                    // and none may carry the lease further.
+                    if self.limit.is_some_and(|l| l.covered_by(&renewed)) {
+                        return;
                     }
                     next = sent + interval;
                 }

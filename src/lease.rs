@@ -51,6 +51,10 @@ pub const SCHED_FLOOR: Duration = Duration::from_millis(25);
 /// The default grace between SIGTERM and SIGKILL never exceeds this.
 pub const MAX_DEFAULT_KILL_AFTER: Duration = Duration::from_secs(10);
 
+/// A `--max-runtime` longer than this (a century) is as good as none; capped here so that the
+/// instants it gives stay within a [`Moment`].
+const FOREVER: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+
 /// The timing rules of one lease, fixed at start-up.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Lease {
@@ -93,11 +97,11 @@ impl Lease {
         self.ttl / 3
     }
 
-    /// The timeline of a lease whose acquire or extend was sent at `sent`.
-    pub fn timeline(&self, sent: Moment) -> Timeline {
-        let drift = self.drift();
-        let deadline = sent + self.ttl - drift;
-        let kill_at = deadline - margin(self.ttl);
+    /// The timeline of a lease granted for `ttl` (the TTL, or less under `--max-runtime`) by
+    /// an acquire or extend sent at `sent`.
+    pub fn timeline(&self, ttl: Duration, sent: Moment) -> Timeline {
+        let deadline = sent + ttl - drift(ttl);
+        let kill_at = deadline - margin(ttl);
         Timeline {
             sent,
             deadline,
@@ -105,6 +109,69 @@ impl Lease {
             term_at: kill_at - self.kill_after,
         }
     }
+
+    /// How far past the `--max-runtime` kill point a lease must reach for its own kill point
+    /// to be no earlier: the drift and the kill margin of this TTL (every shorter TTL needs
+    /// less), plus [`SCHED_FLOOR`] once more, for the tree the supervisor killed at the
+    /// `--max-runtime` kill point to be gone before the lease's own kill point comes.
+    pub fn reach(&self) -> Duration {
+        self.drift() + margin(self.ttl) + SCHED_FLOOR
+    }
+
+    /// The limit `--max-runtime` sets on a run whose lock was taken by a request sent at `from`.
+    pub fn limit(&self, max_runtime: Duration, from: Moment) -> Limit {
+        let term_at = from + max_runtime.min(FOREVER);
+        let kill_at = term_at + self.kill_after;
+        Limit {
+            term_at,
+            kill_at,
+            lease_end: kill_at + self.reach(),
+        }
+    }
+
+    /// The TTL to acquire with under `--max-runtime`: the TTL, or, when that would outlast the
+    /// run's limit, just enough to cover it (whole milliseconds, rounded up; never below
+    /// [`MIN_TTL`]). Such a lease needs no renewal at all.
+    pub fn first_ttl(&self, max_runtime: Option<Duration>) -> Duration {
+        match max_runtime {
+            Some(d) => self
+                .ttl
+                .min(ceil_ms(d.min(FOREVER) + self.kill_after + self.reach()).max(MIN_TTL)),
+            None => self.ttl,
+        }
+    }
+}
+
+/// The limit `--max-runtime` sets on a run: SIGTERM to the command's tree at `term_at`,
+/// SIGKILL at `kill_at`, and no lease asked for past `lease_end`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limit {
+    pub term_at: Moment,
+    pub kill_at: Moment,
+    /// `kill_at` plus [`Lease::reach`]: what renewals may ask for at most.
+    pub lease_end: Moment,
+}
+
+impl Limit {
+    /// The TTL a renewal sent at `sent` asks for: `ttl`, or less where that would carry the
+    /// lease past `lease_end` (whole milliseconds, rounded up, as the server counts them).
+    /// `None`: the limit has passed, nothing is left to renew for.
+    pub fn ttl_at(&self, ttl: Duration, sent: Moment) -> Option<Duration> {
+        let left = self.lease_end.checked_duration_since(sent)?;
+        (!left.is_zero()).then(|| ttl.min(ceil_ms(left)))
+    }
+
+    /// Whether a lease with this timeline outlives the limit: its own kill point comes no
+    /// earlier than the limit's, so it needs no further renewal.
+    pub fn covered_by(&self, line: &Timeline) -> bool {
+        line.kill_at >= self.kill_at
+    }
+}
+
+/// `d` rounded up to whole milliseconds (what a PX or PEXPIRE carries).
+fn ceil_ms(d: Duration) -> Duration {
+    let ms = d.as_nanos().div_ceil(1_000_000);
+    Duration::from_millis(u64::try_from(ms).unwrap_or(u64::MAX))
 }
 
 /// The instants that matter for one confirmed lease.
@@ -248,7 +315,7 @@ mod tests {
         for ttl_ms in [500u64, 501, 999, 1000, 3000, 30_000, 3_600_000, 86_400_000] {
             let lease = Lease::new(Duration::from_millis(ttl_ms), None).unwrap();
             let t0 = Moment::now();
-            let line = lease.timeline(t0);
+            let line = lease.timeline(lease.ttl, t0);
             let first_renewal = t0 + lease.interval();
             assert!(
                 line.term_at >= first_renewal + lease.interval() - MS,
@@ -282,9 +349,57 @@ mod tests {
         for ttl_ms in [500u64, 1000, 30_000, 86_400_000] {
             let lease = Lease::new(Duration::from_millis(ttl_ms), None).unwrap();
             let t0 = Moment::now();
-            let line = lease.timeline(t0);
+            let line = lease.timeline(lease.ttl, t0);
             let server_expiry = t0 + lease.ttl;
             assert!(server_expiry - line.kill_at >= SCHED_FLOOR + lease.drift() * 2);
+        }
+    }
+
+    #[test]
+    fn a_lease_under_max_runtime_reaches_the_limit_and_no_further() {
+        for (ttl_ms, d_ms, kill_ms) in [
+            (10_000u64, 1_000u64, Some(1_000u64)),
+            (1_000, 60_000, None),
+            (500, 1, None),
+            (86_400_000, 3_600_000, None),
+            (30_000, 20_000, Some(5_000)),
+        ] {
+            let lease = Lease::new(
+                Duration::from_millis(ttl_ms),
+                kill_ms.map(Duration::from_millis),
+            )
+            .unwrap();
+            let d = Duration::from_millis(d_ms);
+            let t0 = Moment::now();
+            let limit = lease.limit(d, t0);
+            assert_eq!(limit.term_at, t0 + d);
+            assert_eq!(limit.kill_at, t0 + d + lease.kill_after);
+            // The first lease: the TTL, or just enough to cover the limit.
+            let first = lease.first_ttl(Some(d));
+            assert!(first <= lease.ttl);
+            let line = lease.timeline(first, t0);
+            if first < lease.ttl {
+                assert!(limit.covered_by(&line), "{ttl_ms} {d_ms}");
+                assert!(t0 + first <= limit.lease_end + MS || first == MIN_TTL);
+            }
+            // Its own stop never comes before the limit's.
+            assert!(line.term_at >= limit.term_at || !limit.covered_by(&line));
+            // Every renewal until the limit: never past lease_end (to the millisecond), and
+            // the one that is capped covers the limit.
+            let mut sent = t0 + lease.interval();
+            while let Some(ttl) = limit.ttl_at(lease.ttl, sent) {
+                assert!(sent + ttl <= limit.lease_end + MS, "{ttl_ms} {d_ms}");
+                let renewed = lease.timeline(ttl, sent);
+                if ttl < lease.ttl {
+                    assert!(limit.covered_by(&renewed), "{ttl_ms} {d_ms}");
+                    assert!(renewed.term_at >= limit.term_at);
+                }
+                if sent > limit.kill_at {
+                    break;
+                }
+                sent = sent + lease.interval();
+            }
+            assert_eq!(lease.first_ttl(None), lease.ttl);
         }
     }
 

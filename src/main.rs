@@ -121,6 +121,7 @@ fn event_name(exit: Exit) -> &'static str {
         Exit::LeaseLost => "lease_lost",
         Exit::Permission => "permission",
         Exit::Config => "server_config",
+        Exit::TimedOut => "timed_out",
         Exit::NotExecutable | Exit::NotFound => "spawn_failed",
         _ => "error",
     }

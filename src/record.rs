@@ -224,6 +224,8 @@ pub enum Outcome {
     Killed,
     /// The lease was lost while the command ran.
     LeaseLost,
+    /// `--max-runtime` ran out and redlock stopped the command.
+    TimedOut,
     /// A value this version does not know (written by another version).
     Other(String),
 }
@@ -235,6 +237,7 @@ impl Outcome {
             Outcome::Failed => "failed",
             Outcome::Killed => "killed",
             Outcome::LeaseLost => "lease lost",
+            Outcome::TimedOut => "timed out",
             Outcome::Other(s) => s,
         }
     }
@@ -245,6 +248,7 @@ impl Outcome {
             "failed" => Outcome::Failed,
             "killed" => Outcome::Killed,
             "lease lost" => Outcome::LeaseLost,
+            "timed out" => Outcome::TimedOut,
             other => Outcome::Other(other.to_string()),
         }
     }

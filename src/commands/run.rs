@@ -11,6 +11,12 @@
 //! does whenever the supervisor is frozen, starved or dead. The lock is released only after
 //! every process of the tree is gone, so nothing runs unlocked. The timeline is drawn in
 //! `lease.rs`; the whole argument is the README's "Safety: nothing escapes the lease".
+//!
+//! `--max-runtime D` adds a [`Limit`], counted from when the winning acquire was sent (where
+//! the lease is counted from too): the same stop (SIGTERM to the tree at `term_at`, SIGKILL at
+//! `kill_at`, release once it is empty), then exit 124 and a "timed out" record. The lease is
+//! acquired and renewed for no longer than reaches `lease_end`, so its own kill point never
+//! comes before the limit's; a lost lease still wins (76).
 
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -26,7 +32,7 @@ use crate::exit::{BUSY, Exit};
 use crate::heartbeat::Heartbeat;
 use crate::keeper::Keeper;
 use crate::keys::Keys;
-use crate::lease::{self, Lease, Moment, Timeline};
+use crate::lease::{self, Lease, Limit, Moment, Timeline};
 use crate::lock::{self, Claim, Standing};
 use crate::log;
 use crate::nodes::Nodes;
@@ -38,6 +44,13 @@ use crate::wait::{self, Request, Taken};
 pub fn run(ctx: &Context, args: RunArgs) -> Result<Exit> {
     // Everything the operator typed is checked before Redis is contacted.
     let lease = Lease::new(args.ttl, args.kill_after)?;
+    if args.max_runtime.is_some_and(|d| d.is_zero()) {
+        return Err(usage(
+            "--max-runtime must be greater than 0 (it is how long the command may run)",
+        ));
+    }
+    // Under --max-runtime the lock is taken for no longer than the run can last.
+    let first_ttl = lease.first_ttl(args.max_runtime);
     let keys = Keys::new(&ctx.prefix, &args.key)?;
     let argv = command_line(&args)?;
     if let Some(hold) = args.hold_at_least
@@ -81,7 +94,7 @@ pub fn run(ctx: &Context, args: RunArgs) -> Result<Exit> {
         claim: Claim {
             keys: &keys,
             token: &token,
-            ttl: lease.ttl,
+            ttl: first_ttl,
             holder: &holder,
         },
         wait: args.wait,
@@ -184,7 +197,8 @@ pub fn run(ctx: &Context, args: RunArgs) -> Result<Exit> {
             ));
         }
     };
-    let timeline = lease.timeline(sent);
+    let timeline = lease.timeline(first_ttl, sent);
+    let limit = args.max_runtime.map(|d| lease.limit(d, sent));
     // A grant that came too late (a stalled server, redlock stopped after sending) leaves no
     // time to run anything under it.
     if Moment::now() >= timeline.term_at {
@@ -197,7 +211,7 @@ pub fn run(ctx: &Context, args: RunArgs) -> Result<Exit> {
                  {} lease; lock released",
                 keys.lock,
                 lease::fmt(sent.elapsed()),
-                lease::fmt(lease.ttl)
+                lease::fmt(first_ttl)
             ),
         ));
     }
@@ -241,6 +255,7 @@ pub fn run(ctx: &Context, args: RunArgs) -> Result<Exit> {
         },
         lease,
         timeline,
+        limit,
         keeper.arm(),
     );
     let mut command = Command {
@@ -248,7 +263,15 @@ pub fn run(ctx: &Context, args: RunArgs) -> Result<Exit> {
         pgid: child.pid,
         scratch: None,
     };
-    let mut end = supervise(&signals, child.pid, &mut heartbeat, lease, &mut command);
+    let max_runtime = args.max_runtime.zip(limit);
+    let mut end = supervise(
+        &signals,
+        child.pid,
+        &mut heartbeat,
+        lease,
+        max_runtime,
+        &mut command,
+    );
     heartbeat.stop();
     if let Some(fired) = keeper.fired() {
         let late = fired.at - fired.kill_at;
@@ -259,7 +282,11 @@ pub fn run(ctx: &Context, args: RunArgs) -> Result<Exit> {
             &[("late_us", late.as_micros().into())],
         );
         // The keeper got there first: the supervisor was not running when it should have been.
-        if end.lost_at.is_none_or(|at| fired.at < at) {
+        // (After a timeout the supervisor's own SIGKILL may come just before the lease's kill
+        // point; the keeper repeating it on a tree still dying is no sign of that.)
+        let killed_first =
+            end.timed_out.is_some() && end.killed_at.is_some_and(|at| at <= fired.at);
+        if end.lost_at.is_none_or(|at| fired.at < at) && !killed_first {
             end.lost = Some(format!(
                 "redlock was not scheduled (stopped, or starved of CPU) past its kill point; \
                  the keeper killed the command {late_text} after it"
@@ -269,11 +296,12 @@ pub fn run(ctx: &Context, args: RunArgs) -> Result<Exit> {
     keeper.dismiss();
 
     let ran = acquired_at.elapsed();
-    let (exit, outcome) = match (&end.lost, end.status) {
-        (Some(_), _) => (Exit::LeaseLost, Outcome::LeaseLost),
-        (None, Status::Exited(0)) => (Exit::Child(0), Outcome::Ok),
-        (None, Status::Exited(code)) => (Exit::Child(code), Outcome::Failed),
-        (None, Status::Signaled(sig)) => (Exit::Signal(sig), Outcome::Killed),
+    let (exit, outcome) = match (&end.lost, end.timed_out, end.status) {
+        (Some(_), _, _) => (Exit::LeaseLost, Outcome::LeaseLost),
+        (None, Some(_), _) => (Exit::TimedOut, Outcome::TimedOut),
+        (None, None, Status::Exited(0)) => (Exit::Child(0), Outcome::Ok),
+        (None, None, Status::Exited(code)) => (Exit::Child(code), Outcome::Failed),
+        (None, None, Status::Signaled(sig)) => (Exit::Signal(sig), Outcome::Killed),
     };
     log::info(
         "exited",
@@ -313,6 +341,18 @@ pub fn run(ctx: &Context, args: RunArgs) -> Result<Exit> {
                  another holder may have run alongside the command ({})",
                 keys.lock,
                 describe_status(end.status)
+            ),
+        ));
+    }
+    if let Some(d) = end.timed_out {
+        return Err(fail(
+            Exit::TimedOut,
+            format!(
+                "the command timed out after {} (--max-runtime) and {}; every process of it \
+                 was stopped before {} was let go",
+                lease::fmt(d),
+                describe_status(end.status),
+                keys.lock
             ),
         ));
     }
@@ -440,6 +480,10 @@ struct End {
     lost: Option<String>,
     /// When the supervisor learnt that the lease was lost.
     lost_at: Option<Moment>,
+    /// `--max-runtime` (its value) ran out and the supervisor stopped the command.
+    timed_out: Option<Duration>,
+    /// When the supervisor sent the tree SIGKILL, if it did.
+    killed_at: Option<Moment>,
 }
 
 /// The command's tree, as the supervisor acts on it.
@@ -484,12 +528,14 @@ fn supervise(
     pid: pid_t,
     heartbeat: &mut Heartbeat,
     lease: Lease,
+    max_runtime: Option<(Duration, Limit)>,
     command: &mut Command,
 ) -> End {
     let pgid = command.pgid;
     let mut status: Option<Status> = None;
     let mut lost: Option<String> = None;
     let mut lost_at: Option<Moment> = None;
+    let mut timed_out: Option<Duration> = None;
     let mut stop = Stop::Running;
     let mut terminal = Terminal::default();
     loop {
@@ -498,15 +544,40 @@ fn supervise(
         let lease_now = heartbeat.snapshot();
         let line: Timeline = lease_now.timeline;
 
+        // --max-runtime: the command (still running, the lease still ours) has had its time.
+        if let Some((d, limit)) = max_runtime
+            && timed_out.is_none()
+            && lost.is_none()
+            && status.is_none()
+            && now >= limit.term_at
+        {
+            timed_out = Some(d);
+            log::info(
+                "timed_out",
+                &format!(
+                    "the command ran for {} (--max-runtime); stopping it",
+                    lease::fmt(d)
+                ),
+                &[("max_runtime_ms", d.as_millis().into())],
+            );
+            stop = if now >= limit.kill_at {
+                stop.kill(command, now)
+            } else {
+                stop.terminate(command, limit.kill_at)
+            };
+        }
+        // A lease that outlives --max-runtime's kill point cannot lapse on a live command:
+        // its own term and kill points are not news (a definitive loss still is).
+        let covered = max_runtime.is_some_and(|(_, limit)| limit.covered_by(&line));
         if lost.is_none() {
             if let Some(reason) = lease_now.lost {
                 lost = Some(reason);
                 stop = stop.terminate(command, (now + lease.kill_after).min(line.kill_at));
-            } else if now >= line.kill_at {
+            } else if !covered && now >= line.kill_at {
                 // Stopped past the kill point (SIGSTOP, a VM pause): no grace is left.
                 lost = Some("no renewal was confirmed before the lease ran out".into());
                 stop = stop.kill(command, now);
-            } else if now >= line.term_at {
+            } else if !covered && now >= line.term_at {
                 lost = Some(format!(
                     "no renewal was confirmed in {}",
                     lease::fmt(now - line.sent)
@@ -549,9 +620,15 @@ fn supervise(
         }
 
         let next = match stop {
-            Stop::Running => heartbeat
-                .due()
-                .map_or(line.term_at, |d| d.min(line.term_at)),
+            Stop::Running => {
+                let next = heartbeat
+                    .due()
+                    .map_or(line.term_at, |d| d.min(line.term_at));
+                match max_runtime {
+                    Some((_, limit)) if status.is_none() => next.min(limit.term_at),
+                    _ => next,
+                }
+            }
             Stop::Terminating(kill_at) => kill_at,
             // Descendants that are not our children die without telling us; look again soon.
             Stop::Killed(_) => now + Duration::from_millis(20),
@@ -603,6 +680,11 @@ fn supervise(
         status: status.unwrap_or(Status::Signaled(libc::SIGKILL)),
         lost,
         lost_at,
+        timed_out,
+        killed_at: match stop {
+            Stop::Killed(at) => Some(at),
+            _ => None,
+        },
     }
 }
 

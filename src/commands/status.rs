@@ -23,7 +23,7 @@
 //!    "holder": null | {"host", "pid", "user", "command", "started_ms", "renewed_ms",
 //!                      "ttl_ms", "fence", "finished", "age_ms", "since_renewal_ms",
 //!                      "pid_alive": true | false | null (null: not on this host)},
-//!    "last_run": null | {"outcome": "ok"|"failed"|"killed"|"lease lost", "exit", "host", "pid",
+//!    "last_run": null | {"outcome": "ok"|"failed"|"killed"|"lease lost"|"timed out", "exit", "host", "pid",
 //!                        "user", "command", "started_ms", "ended_ms", "duration_ms", "fence"},
 //!    "queue": [{"host", "pid", "user", "command", "since_ms"}],  // waiters, first in line first
 //!    "counters": {"runs", "busy", "lost", "failed", "forced"},

@@ -32,7 +32,7 @@ if ARGV[4] ~= '' then
   redis.call('PEXPIRE', KEYS[3], ARGV[5])
   redis.call('HINCRBY', KEYS[4], 'runs', 1)
   if outcome == 'lease lost' then redis.call('HINCRBY', KEYS[4], 'lost', 1) end
-  if outcome == 'failed' or outcome == 'killed' then
+  if outcome == 'failed' or outcome == 'killed' or outcome == 'timed out' then
     redis.call('HINCRBY', KEYS[4], 'failed', 1)
   end
   redis.call('PEXPIRE', KEYS[4], ARGV[5])

@@ -22,6 +22,7 @@ mod run_errors;
 mod run_heartbeat;
 mod run_job_control;
 mod run_lease_loss;
+mod run_max_runtime;
 mod run_reaping;
 mod run_release;
 mod run_security;

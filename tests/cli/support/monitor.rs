@@ -20,6 +20,8 @@ pub struct Monitor {
 /// One command as MONITOR reported it.
 #[derive(Debug)]
 pub struct Monitored {
+    /// When the server executed it: seconds since the Unix epoch, on the server's clock.
+    pub at: f64,
     /// `lua` for commands run by a script, otherwise the client's address.
     pub client: String,
     /// The command name and its arguments.
@@ -86,11 +88,12 @@ impl Monitor {
 /// Parses `+1700000000.123456 [0 127.0.0.1:5555] "SET" "k" "v"`.
 fn parse_line(line: &str) -> Option<Monitored> {
     let rest = line.strip_prefix('+')?;
+    let at = rest.split_whitespace().next()?.parse().ok()?;
     let open = rest.find('[')?;
     let close = open + rest[open..].find(']')?;
     let client = rest[open + 1..close].split_once(' ')?.1.to_owned();
     let args = parse_quoted(&rest[close + 1..]);
-    Some(Monitored { client, args })
+    Some(Monitored { at, client, args })
 }
 
 /// Redis writes each argument as a double-quoted string with C-like escapes.
@@ -141,6 +144,7 @@ mod tests {
         let line = r#"+1700000000.123456 [0 lua] "SET" "a \"b\"" "x\x41\n""#;
         let command = parse_line(line).expect("parses");
         assert_eq!(command.client, "lua");
+        assert!((command.at - 1_700_000_000.123_456).abs() < 1e-6);
         assert_eq!(command.args, ["SET", "a \"b\"", "xA\n"]);
     }
 }
