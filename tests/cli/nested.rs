@@ -17,8 +17,7 @@ fn fence_and_holder(server: &RedisServer, key: &str) -> (Option<String>, Vec<(St
 }
 
 #[test]
-fn a_nested_run_of_the_same_key_runs_at_once_under_the_outer_lease_and_passes_its_status_through()
-{
+fn a_nested_run_of_the_same_key_runs_at_once_under_the_outer_lease_and_passes_its_status_through() {
     let server = RedisServer::start();
     // The outer command records the lock's state, runs the nested run (which would wait 1 m if
     // it tried to acquire), then records the state again.
@@ -52,7 +51,11 @@ echo "outer_shell=$$""#
     );
     // One acquisition and one release in all: the run counter says 1.
     let stats = server.hgetall("{job}:redlock:stats");
-    assert_eq!(stats.get("runs").map(String::as_str), Some("1"), "{stats:?}");
+    assert_eq!(
+        stats.get("runs").map(String::as_str),
+        Some("1"),
+        "{stats:?}"
+    );
     assert!(!server.exists("job"), "the outer run did not release");
 }
 
@@ -96,7 +99,11 @@ echo "json=$("{BIN}" acquire --key job --ttl 5s --json)""#
         .env("REDLOCK_URL", server.url())
         .args(["run", "--key", "job", "--ttl", "30s", "-c", &script])
         .exits_with(0);
-    assert_eq!(outcome.printed("inner"), outcome.printed("outer"), "{outcome}");
+    assert_eq!(
+        outcome.printed("inner"),
+        outcome.printed("outer"),
+        "{outcome}"
+    );
     let json = outcome.printed("json");
     let token = outcome.printed("outer");
     let token = token.split(' ').next().expect("a token");
@@ -123,13 +130,19 @@ echo "inner_left=$(redis-cli -p {port} exists inner)""#,
         .exits_with(0);
     assert_eq!(outcome.printed("inner_status"), "0", "{outcome}");
     assert_eq!(outcome.printed("inner_key"), "inner");
-    assert_ne!(outcome.printed("inner_token"), outcome.printed("outer_token"));
+    assert_ne!(
+        outcome.printed("inner_token"),
+        outcome.printed("outer_token")
+    );
     assert_eq!(
         outcome.printed("inner_held"),
         outcome.printed("inner_token"),
         "{outcome}"
     );
-    assert_eq!(outcome.printed("outer_held"), outcome.printed("outer_token"));
+    assert_eq!(
+        outcome.printed("outer_held"),
+        outcome.printed("outer_token")
+    );
     assert_eq!(outcome.printed("inner_left"), "0", "inner was not released");
 }
 
@@ -152,7 +165,11 @@ fn a_stale_token_in_the_environment_is_treated_like_any_other_holder() {
         .env("REDLOCK_TOKEN", "0b7e3d2c-3d6f-4c1e-9b8e-2a1f3c4d5e6f")
         .args(["acquire", "--key", "job", "--ttl", "5s"])
         .exits_with(75);
-    assert_eq!(server.get("job"), Some(holding.clone()), "the holder lost it");
+    assert_eq!(
+        server.get("job"),
+        Some(holding.clone()),
+        "the holder lost it"
+    );
     // Free now: the run with the stale token acquires it anew, under a token of its own.
     Redlock::new(&server)
         .args(["release", "job", "--token", &holding])
@@ -169,7 +186,11 @@ fn a_stale_token_in_the_environment_is_treated_like_any_other_holder() {
         "the stale token was taken as the holder"
     );
     let stats = server.hgetall("{job}:redlock:stats");
-    assert_eq!(stats.get("runs").map(String::as_str), Some("1"), "{stats:?}");
+    assert_eq!(
+        stats.get("runs").map(String::as_str),
+        Some("1"),
+        "{stats:?}"
+    );
 }
 
 #[test]
@@ -185,9 +206,16 @@ echo "outer_token=$REDLOCK_TOKEN""#
         .args(["run", "--key", "job", "--ttl", "30s", "-c", &script])
         .exits_with(0);
     assert_eq!(outcome.printed("inner_status"), "0", "{outcome}");
-    assert_ne!(outcome.printed("inner_token"), outcome.printed("outer_token"));
+    assert_ne!(
+        outcome.printed("inner_token"),
+        outcome.printed("outer_token")
+    );
     let stats = server.hgetall("{other:job}:redlock:stats");
-    assert_eq!(stats.get("runs").map(String::as_str), Some("1"), "{stats:?}");
+    assert_eq!(
+        stats.get("runs").map(String::as_str),
+        Some("1"),
+        "{stats:?}"
+    );
 }
 
 #[test]
@@ -204,9 +232,16 @@ echo "outer_token=$REDLOCK_TOKEN""#
         .args(["run", "--key", "job", "--ttl", "30s", "-c", &script])
         .exits_with(0);
     assert_eq!(outcome.printed("inner_status"), "3", "{outcome}");
-    assert_eq!(outcome.printed("inner_token"), outcome.printed("outer_token"));
+    assert_eq!(
+        outcome.printed("inner_token"),
+        outcome.printed("outer_token")
+    );
     for node in quorum.nodes() {
         let stats = node.hgetall("{job}:redlock:stats");
-        assert_eq!(stats.get("runs").map(String::as_str), Some("1"), "{stats:?}");
+        assert_eq!(
+            stats.get("runs").map(String::as_str),
+            Some("1"),
+            "{stats:?}"
+        );
     }
 }
