@@ -306,6 +306,57 @@ mod tests {
         assert!(!is_definitive(&server_error("LOADING x")));
     }
 
+    /// A rustls error as the redis crate hands it over: in an `io::Error` in a `RedisError`.
+    fn handshake_failure(err: rustls::Error) -> anyhow::Error {
+        let io = std::io::Error::new(std::io::ErrorKind::InvalidData, err);
+        anyhow::Error::new(RedisError::from(io)).context("cannot acquire job")
+    }
+
+    #[test]
+    fn tls_failures_are_worded_for_people() {
+        use rustls::CertificateError as Cert;
+        let target = TlsTarget {
+            address: "127.0.0.1:6380".into(),
+            ca_file: Some("/etc/redis/ca.crt".into()),
+        };
+        let explain = |e| explain_tls(&handshake_failure(e), &target).expect("a TLS failure");
+        assert_eq!(
+            explain(rustls::Error::InvalidCertificate(Cert::UnknownIssuer)),
+            "the server's certificate at 127.0.0.1:6380 is not signed by any CA in \
+             --tls-ca-file /etc/redis/ca.crt: give the CA that signed it"
+        );
+        let presented = vec![
+            "DnsName(\"redis.internal\")".to_string(),
+            "IpAddress(10.0.0.2)".to_string(),
+        ];
+        assert_eq!(
+            explain(rustls::Error::InvalidCertificate(
+                Cert::NotValidForNameContext {
+                    expected: rustls::pki_types::ServerName::try_from("127.0.0.1")
+                        .unwrap()
+                        .to_owned(),
+                    presented,
+                }
+            )),
+            "the server's certificate is for redis.internal, 10.0.0.2, not 127.0.0.1: connect \
+             by a name it lists or reissue it"
+        );
+        let not_after = rustls::pki_types::UnixTime::since_unix_epoch(
+            std::time::Duration::from_secs(1_577_923_200),
+        );
+        assert!(
+            explain(rustls::Error::InvalidCertificate(Cert::ExpiredContext {
+                time: not_after,
+                not_after,
+            }))
+            .contains("expired on 2020-01-02T00:00:00Z")
+        );
+        let plain = anyhow::Error::new(RedisError::from(std::io::Error::from(
+            std::io::ErrorKind::ConnectionRefused,
+        )));
+        assert_eq!(explain_tls(&plain, &target), None);
+    }
+
     #[test]
     fn failures_win_over_everything_else() {
         let err = fail(Exit::LeaseLost, "lost").context("while running");
