@@ -31,7 +31,8 @@ use std::time::Duration;
 use anyhow::{Result, anyhow};
 
 use crate::error::{
-    classify, fail, is_definitive_error, is_readonly, is_server_reply, is_timeout, render,
+    classify, explain_tls, fail, is_definitive_error, is_readonly, is_server_reply, is_timeout,
+    render,
 };
 use crate::exit::Exit;
 use crate::inspect::Inspection;
@@ -49,6 +50,9 @@ struct Node {
     /// The connection of a request that timed out: unusable (its reply may still come), but
     /// the only place where something can be queued *behind* that request (`Nodes::abandon`).
     stale: Option<Conn>,
+    /// Whether the current connection has answered a request (its TLS handshake, if any, is
+    /// done).
+    answered: bool,
 }
 
 impl Node {
@@ -58,6 +62,7 @@ impl Node {
         let con = match &mut self.con {
             Some(con) => con,
             None => {
+                self.answered = false;
                 self.timeout = Some(timeout);
                 self.con.insert(self.server.connect(timeout)?)
             }
@@ -77,7 +82,28 @@ impl Node {
                 self.stale = con;
             }
         }
-        result
+        self.answered |= result.is_ok() && self.con.is_some();
+        let answered = self.answered;
+        result.map_err(|e| self.explain(e, answered))
+    }
+
+    /// A TLS handshake that failed becomes one plain line (still 69). The handshake runs with
+    /// the first request, so a TLS server's plain port shows up as that request timing out:
+    /// the error stays a timeout (a timed-out acquire is undone), with the likely cause added.
+    fn explain(&self, err: anyhow::Error, answered: bool) -> anyhow::Error {
+        let Some(target) = self.server.tls_target() else {
+            return err;
+        };
+        if let Some(text) = explain_tls(&err, target) {
+            return fail(Exit::Unavailable, text);
+        }
+        if !answered && is_timeout(&err) && !is_server_reply(&err) {
+            return err.context(format!(
+                "{} gave no TLS answer (is it the plain port? use redis:// or the tls-port)",
+                target.address
+            ));
+        }
+        err
     }
 }
 
@@ -115,6 +141,7 @@ impl Nodes {
                     con: None,
                     timeout: None,
                     stale: None,
+                    answered: false,
                 })
                 .collect(),
             timeout,
@@ -127,6 +154,8 @@ impl Nodes {
     pub fn connect(&mut self) -> Result<()> {
         if let [node] = self.nodes.as_mut_slice() {
             node.with(self.timeout, |_| Ok(()))?;
+            // Connecting sends nothing: no TLS handshake has been answered yet.
+            node.answered = false;
         }
         Ok(())
     }

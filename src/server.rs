@@ -35,6 +35,17 @@ pub const DEFAULT_URL: &str = "redis://127.0.0.1:6379";
 pub struct Server {
     target: Target,
     name: String,
+    /// For a `rediss://` server: what its TLS failures are explained with.
+    tls: Option<TlsTarget>,
+}
+
+/// What a TLS failure's message names: the server as dialled and where trust came from.
+#[derive(Clone, Debug)]
+pub struct TlsTarget {
+    /// `HOST:PORT` as in the URL (no password).
+    pub address: String,
+    /// `--tls-ca-file` as given; `None` means the system's trust store.
+    pub ca_file: Option<String>,
 }
 
 #[derive(Clone)]
@@ -216,6 +227,8 @@ impl ConnectionLike for Conn {
 #[derive(Clone, Default)]
 pub struct Tls {
     pub ca: Option<Vec<u8>>,
+    /// The path `ca` was read from, for messages.
+    pub ca_file: Option<String>,
     /// Client certificate and key, PEM.
     pub identity: Option<(Vec<u8>, Vec<u8>)>,
     pub insecure: bool,
@@ -234,13 +247,14 @@ impl Tls {
             std::fs::read(path)
                 .map_err(|e| usage(format!("cannot read {flag} {}: {e}", path.display())))
         };
-        let ca = ca.map(|p| read("--tls-ca-file", p)).transpose()?;
+        let ca_bytes = ca.map(|p| read("--tls-ca-file", p)).transpose()?;
         let identity = match (cert, key) {
             (Some(c), Some(k)) => Some((read("--tls-cert-file", c)?, read("--tls-key-file", k)?)),
             _ => None,
         };
         Ok(Tls {
-            ca,
+            ca: ca_bytes,
+            ca_file: ca.map(|p| p.display().to_string()),
             identity,
             insecure,
         })
@@ -297,6 +311,13 @@ impl Server {
         let tcp = redis::io::tcp::TcpSettings::default().set_nodelay(true);
         let mut info = info.set_redis_settings(settings).set_tcp_settings(tcp);
         let is_tls = matches!(info.addr(), ConnectionAddr::TcpTls { .. });
+        let tls_target = match info.addr() {
+            ConnectionAddr::TcpTls { host, port, .. } => Some(TlsTarget {
+                address: format!("{host}:{port}"),
+                ca_file: tls.ca_file.clone(),
+            }),
+            _ => None,
+        };
         if let ConnectionAddr::TcpTls { host, port, .. } = info.addr().clone()
             && tls.insecure
         {
@@ -331,6 +352,7 @@ impl Server {
         Ok(Server {
             target: Target::Direct(client),
             name,
+            tls: tls_target,
         })
     }
 
@@ -376,6 +398,7 @@ impl Server {
                 username,
             },
             name,
+            tls: None,
         })
     }
 
@@ -420,6 +443,7 @@ impl Server {
                     .set_tcp_settings(redis::io::tcp::TcpSettings::default().set_nodelay(true)),
             },
             name,
+            tls: None,
         })
     }
 
@@ -431,6 +455,11 @@ impl Server {
             ),
             _ => false,
         }
+    }
+
+    /// For a `rediss://` server, what its TLS failures are explained with.
+    pub fn tls_target(&self) -> Option<&TlsTarget> {
+        self.tls.as_ref()
     }
 
     /// Cluster and Sentinel targets cannot be members of a quorum.

@@ -270,3 +270,175 @@ fn a_client_certificate_without_its_key_is_a_usage_error() {
         .args(run_true())
         .exits_with(64);
 }
+
+/// A self-signed server certificate for `CN=localhost` whose names are `san`, made by
+/// `openssl req -x509` (as most guides do) plus `extra` options; returns its file stem.
+fn self_signed(certs: &Certs, stem: &str, san: &str, extra: &[&str]) -> String {
+    let (key, crt) = (format!("{stem}.key"), format!("{stem}.crt"));
+    let subject_alt_name = format!("subjectAltName={san}");
+    let mut args = vec![
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        &key,
+        "-out",
+        &crt,
+        "-subj",
+        "/CN=localhost",
+        "-addext",
+        &subject_alt_name,
+    ];
+    args.extend_from_slice(extra);
+    certs.openssl(&args);
+    stem.to_string()
+}
+
+/// A redis-server whose TLS port presents `stem.crt`; its plain port stays open too.
+fn tls_server_with(certs: &Certs, stem: &str) -> (RedisServer, String) {
+    let port = free_port().to_string();
+    let server = RedisServer::start_with(&[
+        "--tls-port",
+        &port,
+        "--tls-cert-file",
+        &certs.path(&format!("{stem}.crt")),
+        "--tls-key-file",
+        &certs.path(&format!("{stem}.key")),
+        "--tls-auth-clients",
+        "no",
+    ]);
+    (server, format!("rediss://127.0.0.1:{port}"))
+}
+
+#[test]
+fn a_self_signed_ca_certificate_as_the_servers_is_explained_with_69() {
+    let certs = Certs::new();
+    // Exactly the guides' command: OpenSSL marks it CA:TRUE.
+    let stem = self_signed(&certs, "guide", "IP:127.0.0.1", &[]);
+    let (server, url) = tls_server_with(&certs, &stem);
+    Redlock::without_url()
+        .args(["--url", &url, "--tls-ca-file", &certs.path("guide.crt")])
+        .args(run_true())
+        .exits_with(69)
+        .error_mentions(&["CA certificate", "as its own", "CA:FALSE"]);
+    assert!(!server.exists("job"));
+}
+
+#[test]
+fn a_self_signed_server_certificate_in_the_ca_file_takes_the_lock() {
+    let certs = Certs::new();
+    let stem = self_signed(
+        &certs,
+        "leaf",
+        "IP:127.0.0.1",
+        &["-addext", "basicConstraints=critical,CA:FALSE"],
+    );
+    let (server, url) = tls_server_with(&certs, &stem);
+    Redlock::without_url()
+        .args(["--url", &url, "--tls-ca-file", &certs.path("leaf.crt")])
+        .args(run_true())
+        .exits_with(0);
+    assert!(server.exists("{job}:redlock:fence"));
+}
+
+#[test]
+fn a_certificate_for_another_name_says_which_names_it_has() {
+    let certs = Certs::new();
+    let stem = self_signed(
+        &certs,
+        "elsewhere",
+        "IP:127.0.0.2",
+        &["-addext", "basicConstraints=critical,CA:FALSE"],
+    );
+    let (_server, url) = tls_server_with(&certs, &stem);
+    Redlock::without_url()
+        .args(["--url", &url, "--tls-ca-file", &certs.path("elsewhere.crt")])
+        .args(run_true())
+        .exits_with(69)
+        .error_mentions(&["is for 127.0.0.2, not 127.0.0.1", "reissue"]);
+}
+
+#[test]
+fn a_certificate_from_another_ca_names_the_ca_file() {
+    let certs = Certs::new();
+    let (_server, url) = tls_server(&certs, "no");
+    let ca_file = certs.path("other.crt");
+    Redlock::without_url()
+        .args(["--url", &url, "--tls-ca-file", &ca_file])
+        .args(run_true())
+        .exits_with(69)
+        .error_mentions(&["not signed by any CA in --tls-ca-file", &ca_file]);
+}
+
+#[test]
+fn an_expired_certificate_says_when_it_expired() {
+    let certs = Certs::new();
+    // `openssl x509 -days` cannot go back in time; `openssl ca` takes explicit dates.
+    for dir in ["db", "db/new"] {
+        std::fs::create_dir_all(certs.dir.join(dir)).expect("mkdir");
+    }
+    std::fs::write(certs.dir.join("db/index.txt"), "").expect("index");
+    std::fs::write(certs.dir.join("db/serial"), "01\n").expect("serial");
+    std::fs::write(
+        certs.dir.join("ca.cnf"),
+        "[ca]\ndefault_ca = test\n[test]\ndir = db\ndatabase = db/index.txt\n\
+         new_certs_dir = db/new\nserial = db/serial\ncertificate = ca.crt\nprivate_key = ca.key\n\
+         default_md = sha256\npolicy = any\ncopy_extensions = copy\nunique_subject = no\n\
+         [any]\ncommonName = supplied\n[ext]\nsubjectAltName = IP:127.0.0.1\n\
+         extendedKeyUsage = serverAuth\n",
+    )
+    .expect("write ca config");
+    certs.openssl(&[
+        "req",
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+        "-keyout",
+        "expired.key",
+        "-out",
+        "expired.csr",
+        "-subj",
+        "/CN=expired",
+    ]);
+    certs.openssl(&[
+        "ca",
+        "-batch",
+        "-config",
+        "ca.cnf",
+        "-extensions",
+        "ext",
+        "-startdate",
+        "20200101000000Z",
+        "-enddate",
+        "20200102000000Z",
+        "-in",
+        "expired.csr",
+        "-out",
+        "expired.crt",
+    ]);
+    let (_server, url) = tls_server_with(&certs, "expired");
+    Redlock::without_url()
+        .args(["--url", &url, "--tls-ca-file", &certs.path("ca.crt")])
+        .args(run_true())
+        .exits_with(69)
+        .error_mentions(&["expired on 2020-01-02T00:00:00Z", "renew"]);
+}
+
+#[test]
+fn rediss_to_a_plain_port_says_it_may_be_the_plain_port() {
+    let certs = Certs::new();
+    let (server, _url) = tls_server(&certs, "no");
+    let started = Instant::now();
+    Redlock::without_url()
+        .args(["--timeout", "1s"])
+        .args(["--url", &format!("rediss://localhost:{}", server.port())])
+        .args(["--tls-ca-file", &certs.path("ca.crt")])
+        .args(run_true())
+        .exits_with(69)
+        .error_mentions(&["no TLS answer", "plain port", "redis://"]);
+    assert!(started.elapsed() < Duration::from_secs(10));
+}
