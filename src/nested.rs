@@ -10,7 +10,7 @@
 //!   record, and the command's exit status (or signal) is the run's, because the process becomes
 //!   the command. The outer run's lease, renewals, supervision and options govern it — it is
 //!   one of the outer command's processes. The nested run's own `--ttl`, `--wait`,
-//!   `--hold-at-least`, `--kill-after` are checked and then have nothing to do.
+//!   `--hold-at-least`, `--kill-after`, `--max-runtime` are checked and then have nothing to do.
 //! * `acquire` prints the outer token and fence (and, with `--json`, the outer lease).
 //!
 //! A token that does not hold the lock (the outer lease was lost, a stale environment, another
