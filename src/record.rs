@@ -577,12 +577,32 @@ fn truncate(s: &str, max: usize) -> String {
 pub fn user_name() -> String {
     // SAFETY: getuid cannot fail and touches no memory of ours.
     let uid = unsafe { libc::getuid() };
-    std::fs::read("/etc/passwd")
-        .ok()
+    read_small("/etc/passwd")
         .and_then(|passwd| passwd_name(&passwd, uid))
         .or_else(|| std::env::var("USER").ok().filter(|u| !u.is_empty()))
         .or_else(|| std::env::var("LOGNAME").ok().filter(|u| !u.is_empty()))
         .unwrap_or_else(|| format!("uid {uid}"))
+}
+
+/// A file of at most 64 KiB, read without a size probe (open, read, close: this is on every
+/// run's start-up path); `None` when it cannot be read or is larger.
+fn read_small(path: &str) -> Option<Vec<u8>> {
+    use std::io::Read;
+    let mut file = std::fs::File::open(path).ok()?;
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut len = 0;
+    while len < buf.len() {
+        match file.read(&mut buf[len..]) {
+            Ok(0) => {
+                buf.truncate(len);
+                return Some(buf);
+            }
+            Ok(n) => len += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return None,
+        }
+    }
+    None
 }
 
 /// The first name with this uid in a passwd(5) file (`name:password:uid:gid:…`).
