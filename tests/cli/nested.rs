@@ -2,7 +2,7 @@
 //! ahead under the outer lease (confirmed by the server), with no second acquisition and no
 //! release; a stale token, another key or another prefix is acquired like any other.
 
-use crate::support::{RedisQuorum, RedisServer, Redlock};
+use crate::support::{Outcome, RedisQuorum, RedisServer, Redlock};
 
 const BIN: &str = env!("CARGO_BIN_EXE_redlock");
 
@@ -14,6 +14,15 @@ fn fence_and_holder(server: &RedisServer, key: &str) -> (Option<String>, Vec<(St
         .collect();
     holder.sort();
     (server.get(&format!("{{{key}}}:redlock:fence")), holder)
+}
+
+/// `redlock run --key KEY --ttl 30s -c SCRIPT`, expected to succeed; the script's own redlock
+/// calls find the server in `REDLOCK_URL`.
+fn outer_run(server: &RedisServer, key: &str, script: &str) -> Outcome {
+    Redlock::new(server)
+        .env("REDLOCK_URL", server.url())
+        .args(["run", "--key", key, "--ttl", "30s", "-c", script])
+        .exits_with(0)
 }
 
 #[test]
@@ -28,10 +37,7 @@ echo "outer_fence=$REDLOCK_FENCE"
 echo "inner_status=$?"
 echo "outer_shell=$$""#
     );
-    let outcome = Redlock::new(&server)
-        .env("REDLOCK_URL", server.url())
-        .args(["run", "--key", "job", "--ttl", "30s", "-c", &script])
-        .exits_with(0);
+    let outcome = outer_run(&server, "job", &script);
     assert_eq!(outcome.printed("inner_status"), "7", "{outcome}");
     assert_eq!(
         outcome.printed("inner_token"),
@@ -72,10 +78,7 @@ after=$(redis-cli -p {port} --raw hgetall '{{job}}:redlock:holder' | sort | tr '
 echo "pttl=$(redis-cli -p {port} pttl job)""#,
         port = server.port()
     );
-    let outcome = Redlock::new(&server)
-        .env("REDLOCK_URL", server.url())
-        .args(["run", "--key", "job", "--ttl", "30s", "-c", &script])
-        .exits_with(0);
+    let outcome = outer_run(&server, "job", &script);
     assert_eq!(outcome.printed("nested_status"), "0", "{outcome}");
     assert_eq!(outcome.printed("same"), "yes", "{outcome}");
     let pttl: i64 = outcome.printed("pttl").parse().expect("a PTTL");
@@ -95,10 +98,7 @@ fn a_nested_acquire_of_the_same_key_prints_the_outer_token_and_fence() {
 echo "inner=$("{BIN}" acquire --key job --ttl 5s | tr '\n' ' ' | sed 's/ $//')"
 echo "json=$("{BIN}" acquire --key job --ttl 5s --json)""#
     );
-    let outcome = Redlock::new(&server)
-        .env("REDLOCK_URL", server.url())
-        .args(["run", "--key", "job", "--ttl", "30s", "-c", &script])
-        .exits_with(0);
+    let outcome = outer_run(&server, "job", &script);
     assert_eq!(
         outcome.printed("inner"),
         outcome.printed("outer"),
@@ -124,10 +124,7 @@ echo "outer_held=$(redis-cli -p {port} --raw get outer)"
 echo "inner_left=$(redis-cli -p {port} exists inner)""#,
         port = server.port()
     );
-    let outcome = Redlock::new(&server)
-        .env("REDLOCK_URL", server.url())
-        .args(["run", "--key", "outer", "--ttl", "30s", "-c", &script])
-        .exits_with(0);
+    let outcome = outer_run(&server, "outer", &script);
     assert_eq!(outcome.printed("inner_status"), "0", "{outcome}");
     assert_eq!(outcome.printed("inner_key"), "inner");
     assert_ne!(
@@ -201,10 +198,7 @@ fn the_same_key_under_another_prefix_is_another_lock() {
 echo "inner_status=$?"
 echo "outer_token=$REDLOCK_TOKEN""#
     );
-    let outcome = Redlock::new(&server)
-        .env("REDLOCK_URL", server.url())
-        .args(["run", "--key", "job", "--ttl", "30s", "-c", &script])
-        .exits_with(0);
+    let outcome = outer_run(&server, "job", &script);
     assert_eq!(outcome.printed("inner_status"), "0", "{outcome}");
     assert_ne!(
         outcome.printed("inner_token"),
