@@ -6,14 +6,15 @@ use crate::support::{Outcome, RedisQuorum, RedisServer, Redlock};
 
 const BIN: &str = env!("CARGO_BIN_EXE_redlock");
 
-/// The fence counter and the holder record of `key`, which a second acquisition would change.
-fn fence_and_holder(server: &RedisServer, key: &str) -> (Option<String>, Vec<(String, String)>) {
-    let mut holder: Vec<(String, String)> = server
-        .hgetall(&format!("{{{key}}}:redlock:holder"))
-        .into_iter()
-        .collect();
-    holder.sort();
-    (server.get(&format!("{{{key}}}:redlock:fence")), holder)
+/// Expects the counters of `key` (as stored, prefix included) to count exactly one run: one
+/// acquisition and one release, whatever ran nested inside it.
+fn expect_one_run(server: &RedisServer, key: &str) {
+    let stats = server.hgetall(&format!("{{{key}}}:redlock:stats"));
+    assert_eq!(
+        stats.get("runs").map(String::as_str),
+        Some("1"),
+        "{stats:?}"
+    );
 }
 
 /// `redlock run --key KEY --ttl 30s -c SCRIPT`, expected to succeed; the script's own redlock
@@ -56,12 +57,7 @@ echo "outer_shell=$$""#
         "the nested command did not replace the nested redlock\n{outcome}"
     );
     // One acquisition and one release in all: the run counter says 1.
-    let stats = server.hgetall("{job}:redlock:stats");
-    assert_eq!(
-        stats.get("runs").map(String::as_str),
-        Some("1"),
-        "{stats:?}"
-    );
+    expect_one_run(&server, "job");
     assert!(!server.exists("job"), "the outer run did not release");
 }
 
@@ -86,7 +82,7 @@ echo "pttl=$(redis-cli -p {port} pttl job)""#,
         pttl > 5_000,
         "the nested run's 1s TTL shortened the outer lease to {pttl} ms\n{outcome}"
     );
-    let (_, holder) = fence_and_holder(&server, "job");
+    let holder = server.hgetall("{job}:redlock:holder");
     assert!(holder.is_empty(), "the outer run's release left {holder:?}");
 }
 
@@ -182,12 +178,7 @@ fn a_stale_token_in_the_environment_is_treated_like_any_other_holder() {
         "0b7e3d2c-3d6f-4c1e-9b8e-2a1f3c4d5e6f",
         "the stale token was taken as the holder"
     );
-    let stats = server.hgetall("{job}:redlock:stats");
-    assert_eq!(
-        stats.get("runs").map(String::as_str),
-        Some("1"),
-        "{stats:?}"
-    );
+    expect_one_run(&server, "job");
 }
 
 #[test]
@@ -204,12 +195,7 @@ echo "outer_token=$REDLOCK_TOKEN""#
         outcome.printed("inner_token"),
         outcome.printed("outer_token")
     );
-    let stats = server.hgetall("{other:job}:redlock:stats");
-    assert_eq!(
-        stats.get("runs").map(String::as_str),
-        Some("1"),
-        "{stats:?}"
-    );
+    expect_one_run(&server, "other:job");
 }
 
 #[test]
@@ -231,11 +217,6 @@ echo "outer_token=$REDLOCK_TOKEN""#
         outcome.printed("outer_token")
     );
     for node in quorum.nodes() {
-        let stats = node.hgetall("{job}:redlock:stats");
-        assert_eq!(
-            stats.get("runs").map(String::as_str),
-            Some("1"),
-            "{stats:?}"
-        );
+        expect_one_run(node, "job");
     }
 }
