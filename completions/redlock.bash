@@ -19,14 +19,26 @@ _redlock() {
             redlock,acquire)
                 cmd="redlock__subcmd__acquire"
                 ;;
+            redlock,check)
+                cmd="redlock__subcmd__check"
+                ;;
             redlock,doctor)
                 cmd="redlock__subcmd__doctor"
                 ;;
             redlock,extend)
                 cmd="redlock__subcmd__extend"
                 ;;
+            redlock,metrics)
+                cmd="redlock__subcmd__metrics"
+                ;;
+            redlock,pause)
+                cmd="redlock__subcmd__pause"
+                ;;
             redlock,release)
                 cmd="redlock__subcmd__release"
+                ;;
+            redlock,resume)
+                cmd="redlock__subcmd__resume"
                 ;;
             redlock,run)
                 cmd="redlock__subcmd__run"
@@ -41,7 +53,7 @@ _redlock() {
 
     case "${cmd}" in
         redlock)
-            opts="-v -q -h -V --url --password-file --prefix --timeout --tls-ca-file --tls-cert-file --tls-key-file --tls-insecure --verbose --quiet --log-format --help --version run status release acquire extend doctor"
+            opts="-v -q -h -V --url --password-file --prefix --timeout --tls-ca-file --tls-cert-file --tls-key-file --tls-insecure --verbose --quiet --log-format --help --version run status release acquire extend doctor pause resume metrics check"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -106,6 +118,60 @@ _redlock() {
                     return 0
                     ;;
                 --label)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --url)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --password-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --prefix)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tls-ca-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tls-cert-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tls-key-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --log-format)
+                    COMPREPLY=($(compgen -W "text json" -- "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        redlock__subcmd__check)
+            opts="-v -q -h --max-age --max-since-success --json --url --password-file --prefix --timeout --tls-ca-file --tls-cert-file --tls-key-file --tls-insecure --verbose --quiet --log-format --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --max-age)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --max-since-success)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -252,6 +318,110 @@ _redlock() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        redlock__subcmd__metrics)
+            opts="-v -q -h --all --url --password-file --prefix --timeout --tls-ca-file --tls-cert-file --tls-key-file --tls-insecure --verbose --quiet --log-format --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --url)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --password-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --prefix)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tls-ca-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tls-cert-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tls-key-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --log-format)
+                    COMPREPLY=($(compgen -W "text json" -- "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        redlock__subcmd__pause)
+            opts="-v -q -h --all --for --reason --drain --url --password-file --prefix --timeout --tls-ca-file --tls-cert-file --tls-key-file --tls-insecure --verbose --quiet --log-format --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --for)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --reason)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --drain)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --url)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --password-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --prefix)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tls-ca-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tls-cert-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tls-key-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --log-format)
+                    COMPREPLY=($(compgen -W "text json" -- "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         redlock__subcmd__release)
             opts="-v -q -h --token --force --url --password-file --prefix --timeout --tls-ca-file --tls-cert-file --tls-key-file --tls-insecure --verbose --quiet --log-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
@@ -302,8 +472,54 @@ _redlock() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        redlock__subcmd__resume)
+            opts="-v -q -h --all --url --password-file --prefix --timeout --tls-ca-file --tls-cert-file --tls-key-file --tls-insecure --verbose --quiet --log-format --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --url)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --password-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --prefix)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tls-ca-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tls-cert-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tls-key-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --log-format)
+                    COMPREPLY=($(compgen -W "text json" -- "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         redlock__subcmd__run)
-            opts="-c -v -q -h --key --ttl --wait --conflict-exit-code --kill-after --hold-at-least --max-runtime --contain --label --url --password-file --prefix --timeout --tls-ca-file --tls-cert-file --tls-key-file --tls-insecure --verbose --quiet --log-format --help"
+            opts="-c -v -q -h --key --ttl --wait --conflict-exit-code --kill-after --hold-at-least --max-runtime --contain --label --metrics-file --url --password-file --prefix --timeout --tls-ca-file --tls-cert-file --tls-key-file --tls-insecure --verbose --quiet --log-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -342,6 +558,10 @@ _redlock() {
                     return 0
                     ;;
                 --label)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --metrics-file)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -44,6 +44,10 @@ complete -c redlock -n "__fish_redlock_needs_command" -f -a "release" -d 'Releas
 complete -c redlock -n "__fish_redlock_needs_command" -f -a "acquire" -d 'Take the lock and print its token, for shell scripts'
 complete -c redlock -n "__fish_redlock_needs_command" -f -a "extend" -d 'Renew a lock held by TOKEN (0 renewed, 1 not the holder)'
 complete -c redlock -n "__fish_redlock_needs_command" -f -a "doctor" -d 'Check the server for lock hazards and print each finding with its fix'
+complete -c redlock -n "__fish_redlock_needs_command" -f -a "pause" -d 'Refuse new runs of locks (for maintenance); with --drain, wait for the running ones'
+complete -c redlock -n "__fish_redlock_needs_command" -f -a "resume" -d 'Lift a pause: new runs of the locks go ahead again'
+complete -c redlock -n "__fish_redlock_needs_command" -f -a "metrics" -d 'Print locks\' state and counters as Prometheus metrics'
+complete -c redlock -n "__fish_redlock_needs_command" -f -a "check" -d 'Health check for Nagios/Icinga: 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN'
 complete -c redlock -n "__fish_redlock_using_subcommand run" -l key -d 'The lock key (the prefix is prepended)' -r
 complete -c redlock -n "__fish_redlock_using_subcommand run" -l ttl -d 'Lease length; renewed every TTL/3 while the command runs' -r
 complete -c redlock -n "__fish_redlock_using_subcommand run" -l wait -d 'Wait up to this long for a busy lock instead of giving up at once' -r
@@ -54,6 +58,7 @@ complete -c redlock -n "__fish_redlock_using_subcommand run" -l max-runtime -d '
 complete -c redlock -n "__fish_redlock_using_subcommand run" -l contain -d 'How redlock finds every process the command starts: auto (a cgroup of its own where redlock may create one, otherwise its descendants), or descendants' -r -f -a "auto\t'A cgroup of its own where redlock may create one, otherwise redlock\'s descendants'
 descendants\t'redlock\'s descendants, found by walking /proc (no cgroup is created)'"
 complete -c redlock -n "__fish_redlock_using_subcommand run" -l label -d 'Recorded (holder and last-run records, `status`) instead of the command' -r
+complete -c redlock -n "__fish_redlock_using_subcommand run" -l metrics-file -d 'When the run ends (after the release), write the key\'s Prometheus metrics to this file atomically (a temporary file in the same directory, then renamed); a failure to write is a warning and leaves the exit status alone' -r -F
 complete -c redlock -n "__fish_redlock_using_subcommand run" -s c -d 'Run this through `sh -c` instead of a command after `--`' -r
 complete -c redlock -n "__fish_redlock_using_subcommand run" -l url -d 'Redis server URL: redis://, rediss:// or redis+unix://; repeat it for a quorum of independent masters; or one redis+cluster://HOST:PORT[,HOST:PORT...] or redis+sentinel://HOST:PORT[,HOST:PORT...]/SERVICE' -r
 complete -c redlock -n "__fish_redlock_using_subcommand run" -l password-file -d 'File holding the Redis password (first line); wins over a password in the URL' -r -F
@@ -146,3 +151,64 @@ complete -c redlock -n "__fish_redlock_using_subcommand doctor" -l tls-insecure 
 complete -c redlock -n "__fish_redlock_using_subcommand doctor" -s v -l verbose -d 'Print a timeline of what redlock does on stderr'
 complete -c redlock -n "__fish_redlock_using_subcommand doctor" -s q -l quiet -d 'Print only the final error line'
 complete -c redlock -n "__fish_redlock_using_subcommand doctor" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c redlock -n "__fish_redlock_using_subcommand pause" -l for -d 'Lift the pause by itself after this long [default: until resumed]' -r
+complete -c redlock -n "__fish_redlock_using_subcommand pause" -l reason -d 'Why, shown to every run that is refused' -r
+complete -c redlock -n "__fish_redlock_using_subcommand pause" -l drain -d 'Then wait up to this long until no paused lock has a running holder (exit 75 if some still run)' -r
+complete -c redlock -n "__fish_redlock_using_subcommand pause" -l url -d 'Redis server URL: redis://, rediss:// or redis+unix://; repeat it for a quorum of independent masters; or one redis+cluster://HOST:PORT[,HOST:PORT...] or redis+sentinel://HOST:PORT[,HOST:PORT...]/SERVICE' -r
+complete -c redlock -n "__fish_redlock_using_subcommand pause" -l password-file -d 'File holding the Redis password (first line); wins over a password in the URL' -r -F
+complete -c redlock -n "__fish_redlock_using_subcommand pause" -l prefix -d 'Namespace prepended to every key, so staging never blocks production' -r
+complete -c redlock -n "__fish_redlock_using_subcommand pause" -l timeout -d 'Connect and command timeout for talking to Redis outside the heartbeat' -r
+complete -c redlock -n "__fish_redlock_using_subcommand pause" -l tls-ca-file -d 'CA certificate(s) (PEM) to verify rediss:// servers with, instead of the system\'s' -r -F
+complete -c redlock -n "__fish_redlock_using_subcommand pause" -l tls-cert-file -d 'Client certificate (PEM) for servers that require one (with --tls-key-file)' -r -F
+complete -c redlock -n "__fish_redlock_using_subcommand pause" -l tls-key-file -d 'Private key (PEM) of the client certificate' -r -F
+complete -c redlock -n "__fish_redlock_using_subcommand pause" -l log-format -d 'Format of redlock\'s own messages on stderr' -r -f -a "text\t'`redlock: message` lines'
+json\t'One JSON object per line'"
+complete -c redlock -n "__fish_redlock_using_subcommand pause" -l all -d 'Pause every lock under the prefix, existing or not (one prefix-wide record)'
+complete -c redlock -n "__fish_redlock_using_subcommand pause" -l tls-insecure -d 'Do not verify the server\'s certificate (rediss:// only; prints a warning)'
+complete -c redlock -n "__fish_redlock_using_subcommand pause" -s v -l verbose -d 'Print a timeline of what redlock does on stderr'
+complete -c redlock -n "__fish_redlock_using_subcommand pause" -s q -l quiet -d 'Print only the final error line'
+complete -c redlock -n "__fish_redlock_using_subcommand pause" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c redlock -n "__fish_redlock_using_subcommand resume" -l url -d 'Redis server URL: redis://, rediss:// or redis+unix://; repeat it for a quorum of independent masters; or one redis+cluster://HOST:PORT[,HOST:PORT...] or redis+sentinel://HOST:PORT[,HOST:PORT...]/SERVICE' -r
+complete -c redlock -n "__fish_redlock_using_subcommand resume" -l password-file -d 'File holding the Redis password (first line); wins over a password in the URL' -r -F
+complete -c redlock -n "__fish_redlock_using_subcommand resume" -l prefix -d 'Namespace prepended to every key, so staging never blocks production' -r
+complete -c redlock -n "__fish_redlock_using_subcommand resume" -l timeout -d 'Connect and command timeout for talking to Redis outside the heartbeat' -r
+complete -c redlock -n "__fish_redlock_using_subcommand resume" -l tls-ca-file -d 'CA certificate(s) (PEM) to verify rediss:// servers with, instead of the system\'s' -r -F
+complete -c redlock -n "__fish_redlock_using_subcommand resume" -l tls-cert-file -d 'Client certificate (PEM) for servers that require one (with --tls-key-file)' -r -F
+complete -c redlock -n "__fish_redlock_using_subcommand resume" -l tls-key-file -d 'Private key (PEM) of the client certificate' -r -F
+complete -c redlock -n "__fish_redlock_using_subcommand resume" -l log-format -d 'Format of redlock\'s own messages on stderr' -r -f -a "text\t'`redlock: message` lines'
+json\t'One JSON object per line'"
+complete -c redlock -n "__fish_redlock_using_subcommand resume" -l all -d 'Lift the prefix-wide pause and every key\'s own pause under the prefix'
+complete -c redlock -n "__fish_redlock_using_subcommand resume" -l tls-insecure -d 'Do not verify the server\'s certificate (rediss:// only; prints a warning)'
+complete -c redlock -n "__fish_redlock_using_subcommand resume" -s v -l verbose -d 'Print a timeline of what redlock does on stderr'
+complete -c redlock -n "__fish_redlock_using_subcommand resume" -s q -l quiet -d 'Print only the final error line'
+complete -c redlock -n "__fish_redlock_using_subcommand resume" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c redlock -n "__fish_redlock_using_subcommand metrics" -l url -d 'Redis server URL: redis://, rediss:// or redis+unix://; repeat it for a quorum of independent masters; or one redis+cluster://HOST:PORT[,HOST:PORT...] or redis+sentinel://HOST:PORT[,HOST:PORT...]/SERVICE' -r
+complete -c redlock -n "__fish_redlock_using_subcommand metrics" -l password-file -d 'File holding the Redis password (first line); wins over a password in the URL' -r -F
+complete -c redlock -n "__fish_redlock_using_subcommand metrics" -l prefix -d 'Namespace prepended to every key, so staging never blocks production' -r
+complete -c redlock -n "__fish_redlock_using_subcommand metrics" -l timeout -d 'Connect and command timeout for talking to Redis outside the heartbeat' -r
+complete -c redlock -n "__fish_redlock_using_subcommand metrics" -l tls-ca-file -d 'CA certificate(s) (PEM) to verify rediss:// servers with, instead of the system\'s' -r -F
+complete -c redlock -n "__fish_redlock_using_subcommand metrics" -l tls-cert-file -d 'Client certificate (PEM) for servers that require one (with --tls-key-file)' -r -F
+complete -c redlock -n "__fish_redlock_using_subcommand metrics" -l tls-key-file -d 'Private key (PEM) of the client certificate' -r -F
+complete -c redlock -n "__fish_redlock_using_subcommand metrics" -l log-format -d 'Format of redlock\'s own messages on stderr' -r -f -a "text\t'`redlock: message` lines'
+json\t'One JSON object per line'"
+complete -c redlock -n "__fish_redlock_using_subcommand metrics" -l all -d 'Every lock redlock created under the prefix (found with SCAN)'
+complete -c redlock -n "__fish_redlock_using_subcommand metrics" -l tls-insecure -d 'Do not verify the server\'s certificate (rediss:// only; prints a warning)'
+complete -c redlock -n "__fish_redlock_using_subcommand metrics" -s v -l verbose -d 'Print a timeline of what redlock does on stderr'
+complete -c redlock -n "__fish_redlock_using_subcommand metrics" -s q -l quiet -d 'Print only the final error line'
+complete -c redlock -n "__fish_redlock_using_subcommand metrics" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c redlock -n "__fish_redlock_using_subcommand check" -l max-age -d 'CRITICAL when a holder has held a lock longer than this' -r
+complete -c redlock -n "__fish_redlock_using_subcommand check" -l max-since-success -d 'CRITICAL when no run of a key ended ok within this long' -r
+complete -c redlock -n "__fish_redlock_using_subcommand check" -l url -d 'Redis server URL: redis://, rediss:// or redis+unix://; repeat it for a quorum of independent masters; or one redis+cluster://HOST:PORT[,HOST:PORT...] or redis+sentinel://HOST:PORT[,HOST:PORT...]/SERVICE' -r
+complete -c redlock -n "__fish_redlock_using_subcommand check" -l password-file -d 'File holding the Redis password (first line); wins over a password in the URL' -r -F
+complete -c redlock -n "__fish_redlock_using_subcommand check" -l prefix -d 'Namespace prepended to every key, so staging never blocks production' -r
+complete -c redlock -n "__fish_redlock_using_subcommand check" -l timeout -d 'Connect and command timeout for talking to Redis outside the heartbeat' -r
+complete -c redlock -n "__fish_redlock_using_subcommand check" -l tls-ca-file -d 'CA certificate(s) (PEM) to verify rediss:// servers with, instead of the system\'s' -r -F
+complete -c redlock -n "__fish_redlock_using_subcommand check" -l tls-cert-file -d 'Client certificate (PEM) for servers that require one (with --tls-key-file)' -r -F
+complete -c redlock -n "__fish_redlock_using_subcommand check" -l tls-key-file -d 'Private key (PEM) of the client certificate' -r -F
+complete -c redlock -n "__fish_redlock_using_subcommand check" -l log-format -d 'Format of redlock\'s own messages on stderr' -r -f -a "text\t'`redlock: message` lines'
+json\t'One JSON object per line'"
+complete -c redlock -n "__fish_redlock_using_subcommand check" -l json -d 'One JSON object on stdout instead of the plugin line'
+complete -c redlock -n "__fish_redlock_using_subcommand check" -l tls-insecure -d 'Do not verify the server\'s certificate (rediss:// only; prints a warning)'
+complete -c redlock -n "__fish_redlock_using_subcommand check" -s v -l verbose -d 'Print a timeline of what redlock does on stderr'
+complete -c redlock -n "__fish_redlock_using_subcommand check" -s q -l quiet -d 'Print only the final error line'
+complete -c redlock -n "__fish_redlock_using_subcommand check" -s h -l help -d 'Print help (see more with \'--help\')'

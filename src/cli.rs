@@ -173,6 +173,18 @@ pub enum Command {
     /// Check the server for lock hazards and print each finding with its fix
     #[command(long_about = DOCTOR_LONG_ABOUT, after_help = exit::help(Some("doctor")))]
     Doctor,
+    /// Refuse new runs of locks (for maintenance); with --drain, wait for the running ones
+    #[command(long_about = PAUSE_LONG_ABOUT, after_help = exit::help(Some("pause")))]
+    Pause(PauseArgs),
+    /// Lift a pause: new runs of the locks go ahead again
+    #[command(after_help = exit::help(Some("resume")))]
+    Resume(ResumeArgs),
+    /// Print locks' state and counters as Prometheus metrics
+    #[command(long_about = METRICS_LONG_ABOUT, after_help = exit::help(Some("metrics")))]
+    Metrics(MetricsArgs),
+    /// Health check for Nagios/Icinga: 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN
+    #[command(long_about = CHECK_LONG_ABOUT, after_help = exit::help(Some("check")))]
+    Check(CheckArgs),
     /// Write the man pages and shell completions under DIR (for packagers)
     #[command(name = "generate-docs", hide = true)]
     GenerateDocs(GenerateDocsArgs),
@@ -246,6 +258,130 @@ permission error is a fail that names the missing command, key pattern or channe
 the ACL SETUSER rule that grants it. A missing subscription permission is only a warning: \
 waiters then poll.";
 
+const PAUSE_LONG_ABOUT: &str = "\
+Refuse new runs of locks, for maintenance, until resumed or until --for runs out.
+
+While a key is paused, every new `redlock run` and `redlock acquire` of it exits with the busy \
+status (75, or run's --conflict-exit-code) and a line naming who paused it (host, pid, user), \
+why (--reason) and until when. Runs that hold the lock already are not touched, and neither are \
+nested runs inside them. A run with --wait keeps its place in the queue and goes ahead once the \
+pause is lifted, unless its wait runs out first (then 75).
+
+--all pauses every lock under the prefix, including locks that do not exist yet, with one \
+prefix-wide record ({PREFIX}:redlock:paused); a key's own pause and the prefix-wide one are \
+independent, and either refuses runs. On Redis Cluster --all needs a prefix with a hash tag \
+(e.g. 'jobs:{nightly}:'), otherwise it is refused (64): the record would live in another slot \
+than the locks, where the acquire script cannot read it.
+
+--drain D then waits up to D until none of the paused locks has a running holder, printing who \
+still runs (and again whenever that changes): exit 0 once drained, 75 when holders still run \
+after D (the pause stays in force either way). A pause again replaces the earlier pause \
+record. A pause with --for lapses by itself; `redlock check` reports a pause that ran out \
+without a resume as CRITICAL (for 24h, or until resumed).";
+
+const METRICS_LONG_ABOUT: &str = "\
+Print locks' state and counters as Prometheus metrics (text exposition format), for \
+node_exporter's textfile collector or a sidecar.
+
+Every sample carries a key label: the lock's Redis key (prefix included). Gauges: \
+redlock_held (0/1), redlock_holders (processes running under the lock: 0 or 1; a lock kept by \
+--hold-at-least after its command ended has none), redlock_lease_age_seconds, \
+redlock_ttl_seconds (0 when free; -1 without expiry), redlock_fence, redlock_queue_length, \
+redlock_paused (0/1), redlock_last_run_start_timestamp_seconds, \
+redlock_last_run_duration_seconds, redlock_last_run_exit_status, redlock_last_run_outcome (one \
+sample per outcome, 1 for the last run's), redlock_last_success_timestamp_seconds (when a run \
+last ended ok). Counters: redlock_runs_total, redlock_busy_total, redlock_lease_lost_total, \
+redlock_failed_total, redlock_forced_releases_total. A sample the records cannot give (no run \
+yet) is left out. The counters live in Redis and expire 30 days after their last change, \
+which a scraper sees as a counter reset.
+
+Only read commands are used, as for status.";
+
+const CHECK_LONG_ABOUT: &str = "\
+Health check in the monitoring-plugin convention (Nagios, Icinga, Sensu): one line on stdout, \
+`REDLOCK OK - ...`, `REDLOCK WARNING - ...`, `REDLOCK CRITICAL - ...` or `REDLOCK UNKNOWN - ...`, \
+and the exit status 0, 1, 2 or 3. These statuses are the plugin convention, not the exit table \
+the other subcommands share.
+
+CRITICAL: a holder has held the lock longer than --max-age; no run ended ok within \
+--max-since-success (or ever, as far as the records go back: 30 days); a pause with --for ran \
+out without a resume (the runs go ahead again, but nobody said the maintenance is done); the \
+key holds another type of value (no lock can be taken).
+
+WARNING: a pause in force without an end (--for); the key was never run (no record of a run); \
+the last run did not end ok (failed, killed, lease lost, timed out).
+
+UNKNOWN: Redis could not be asked (unreachable, timed out, authentication or ACL denied, a \
+quorum that cannot tell). A command line redlock cannot parse still exits 64, which the \
+monitoring systems count as UNKNOWN too. The worst key decides; the line names every key that \
+is not OK. With --json, one object: {\"status\", \"code\", \"summary\", \"keys\": [{\"key\", \
+\"status\", \"problems\"}]}.";
+
+#[derive(Debug, Args)]
+pub struct PauseArgs {
+    /// Keys to pause
+    #[arg(value_name = "KEY", required_unless_present = "all")]
+    pub keys: Vec<String>,
+
+    /// Pause every lock under the prefix, existing or not (one prefix-wide record)
+    #[arg(long, conflicts_with = "keys")]
+    pub all: bool,
+
+    /// Lift the pause by itself after this long [default: until resumed]
+    #[arg(long = "for", value_parser = parse_duration, allow_hyphen_values = true, value_name = "DURATION")]
+    pub span: Option<Duration>,
+
+    /// Why, shown to every run that is refused
+    #[arg(long, value_name = "TEXT")]
+    pub reason: Option<String>,
+
+    /// Then wait up to this long until no paused lock has a running holder (exit 75 if some
+    /// still run)
+    #[arg(long, value_parser = parse_duration, allow_hyphen_values = true, value_name = "DURATION")]
+    pub drain: Option<Duration>,
+}
+
+#[derive(Debug, Args)]
+pub struct ResumeArgs {
+    /// Keys to resume
+    #[arg(value_name = "KEY", required_unless_present = "all")]
+    pub keys: Vec<String>,
+
+    /// Lift the prefix-wide pause and every key's own pause under the prefix
+    #[arg(long, conflicts_with = "keys")]
+    pub all: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct MetricsArgs {
+    /// Keys to report
+    #[arg(value_name = "KEY", required_unless_present = "all")]
+    pub keys: Vec<String>,
+
+    /// Every lock redlock created under the prefix (found with SCAN)
+    #[arg(long, conflicts_with = "keys")]
+    pub all: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    /// Keys to check
+    #[arg(value_name = "KEY", required = true)]
+    pub keys: Vec<String>,
+
+    /// CRITICAL when a holder has held a lock longer than this
+    #[arg(long, value_parser = parse_duration, allow_hyphen_values = true, value_name = "DURATION")]
+    pub max_age: Option<Duration>,
+
+    /// CRITICAL when no run of a key ended ok within this long
+    #[arg(long, value_parser = parse_duration, allow_hyphen_values = true, value_name = "DURATION")]
+    pub max_since_success: Option<Duration>,
+
+    /// One JSON object on stdout instead of the plugin line
+    #[arg(long)]
+    pub json: bool,
+}
+
 #[derive(Debug, Args)]
 pub struct GenerateDocsArgs {
     /// Directory under which man/ and completions/ are written (created when missing)
@@ -306,6 +442,12 @@ pub struct RunArgs {
     /// Recorded (holder and last-run records, `status`) instead of the command
     #[arg(long, env = "REDLOCK_LABEL", value_name = "TEXT")]
     pub label: Option<String>,
+
+    /// When the run ends (after the release), write the key's Prometheus metrics to this file
+    /// atomically (a temporary file in the same directory, then renamed); a failure to write
+    /// is a warning and leaves the exit status alone
+    #[arg(long, env = "REDLOCK_METRICS_FILE", value_name = "PATH")]
+    pub metrics_file: Option<PathBuf>,
 
     /// Run this through `sh -c` instead of a command after `--`
     #[arg(short = 'c', value_name = "SHELL COMMAND", conflicts_with = "command")]

@@ -37,6 +37,10 @@ pub enum Exit {
     NotExecutable,
     /// 127: the command was not found.
     NotFound,
+    /// 2: `check` only (monitoring-plugin convention): CRITICAL.
+    Critical,
+    /// 3: `check` only (monitoring-plugin convention): UNKNOWN, Redis could not be asked.
+    Unknown,
 }
 
 pub const BUSY: u8 = 75;
@@ -57,6 +61,8 @@ impl Exit {
             Exit::TimedOut => 124,
             Exit::NotExecutable => 126,
             Exit::NotFound => 127,
+            Exit::Critical => 2,
+            Exit::Unknown => 3,
         }
     }
 
@@ -142,6 +148,23 @@ pub const STATUSES: &[Status] = &[
             ),
             on("extend", "renewed", "The lock now expires TTL from now."),
             on("doctor", "every check ok", "Every check is ok."),
+            on(
+                "pause",
+                "paused",
+                "Every named key (with `--all`: the prefix) is paused; with `--drain`, no \
+                 paused lock had a running holder left within the drain time.",
+            ),
+            on(
+                "resume",
+                "resumed",
+                "A pause was lifted on every named key (with `--all`: whatever was paused).",
+            ),
+            on("metrics", "printed", "The metrics are on stdout."),
+            on(
+                "check",
+                "OK",
+                "OK (monitoring-plugin convention): nothing below applies to any key.",
+            ),
         ],
     },
     Status {
@@ -166,7 +189,34 @@ pub const STATUSES: &[Status] = &[
                 "warnings only",
                 "Some checks warned, none failed.",
             ),
+            on(
+                "resume",
+                "nothing to resume",
+                "A named key was not paused (the others were resumed).",
+            ),
+            on(
+                "check",
+                "WARNING",
+                "WARNING: a key is paused without an end (`--for`), was never run, or its last \
+                 run did not end ok.",
+            ),
         ],
+    },
+    Status {
+        exit: Exit::Critical,
+        short: "CRITICAL",
+        meaning: "CRITICAL (`check` only, monitoring-plugin convention): a holder older than \
+            `--max-age`, no run ended ok within `--max-since-success`, a pause whose `--for` ran \
+            out without a resume, or a key of another type.",
+        on: &[on("check", "", "")],
+    },
+    Status {
+        exit: Exit::Unknown,
+        short: "UNKNOWN",
+        meaning: "UNKNOWN (`check` only, monitoring-plugin convention): Redis could not be asked \
+            (unreachable, timed out, authentication or ACL denied, a quorum that cannot tell); \
+            `check` never exits 69 or 77.",
+        on: &[on("check", "", "")],
     },
     Status {
         exit: Exit::Usage,
@@ -196,6 +246,9 @@ pub const STATUSES: &[Status] = &[
                 "For `doctor`: the role check found a replica, or the probe lock's writes were \
                  refused.",
             ),
+            on("pause", "", ""),
+            on("resume", "", ""),
+            on("metrics", "", ""),
         ],
     },
     Status {
@@ -203,7 +256,20 @@ pub const STATUSES: &[Status] = &[
         short: "busy",
         meaning: "Lock busy: held by someone else and not acquired within `--wait` (`redlock run \
             --conflict-exit-code N` replaces it, 0 allowed).",
-        on: &[on("run", "", ""), on("acquire", "", "")],
+        on: &[
+            on("run", "", "Also when the key is paused (`redlock pause`)."),
+            on(
+                "acquire",
+                "",
+                "Also when the key is paused (`redlock pause`).",
+            ),
+            on(
+                "pause",
+                "holders remain",
+                "With `--drain`: a paused lock still had a running holder when the drain time \
+                 ran out (the pause stays in force).",
+            ),
+        ],
     },
     Status {
         exit: Exit::LeaseLost,
@@ -240,6 +306,13 @@ pub const STATUSES: &[Status] = &[
                 "Also when the user lacks a permission `redlock run` or `status` needs (the fail \
                  line names it).",
             ),
+            on("pause", "", ""),
+            on("resume", "", ""),
+            on(
+                "metrics",
+                "",
+                "`metrics` needs only read commands, as `status` does.",
+            ),
         ],
     },
     Status {
@@ -265,6 +338,13 @@ pub const STATUSES: &[Status] = &[
                 "doctor",
                 "",
                 "Also when the server is too old for redlock's scripts (before 5.0).",
+            ),
+            on("pause", "", ""),
+            on("resume", "", ""),
+            on(
+                "metrics",
+                "",
+                "A key of another type is no lock (the other keys' metrics are printed).",
             ),
         ],
     },
@@ -304,6 +384,10 @@ const EVERY_COMMAND: &[On] = &[
     on("acquire", "", ""),
     on("extend", "", ""),
     on("doctor", "", ""),
+    on("pause", "", ""),
+    on("resume", "", ""),
+    on("metrics", "", ""),
+    on("check", "", ""),
 ];
 
 /// Said after the table, on every page.
@@ -429,11 +513,13 @@ mod tests {
         assert_eq!(Exit::Signal(libc::SIGTERM).code(), 143);
         assert_eq!(Exit::Signal(libc::SIGKILL).code(), 137);
         assert_eq!(Exit::Child(3).code(), 3);
+        assert_eq!(Exit::Critical.code(), 2);
+        assert_eq!(Exit::Unknown.code(), 3);
     }
 
     /// One of each kind; the match makes a new variant fail to compile here until the table
     /// has a line for it.
-    fn every_kind() -> [Exit; 13] {
+    fn every_kind() -> [Exit; 15] {
         let kinds = [
             Exit::Success,
             Exit::No,
@@ -448,6 +534,8 @@ mod tests {
             Exit::TimedOut,
             Exit::NotExecutable,
             Exit::NotFound,
+            Exit::Critical,
+            Exit::Unknown,
         ];
         for kind in kinds {
             match kind {
@@ -463,7 +551,9 @@ mod tests {
                 | Exit::Config
                 | Exit::TimedOut
                 | Exit::NotExecutable
-                | Exit::NotFound => {}
+                | Exit::NotFound
+                | Exit::Critical
+                | Exit::Unknown => {}
             }
         }
         kinds
@@ -500,8 +590,10 @@ mod tests {
         }
         for name in visible {
             let labels: Vec<String> = Status::of(Some(name)).map(|s| s.exit.label()).collect();
+            // `check` follows the monitoring-plugin convention: a denied permission is UNKNOWN.
+            let denied = if name == "check" { "3" } else { "77" };
             assert!(
-                labels.contains(&"64".to_owned()) && labels.contains(&"77".to_owned()),
+                labels.contains(&"64".to_owned()) && labels.contains(&denied.to_owned()),
                 "{name}: {labels:?}"
             );
         }

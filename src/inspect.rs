@@ -1,11 +1,11 @@
-//! Reading a lock's state for `status`: the lock, its fence and its records, with plain read
+//! Reading a lock's state for `status`, `metrics`, `check` and `pause --drain`: the lock, its fence and its records, with plain read
 //! commands only (`+@read` is enough), one round trip per batch of keys.
 
 use anyhow::{Context, Result};
 use redis::Value;
 
 use crate::keys::Keys;
-use crate::record::{Counters, Holder, LastRun, LockState, Waiter};
+use crate::record::{Counters, Holder, LastRun, LockState, Pause, Waiter};
 use crate::server::Conn;
 
 /// Everything Redis knows about one lock.
@@ -23,6 +23,8 @@ pub struct Inspection {
     pub counters: Counters,
     /// The waiters, first in line first.
     pub queue: Vec<Waiter>,
+    /// The lock's own pause record (in force or lapsed), then the prefix-wide one.
+    pub pauses: Vec<Pause>,
 }
 
 impl Inspection {
@@ -36,6 +38,11 @@ impl Inspection {
 
     pub fn state(&self) -> LockState {
         LockState::of_type(&self.key_type)
+    }
+
+    /// The pause in force at server time `now_ms`, the lock's own first.
+    pub fn pause(&self, now_ms: i64) -> Option<&Pause> {
+        self.pauses.iter().find(|p| p.in_force(now_ms))
     }
 
     /// The holder, while the lock is held. A holder record outliving its lock (the key was
@@ -64,6 +71,7 @@ fn queue_of(tickets: &Value, who: &[(String, String)]) -> Vec<Waiter> {
 /// key of another type reads as nil; TYPE tells the two apart. A companion key of the wrong
 /// type reads as empty rather than failing the whole pipeline.
 pub fn inspect(con: &mut Conn, keys: &[Keys]) -> Result<Vec<Inspection>> {
+    let cluster = matches!(con, Conn::Cluster(_));
     // A cluster routes a pipeline by its first key: one pipeline per lock (one slot each).
     if let Conn::Cluster(_) = con
         && keys.len() > 1
@@ -95,13 +103,29 @@ pub fn inspect(con: &mut Conn, keys: &[Keys]) -> Result<Vec<Inspection>> {
             .arg(0)
             .arg(-1)
             .cmd("HGETALL")
-            .arg(&k.waiters);
+            .arg(&k.waiters)
+            .cmd("HGETALL")
+            .arg(&k.paused)
+            .cmd("HGETALL")
+            .arg(k.pause_all_for(cluster));
     }
     pipe.ignore_errors();
     let replies: Vec<Value> = pipe.query(con).context("cannot read the lock state")?;
     let mut out = Vec::with_capacity(keys.len());
-    for chunk in replies.chunks(8) {
-        let [key_type, values, pttl, holder, last, stats, queue, waiters] = chunk else {
+    for (chunk, k) in replies.chunks(10).zip(keys) {
+        let [
+            key_type,
+            values,
+            pttl,
+            holder,
+            last,
+            stats,
+            queue,
+            waiters,
+            paused,
+            pause_all,
+        ] = chunk
+        else {
             anyhow::bail!("unexpected reply from the server");
         };
         // Errors on the lock key itself (NOPERM, say) are the answer, with their class.
@@ -130,6 +154,15 @@ pub fn inspect(con: &mut Conn, keys: &[Keys]) -> Result<Vec<Inspection>> {
             last: LastRun::decode(&pairs(last)?),
             counters: Counters::decode(&pairs(stats)?),
             queue: queue_of(queue, &pairs(waiters)?),
+            pauses: [
+                Pause::decode(&pairs(paused)?, false),
+                Some(pause_all)
+                    .filter(|_| k.pause_all_for(cluster) != k.paused)
+                    .and_then(|v| Pause::decode(&pairs(v).ok()?, true)),
+            ]
+            .into_iter()
+            .flatten()
+            .collect(),
         });
     }
     Ok(out)

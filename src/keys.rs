@@ -9,7 +9,14 @@
 //!   are `L:redlock:NAME`, keeping L's tag. NAME is `fence` (a counter that only grows; the only
 //!   key redlock never expires), `holder` (hash: who holds the lock, expires with it), `last`
 //!   (hash: the last finished run) and `stats` (hash: counters); `last` and `stats` expire
-//!   [`RECORD_TTL`] after their last write. What the hashes hold is `record.rs`.
+//!   [`RECORD_TTL`] after their last write; `queue`, `alive` and `waiters` (the `--wait`
+//!   queue); `paused` (hash: who paused the lock, why, until when; see `commands/pause.rs`).
+//!   What the hashes hold is `record.rs`.
+//! * The pause of every lock under a prefix P is the `paused` companion of the empty key under
+//!   P: `{P}:redlock:paused` (or `P:redlock:paused` when P has a hash tag). No lock has an empty
+//!   key, so it is nobody's lock. On Redis Cluster it lives in another slot than the locks
+//!   unless P carries a hash tag, and the acquire script (one slot) cannot read it: there it is
+//!   left out ([`Keys::pause_all_for`]) and `pause --all` is refused.
 //! * A release publishes on channel `{L}:redlock:released` (same naming rule) so waiters wake at
 //!   once instead of polling.
 //!
@@ -23,7 +30,7 @@ use redis::Value;
 
 use crate::error::usage;
 use crate::scripts::{
-    ALIVE, COMPANIONS, FENCE, FENCE_PATTERN, HOLDER, LAST, QUEUE, RELEASED, STATS, WAITERS,
+    ALIVE, COMPANIONS, FENCE, HOLDER, LAST, PAUSED, QUEUE, RELEASED, STATS, WAITERS,
 };
 use crate::server::Conn;
 
@@ -44,6 +51,10 @@ pub struct Keys {
     pub queue: String,
     pub alive: String,
     pub waiters: String,
+    /// The lock's pause record.
+    pub paused: String,
+    /// The pause record of every lock under the prefix.
+    pub pause_all: String,
     /// Where a release wakes waiters: this channel when nobody is queued, else this channel
     /// followed by `:TICKET` for the waiter at the head of the queue.
     pub channel: String,
@@ -83,6 +94,8 @@ impl Keys {
             alive: companion(ALIVE),
             waiters: companion(WAITERS),
             channel: companion(RELEASED),
+            paused: companion(PAUSED),
+            pause_all: prefix_pause_key(prefix),
             fence,
             lock,
         })
@@ -104,6 +117,29 @@ impl Keys {
             &self.waiters,
         ]
     }
+}
+
+impl Keys {
+    /// The prefix-wide pause record as a script or a pipeline of this lock may name it: on a
+    /// cluster connection, where it does not share the lock's slot, the lock's own pause
+    /// record stands in for it (read twice, it changes nothing).
+    pub fn pause_all_for(&self, cluster: bool) -> &str {
+        if cluster && slot_part(&self.pause_all) != slot_part(&self.lock) {
+            &self.paused
+        } else {
+            &self.pause_all
+        }
+    }
+}
+
+/// The pause record of every lock under `prefix`.
+pub fn prefix_pause_key(prefix: &str) -> String {
+    companion_key(prefix, PAUSED)
+}
+
+/// Whether the prefix-wide pause record shares the locks' slot (the prefix has a hash tag).
+pub fn prefix_pause_in_slot(prefix: &str) -> bool {
+    hash_tag(prefix).is_some()
 }
 
 /// The name of `lock`'s companion NAME: `{L}:redlock:NAME`, or `L:redlock:NAME` when L has a
@@ -141,6 +177,7 @@ fn companion_role(name: &str) -> &'static str {
         HOLDER => "holder record",
         LAST => "last-run record",
         QUEUE | ALIVE | WAITERS => "waiters' queue",
+        PAUSED => "pause record",
         _ => "counters",
     }
 }
@@ -161,6 +198,13 @@ fn slot_part(key: &str) -> &str {
 /// Every lock redlock has created under `prefix`, found by SCANning for fence counters (the one
 /// companion that never expires). Never KEYS: SCAN does not block the server.
 pub fn scan_locks(con: &mut Conn, prefix: &str) -> Result<Vec<Keys>> {
+    scan_companions(con, prefix, FENCE)
+}
+
+/// Every lock under `prefix` that has a companion NAME (`FENCE` finds every lock redlock
+/// created; `PAUSED` every paused one, created or not).
+pub fn scan_companions(con: &mut Conn, prefix: &str, name: &str) -> Result<Vec<Keys>> {
+    let pattern = format!("*:redlock:{name}");
     let mut found = std::collections::BTreeMap::new();
     if let Conn::Cluster(cluster) = con {
         // Every master holds its own part of the keyspace: SCAN each of them.
@@ -183,17 +227,17 @@ pub fn scan_locks(con: &mut Conn, prefix: &str) -> Result<Vec<Keys>> {
             let route = redis::cluster_routing::RoutingInfo::SingleNode(
                 redis::cluster_routing::SingleNodeRoutingInfo::ByAddress { host, port },
             );
-            scan_pages(prefix, &mut found, |cursor| {
+            scan_pages(prefix, name, &mut found, |cursor| {
                 let reply = cluster
-                    .route_command(&scan_cmd(cursor), route.clone())
+                    .route_command(&scan_cmd(&pattern, cursor), route.clone())
                     .context("cannot list the locks (SCAN)")?;
                 Ok(redis::from_redis_value(reply)?)
             })?;
         }
         return Ok(found.into_values().collect());
     }
-    scan_pages(prefix, &mut found, |cursor| {
-        scan_cmd(cursor)
+    scan_pages(prefix, name, &mut found, |cursor| {
+        scan_cmd(&pattern, cursor)
             .query(con)
             .context("cannot list the locks (SCAN)")
     })?;
@@ -203,14 +247,15 @@ pub fn scan_locks(con: &mut Conn, prefix: &str) -> Result<Vec<Keys>> {
 /// Follows a SCAN cursor to the end, keeping the locks under `prefix`.
 fn scan_pages(
     prefix: &str,
+    name: &str,
     found: &mut std::collections::BTreeMap<String, Keys>,
     mut page: impl FnMut(u64) -> Result<(u64, Vec<String>)>,
 ) -> Result<()> {
     let mut cursor = 0;
     loop {
         let (next, batch) = page(cursor)?;
-        for fence_key in batch {
-            if let Some(keys) = keys_of_fence(prefix, &fence_key) {
+        for companion in batch {
+            if let Some(keys) = keys_of_companion(prefix, name, &companion) {
                 found.insert(keys.lock.clone(), keys);
             }
         }
@@ -221,21 +266,26 @@ fn scan_pages(
     }
 }
 
-fn scan_cmd(cursor: u64) -> redis::Cmd {
+fn scan_cmd(pattern: &str, cursor: u64) -> redis::Cmd {
     let mut cmd = redis::cmd("SCAN");
     cmd.arg(cursor)
         .arg("MATCH")
-        .arg(FENCE_PATTERN)
+        .arg(pattern)
         .arg("COUNT")
         .arg(1000);
     cmd
 }
 
-/// The lock whose fence counter is `fence_key`, if it lies under `prefix`.
-fn keys_of_fence(prefix: &str, fence_key: &str) -> Option<Keys> {
-    let (lock, name) = lock_of_companion(fence_key)?;
-    let key = lock.strip_prefix(prefix).filter(|_| name == FENCE)?;
+/// The lock whose companion NAME is `companion`, if it lies under `prefix`.
+fn keys_of_companion(prefix: &str, name: &str, companion: &str) -> Option<Keys> {
+    let (lock, found) = lock_of_companion(companion)?;
+    let key = lock.strip_prefix(prefix).filter(|_| found == name)?;
     Keys::new(prefix, key).ok()
+}
+
+#[cfg(test)]
+fn keys_of_fence(prefix: &str, fence_key: &str) -> Option<Keys> {
+    keys_of_companion(prefix, FENCE, fence_key)
 }
 
 #[cfg(test)]

@@ -13,7 +13,7 @@ use anyhow::{Context, Result};
 use redis::{ConnectionLike, Script, Value};
 
 use crate::keys::{Keys, RECORD_TTL};
-use crate::record::{Holder, LastRun};
+use crate::record::{Holder, LastRun, Pause};
 use crate::server::Conn;
 
 /// A lock token: a UUID v4 (122 random bits from the OS source), unique to one acquisition.
@@ -94,6 +94,8 @@ pub struct Busy {
     pub ahead: usize,
     /// Waiters in the key's queue, this one included.
     pub queued: usize,
+    /// The pause in force, when the key is paused (`redlock pause`).
+    pub pause: Option<Box<Pause>>,
 }
 
 impl Busy {
@@ -102,8 +104,21 @@ impl Busy {
         self.pttl_ms == -2
     }
 
-    /// "held by host (pid 12, user bob, fence 7) for 3m 2s, expires in 25s".
+    /// "held by host (pid 12, user bob, fence 7) for 3m 2s, expires in 25s"; a paused key
+    /// names the pause first.
     pub fn describe(&self) -> String {
+        if let Some(pause) = &self.pause {
+            let mut out = pause.describe(self.server_now_ms);
+            if self.pttl_ms != -2 {
+                out.push_str("; meanwhile ");
+                out.push_str(&self.describe_holder());
+            }
+            return out;
+        }
+        self.describe_holder()
+    }
+
+    fn describe_holder(&self) -> String {
         if self.is_queue() {
             return format!(
                 "free, but {} queued for it",
@@ -163,11 +178,15 @@ pub struct Queueing<'a> {
 
 /// One acquire attempt; a waiter (`queue`) that is refused joins the key's queue, or refreshes
 /// its entry there.
+///
+/// `cluster`: the connection is a Redis Cluster's, where the prefix-wide pause record can be
+/// read only when it shares the lock's slot ([`Keys::pause_all_for`]).
 pub fn acquire(
     con: &mut dyn ConnectionLike,
     claim: &Claim,
     refusal: Refusal,
     queue: Option<&Queueing>,
+    cluster: bool,
 ) -> Result<Acquire> {
     let Claim {
         keys,
@@ -183,6 +202,8 @@ pub fn acquire(
         .key(&keys.queue)
         .key(&keys.alive)
         .key(&keys.waiters)
+        .key(&keys.paused)
+        .key(keys.pause_all_for(cluster))
         .arg(token)
         .arg(ttl.as_millis() as u64)
         .arg(if refusal == Refusal::Count { "1" } else { "0" })
@@ -219,6 +240,11 @@ pub fn acquire(
         holder: brief(reply.get(3)),
         ahead: usize::try_from(int(4)).unwrap_or(0),
         queued: usize::try_from(int(5)).unwrap_or(0),
+        pause: reply
+            .get(6)
+            .and_then(|v| redis::from_redis_value_ref::<Vec<Option<String>>>(v).ok())
+            .and_then(Pause::decode_brief)
+            .map(Box::new),
     }))
 }
 
@@ -398,6 +424,40 @@ pub fn undo(con: &mut dyn ConnectionLike, keys: &Keys, token: &str) -> Result<()
         .invoke::<i64>(con)
         .with_context(|| format!("cannot undo the attempt on {}", keys.lock))?;
     Ok(())
+}
+
+static PAUSE: LazyLock<Script> = LazyLock::new(|| Script::new(crate::scripts::PAUSE));
+
+/// Stores a pause record at `record` (a lock's, or the prefix-wide one) for `span` (`None`:
+/// until resumed). Returns the server's (since, until) in ms; until 0: until resumed.
+pub fn pause(
+    con: &mut dyn ConnectionLike,
+    record: &str,
+    span: Option<Duration>,
+    who: &[(&'static str, String)],
+) -> Result<(i64, i64)> {
+    let mut call = PAUSE.prepare_invoke();
+    call.key(record)
+        .arg(span.map_or(0, |d| d.as_millis().max(1) as u64))
+        .arg(crate::record::PAUSE_KEPT.as_millis() as u64);
+    for (name, value) in who {
+        call.arg(*name).arg(value);
+    }
+    call.invoke(con)
+        .with_context(|| format!("cannot pause {record}"))
+}
+
+static RESUME: LazyLock<Script> = LazyLock::new(|| Script::new(crate::scripts::RESUME));
+
+/// Lifts a lock's own pause, waking its first waiter when the lock is free. `Ok(true)` when
+/// there was a pause record.
+pub fn resume(con: &mut dyn ConnectionLike, keys: &Keys) -> Result<bool> {
+    let removed: i64 = ending(&RESUME, keys)
+        .key(&keys.paused)
+        .arg(&keys.channel)
+        .invoke(con)
+        .with_context(|| format!("cannot resume {}", keys.lock))?;
+    Ok(removed == 1)
 }
 
 static LEAVE: LazyLock<Script> = LazyLock::new(|| Script::new(crate::scripts::LEAVE));

@@ -109,6 +109,10 @@ fn dispatch(ctx: &Context, command: Command) -> Result<Exit> {
         Command::Acquire(args) => commands::acquire::acquire(ctx, args),
         Command::Extend(args) => commands::extend::extend(ctx, args),
         Command::Doctor => commands::doctor::doctor(ctx),
+        Command::Pause(args) => commands::pause::pause(ctx, args),
+        Command::Resume(args) => commands::pause::resume(ctx, args),
+        Command::Metrics(args) => commands::metrics::metrics(ctx, args),
+        Command::Check(args) => commands::check::check(ctx, args),
         Command::GenerateDocs(args) => commands::generate::generate_docs(&args),
     }
 }

@@ -257,14 +257,18 @@ impl Nodes {
         if let Some(work) = meanwhile {
             if let [node] = self.nodes.as_mut_slice() {
                 let result = node.with(timeout, |c| {
-                    lock::acquire(&mut Overlap::new(c, work), claim, refusal, queue)
+                    let cluster = matches!(c, Conn::Cluster(_));
+                    lock::acquire(&mut Overlap::new(c, work), claim, refusal, queue, cluster)
                 });
                 self.abandon(claim);
                 return result;
             }
             work();
         }
-        let results = self.each(|c| lock::acquire(c, claim, refusal, queue));
+        let results = self.each(|c| {
+            let cluster = matches!(c, Conn::Cluster(_));
+            lock::acquire(c, claim, refusal, queue, cluster)
+        });
         if !self.is_quorum() {
             self.abandon(claim);
             return results.into_iter().next().expect("one node");

@@ -34,6 +34,11 @@ pub const LEAVE: &str = concat!(
     include_str!("scripts/queue.lua"),
     include_str!("scripts/leave.lua")
 );
+pub const PAUSE: &str = include_str!("scripts/pause.lua");
+pub const RESUME: &str = concat!(
+    include_str!("scripts/queue.lua"),
+    include_str!("scripts/resume.lua")
+);
 
 /// Every script, by name.
 pub const ALL: &[(&str, &str)] = &[
@@ -45,6 +50,8 @@ pub const ALL: &[(&str, &str)] = &[
     ("heal", HEAL),
     ("held", HELD),
     ("leave", LEAVE),
+    ("pause", PAUSE),
+    ("resume", RESUME),
 ];
 
 /// The fence counter: it only grows, and is the one key redlock never expires.
@@ -61,10 +68,14 @@ pub const QUEUE: &str = "queue";
 pub const ALIVE: &str = "alive";
 /// Who each waiter is (a hash: ticket -> since, host, pid, user, command).
 pub const WAITERS: &str = "waiters";
+/// The pause record (a hash: who paused the lock, why, since and until when). The pause of
+/// every lock under a prefix is the pause record of the empty key under it, `{PREFIX}:redlock:paused`
+/// (no lock can have an empty key).
+pub const PAUSED: &str = "paused";
 /// The channel a release publishes on (not a key: nothing is stored under it).
 pub const RELEASED: &str = "released";
 /// Every companion key's NAME.
-pub const COMPANIONS: [&str; 7] = [FENCE, HOLDER, LAST, STATS, QUEUE, ALIVE, WAITERS];
+pub const COMPANIONS: [&str; 8] = [FENCE, HOLDER, LAST, STATS, QUEUE, ALIVE, WAITERS, PAUSED];
 
 /// The SCAN MATCH pattern of every lock's fence counter: the companion that never expires is
 /// how `status --all` finds the locks.
@@ -161,9 +172,10 @@ mod tests {
                     "{companion}"
                 );
             }
-            // Every name a lock has in Redis: the lock, the companions and the release channel.
+            // Every name a lock has in Redis: the lock, the companions, the release channel and
+            // the prefix-wide pause record.
             let names = format!("{keys:?}").matches(":redlock:").count();
-            assert_eq!(names, COMPANIONS.len() + 1, "{keys:?}");
+            assert_eq!(names, COMPANIONS.len() + 2, "{keys:?}");
             assert!(glob_tail_matches(FENCE_PATTERN, &keys.fence));
         }
         assert_eq!(FENCE_PATTERN, format!("*:redlock:{FENCE}"));

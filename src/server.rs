@@ -462,6 +462,11 @@ impl Server {
         self.tls.as_ref()
     }
 
+    /// A Redis Cluster (`redis+cluster://`, `rediss+cluster://`).
+    pub fn is_cluster(&self) -> bool {
+        matches!(self.target, Target::Cluster { .. })
+    }
+
     /// Cluster and Sentinel targets cannot be members of a quorum.
     pub fn is_direct(&self) -> bool {
         matches!(self.target, Target::Direct(_))

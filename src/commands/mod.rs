@@ -2,9 +2,12 @@
 //! error that `main` classifies; none of them exits the process.
 
 pub mod acquire;
+pub mod check;
 pub mod doctor;
 pub mod extend;
 pub mod generate;
+pub mod metrics;
+pub mod pause;
 pub mod release;
 pub mod run;
 pub mod status;

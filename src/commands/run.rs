@@ -41,7 +41,33 @@ use crate::signals::{self, Event, Signals};
 use crate::tree::{Scratch, Tree};
 use crate::wait::{self, Request, Taken};
 
-pub fn run(ctx: &Context, args: RunArgs) -> Result<Exit> {
+pub fn run(ctx: &Context, mut args: RunArgs) -> Result<Exit> {
+    let Some(path) = args.metrics_file.take() else {
+        return run_locked(ctx, args);
+    };
+    let key = args.key.clone();
+    let result = run_locked(ctx, args);
+    // After the release, so the file shows the run's own record; a bad command line contacted
+    // nothing and writes nothing. The file is the run's by-product: failing to write it is a
+    // warning, and the exit status stays the run's.
+    if !matches!(&result, Err(e) if crate::error::classify(e) == Exit::Usage) {
+        let written = Keys::new(&ctx.prefix, &key).and_then(|keys| {
+            let mut nodes = ctx.nodes(ctx.timeout);
+            nodes.connect()?;
+            super::metrics::write_file(&mut nodes, &keys, &path)
+        });
+        if let Err(e) = written {
+            log::warn(
+                "metrics_file",
+                &format!("--metrics-file not written: {}", render(&e)),
+                &[],
+            );
+        }
+    }
+    result
+}
+
+fn run_locked(ctx: &Context, args: RunArgs) -> Result<Exit> {
     // Everything the operator typed is checked before Redis is contacted.
     let lease = Lease::new(args.ttl, args.kill_after)?;
     if args.max_runtime.is_some_and(|d| d.is_zero()) {

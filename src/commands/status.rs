@@ -27,6 +27,10 @@
 //!                        "user", "command", "started_ms", "ended_ms", "duration_ms", "fence"},
 //!    "queue": [{"host", "pid", "user", "command", "since_ms"}],  // waiters, first in line first
 //!    "counters": {"runs", "busy", "lost", "failed", "forced"},
+//!    "last_ok_ms": 1795238551000 | null, // when a run last ended ok
+//!    "paused": true | false,           // a pause in force: new runs are refused
+//!    "pauses": [{"scope": "key" | "prefix", "in_force", "host", "pid", "user", "reason",
+//!                "since_ms", "until_ms" (null: until resumed)}],  // in force or lapsed
 //!    // only with several --url (a quorum):
 //!    "quorum": {"nodes": 3, "majority": 2, "holding": 2},
 //!    "nodes": [{"url", "state": "held"|"held_by_another_token"|"free"|"wrong_type"|"error",
@@ -47,7 +51,7 @@ use crate::json::Json;
 use crate::keys::{self, Keys};
 use crate::lease::fmt;
 use crate::log;
-use crate::nodes::Tally;
+use crate::nodes::{Nodes, Tally};
 use crate::record::{Holder, LockState, Waiter};
 
 pub fn status(ctx: &Context, args: StatusArgs) -> Result<Exit> {
@@ -68,20 +72,7 @@ pub fn status(ctx: &Context, args: StatusArgs) -> Result<Exit> {
     } else {
         keys
     };
-    let mut per_node: Vec<Result<Vec<Inspection>>> =
-        (0..nodes.len()).map(|_| Ok(Vec::new())).collect();
-    for batch in keys.chunks(100) {
-        for (node, result) in per_node
-            .iter_mut()
-            .zip(nodes.each(|c| inspect::inspect(c, batch)))
-        {
-            match (node.as_mut(), result) {
-                (Ok(all), Ok(mut some)) => all.append(&mut some),
-                (Ok(_), Err(e)) => *node = Err(e),
-                (Err(_), _) => {}
-            }
-        }
-    }
+    let per_node = inspect_on_each(&mut nodes, &keys);
     let names: Vec<String> = nodes.servers().map(|s| s.name().to_string()).collect();
     let majority = nodes.majority();
     let per_node = if nodes.is_quorum() {
@@ -162,7 +153,59 @@ pub fn status(ctx: &Context, args: StatusArgs) -> Result<Exit> {
     }
 }
 
-fn now_ms() -> i64 {
+/// Every node's inspections of `keys`, one pipeline per batch of 100 keys.
+pub fn inspect_on_each(nodes: &mut Nodes, keys: &[Keys]) -> Vec<Result<Vec<Inspection>>> {
+    let mut per_node: Vec<Result<Vec<Inspection>>> =
+        (0..nodes.len()).map(|_| Ok(Vec::new())).collect();
+    for batch in keys.chunks(100) {
+        for (node, result) in per_node
+            .iter_mut()
+            .zip(nodes.each(|c| inspect::inspect(c, batch)))
+        {
+            match (node.as_mut(), result) {
+                (Ok(all), Ok(mut some)) => all.append(&mut some),
+                (Ok(_), Err(e)) => *node = Err(e),
+                (Err(_), _) => {}
+            }
+        }
+    }
+    per_node
+}
+
+/// One inspection per key, for the commands that read a lock without showing each node
+/// (`metrics`, `check`, `pause --drain`): the server's, or in a quorum the view `status`
+/// shows (the majority's). An error when the server could not be asked, or a quorum cannot
+/// tell whether a lock is held.
+pub fn inspect_each(nodes: &mut Nodes, keys: &[Keys]) -> Result<Vec<Inspection>> {
+    let per_node = inspect_on_each(nodes, keys);
+    if !nodes.is_quorum() {
+        return per_node.into_iter().next().expect("one node");
+    }
+    let per_node = nodes.answered(per_node)?;
+    let nothing = Inspection::nothing();
+    let majority = nodes.majority();
+    let mut out = Vec::with_capacity(keys.len());
+    for (i, k) in keys.iter().enumerate() {
+        let ok: Vec<Option<&Inspection>> = per_node
+            .iter()
+            .map(|r| r.as_ref().ok().map(|all| &all[i]))
+            .collect();
+        let tally = Tally::count(&ok, majority, &nothing);
+        if tally.unknown {
+            return Err(crate::error::fail(
+                Exit::Unavailable,
+                format!(
+                    "the quorum cannot tell whether {} is held: too many nodes did not answer",
+                    k.lock
+                ),
+            ));
+        }
+        out.push(tally.shown.clone());
+    }
+    Ok(out)
+}
+
+pub fn now_ms() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as i64)
@@ -302,6 +345,12 @@ impl<'a> View<'a> {
             Json::Arr(self.i.queue.iter().map(Waiter::json).collect()),
         ));
         fields.push(("counters", self.i.counters.json()));
+        fields.push(("last_ok_ms", Json::opt_num(self.i.counters.last_ok_ms)));
+        fields.push(("paused", Json::Bool(self.i.pause(self.now_ms).is_some())));
+        fields.push((
+            "pauses",
+            Json::Arr(self.i.pauses.iter().map(|p| p.json(self.now_ms)).collect()),
+        ));
         Json::Obj(fields)
     }
 
@@ -357,6 +406,9 @@ impl<'a> View<'a> {
                     self.expiry()
                 )),
             },
+        }
+        for pause in &self.i.pauses {
+            out.push_str(&format!("  paused    {}\n", pause.describe(self.now_ms)));
         }
         if let Some(q) = &self.quorum {
             out.push_str(&format!(

@@ -3,6 +3,8 @@
 -- KEYS[1] lock (string: the token)    KEYS[2] fence counter    KEYS[3] holder record (hash)
 -- KEYS[4] counters (hash)   KEYS[5] queue (zset: ticket -> arrival)
 -- KEYS[6] queue liveness (zset: ticket -> deadline, ms)   KEYS[7] waiters (hash: ticket -> who)
+-- KEYS[8] the lock's pause record (hash)   KEYS[9] the prefix-wide pause record (hash; the same
+--         key as KEYS[8] where it cannot share the lock's slot)
 -- ARGV[1] token   ARGV[2] ttl (ms)   ARGV[3] '1' to count a busy refusal   ARGV[4] record ttl (ms)
 -- ARGV[5] the waiter's ticket ('' when not waiting)   ARGV[6] its arrival ('' for the server's
 --         clock in µs)   ARGV[7] how long an entry lives unrefreshed (ms)   ARGV[8] who waits
@@ -11,8 +13,20 @@
 --          started, renewed, ttl, fence and finished.
 -- Reply: {1, fence, server time (ms)} when taken;
 --        {0, pttl (ms; -2 when free but others are queued), server time (ms),
---         {host, pid, user, started, fence}, waiters ahead of us, queue length} when refused
---        (the holder record's fields record::BRIEF names, in its order).
+--         {host, pid, user, started, fence}, waiters ahead of us, queue length,
+--         pause} when refused (the holder record's fields record::BRIEF names, in its order;
+--        pause: false, or {host, pid, user, reason, since, until, scope} of the pause in force,
+--        the fields record::PAUSE_BRIEF names, scope 'key' or 'all').
+-- A paused key refuses every taker but its holder's own retry; a waiter stays queued.
+-- paused(key, now): the pause record `key` holds while it is in force (its until, ms, is 0
+-- or still ahead), else nil.
+local function paused(key, now)
+  local p = redis.pcall('HMGET', key, 'host', 'pid', 'user', 'reason', 'since', 'until')
+  if p.err or not p[5] then return nil end
+  local u = tonumber(p[6]) or 0
+  if u ~= 0 and u <= now then return nil end
+  return p
+end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local ticket = ARGV[5]
@@ -22,7 +36,14 @@ if current == ARGV[1] then
   local h = redis.call('HMGET', KEYS[3], 'fence', 'started')
   return {1, tonumber(h[1]) or tonumber(redis.call('GET', KEYS[2])) or 0, tonumber(h[2]) or now}
 end
-if not current then
+local pause = paused(KEYS[8], now)
+if pause then
+  pause[7] = 'key'
+elseif KEYS[9] ~= KEYS[8] then
+  pause = paused(KEYS[9], now)
+  if pause then pause[7] = 'all' end
+end
+if not current and not pause then
   local head = redis.call('ZRANGE', KEYS[5], 0, 0)[1]
   if head and head ~= ticket then head = live_head(now) end
   if not head or head == ticket then
@@ -67,4 +88,4 @@ if ticket ~= '' then
 end
 local h = redis.pcall('HMGET', KEYS[3], 'host', 'pid', 'user', 'started', 'fence')
 if h.err then h = {} end
-return {0, pttl, now, h, ahead, redis.call('ZCARD', KEYS[5])}
+return {0, pttl, now, h, ahead, redis.call('ZCARD', KEYS[5]), pause or false}

@@ -6,7 +6,9 @@
 -- ARGV[4] outcome ('' records nothing)   ARGV[5] record ttl (ms)
 -- ARGV[6..] the last-run record as field/value pairs (record.rs writes them)
 -- A run whose lock was no longer ours at the release was not covered the whole time: its
--- record says 'lease lost', whatever the caller's outcome, and counts as lost.
+-- record says 'lease lost', whatever the caller's outcome, and counts as lost. A run that
+-- ended 'ok' stamps the counters' last_ok with the server's clock (ms): when a run last
+-- succeeded, which the last-run record alone forgets at the next failure.
 -- Reply: 1 released (or kept), 0 the lock was no longer ours.
 local released = 0
 if redis.pcall('GET', KEYS[1]) == ARGV[1] then
@@ -32,6 +34,10 @@ if ARGV[4] ~= '' then
   redis.call('PEXPIRE', KEYS[3], ARGV[5])
   redis.call('HINCRBY', KEYS[4], 'runs', 1)
   if outcome == 'lease lost' then redis.call('HINCRBY', KEYS[4], 'lost', 1) end
+  if outcome == 'ok' then
+    local t = redis.call('TIME')
+    redis.call('HSET', KEYS[4], 'last_ok', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
+  end
   if outcome == 'failed' or outcome == 'killed' or outcome == 'timed out' then
     redis.call('HINCRBY', KEYS[4], 'failed', 1)
   end

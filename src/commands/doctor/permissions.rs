@@ -258,11 +258,18 @@ fn probe(
     token: &str,
 ) -> Result<(Probe, Option<RedisError>)> {
     let mut probe = Probe::default();
+    let cluster = matches!(con, Conn::Cluster(_));
     let holder = Holder::current("redlock doctor", None);
     let sent = Instant::now();
     let acquired = match probe.step(
         "acquire",
-        lock::acquire(con, &claim(keys, token, &holder), Refusal::Uncounted, None),
+        lock::acquire(
+            con,
+            &claim(keys, token, &holder),
+            Refusal::Uncounted,
+            None,
+            cluster,
+        ),
     )? {
         Some(Acquire::Acquired { fence, started_ms }) => Some((fence, started_ms)),
         Some(Acquire::Busy(busy)) => {
@@ -279,7 +286,13 @@ fn probe(
         let contender = lock::new_token()?;
         match probe.step(
             "acquire (busy)",
-            lock::acquire(con, &claim(keys, &contender, &holder), Refusal::Count, None),
+            lock::acquire(
+                con,
+                &claim(keys, &contender, &holder),
+                Refusal::Count,
+                None,
+                cluster,
+            ),
         )? {
             Some(Acquire::Acquired { .. }) => probe.odd.push(format!(
                 "a second contender also acquired {}: the first holder's key vanished",
@@ -631,7 +644,8 @@ mod tests {
                     keys.stats.clone(),
                     keys.queue.clone(),
                     keys.alive.clone(),
-                    keys.waiters.clone()
+                    keys.waiters.clone(),
+                    keys.paused.clone()
                 ]
             );
         }

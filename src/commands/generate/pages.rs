@@ -21,6 +21,10 @@ const SEE_ALSO_ALL: &[&str] = &[
     "redlock-acquire(1)",
     "redlock-extend(1)",
     "redlock-doctor(1)",
+    "redlock-pause(1)",
+    "redlock-resume(1)",
+    "redlock-metrics(1)",
+    "redlock-check(1)",
     "crontab(5)",
 ];
 
@@ -35,6 +39,10 @@ pub(super) fn prose(sub: Option<&str>) -> Prose {
             "acquire" => &SEE_ALSO_ACQUIRE,
             "extend" => &SEE_ALSO_EXTEND,
             "doctor" => &SEE_ALSO_DOCTOR,
+            "pause" => &SEE_ALSO_PAUSE,
+            "resume" => &SEE_ALSO_RESUME,
+            "metrics" => &SEE_ALSO_METRICS,
+            "check" => &SEE_ALSO_CHECK,
             _ => &SEE_ALSO_ALL[1..],
         }
     };
@@ -277,6 +285,87 @@ pub(super) fn prose(sub: Option<&str>) -> Prose {
             ],
             see_also: see_also("doctor"),
         },
+        Some("pause") => Prose {
+            env_intro: "",
+            env: &[],
+            examples: &[
+                (
+                    "Before a database migration: stop new nightly runs for up to two hours, and \
+                     wait up to 10 minutes for the ones running now:",
+                    "redlock pause billing-sync report-daily --for 2h --reason 'DB migration, ops-123' --drain 10m",
+                ),
+                (
+                    "Pause every lock under the prefix until resumed:",
+                    "redlock --prefix prod: pause --all --reason 'datacenter switch'",
+                ),
+                (
+                    "What a refused run prints:",
+                    "$ redlock run --key billing-sync --ttl 1m -- ./sync\n\
+                     redlock: billing-sync is paused by ops-1 (user alice) since \
+                     2026-11-23T02:00:00Z: \"DB migration, ops-123\", until 2026-11-23T04:00:00Z \
+                     (in 1h 59m); not running the command",
+                ),
+            ],
+            see_also: see_also("pause"),
+        },
+        Some("resume") => Prose {
+            env_intro: "",
+            env: &[],
+            examples: &[
+                (
+                    "After the maintenance:",
+                    "redlock resume billing-sync report-daily",
+                ),
+                (
+                    "Lift the prefix-wide pause and every key's own pause under the prefix:",
+                    "redlock --prefix prod: resume --all",
+                ),
+            ],
+            see_also: see_also("resume"),
+        },
+        Some("metrics") => Prose {
+            env_intro: "",
+            env: &[],
+            examples: &[
+                (
+                    "For node_exporter's textfile collector, every minute from cron (the file is \
+                     renamed into place, so the collector never reads half of it):",
+                    "* * * * * redlock --prefix prod: metrics --all > /var/lib/node_exporter/redlock.prom.$$ && mv /var/lib/node_exporter/redlock.prom.$$ /var/lib/node_exporter/redlock.prom",
+                ),
+                (
+                    "Or from the run itself, written when it ends:",
+                    "redlock run --key billing-sync --ttl 1m --metrics-file /var/lib/node_exporter/billing-sync.prom -- ./sync",
+                ),
+            ],
+            see_also: see_also("metrics"),
+        },
+        Some("check") => Prose {
+            env_intro: "",
+            env: &[],
+            examples: &[
+                (
+                    "A nightly job that must succeed at least once a day and never run for more \
+                     than two hours:",
+                    "$ redlock check billing-sync --max-age 2h --max-since-success 26h\n\
+                     REDLOCK OK - billing-sync is fine",
+                ),
+                (
+                    "An Icinga 2 CheckCommand:",
+                    "object CheckCommand \"redlock\" {\n\
+                     \x20 command = [ \"/usr/bin/redlock\", \"check\", \"$redlock_key$\", \"--max-since-success\", \"$redlock_max_since_success$\" ]\n\
+                     \x20 env.REDLOCK_URL = \"$redlock_url$\"\n\
+                     }",
+                ),
+                (
+                    "Nagios (commands.cfg):",
+                    "define command {\n\
+                     \x20 command_name check_redlock\n\
+                     \x20 command_line REDLOCK_URL=$ARG1$ /usr/bin/redlock check $ARG2$ --max-since-success $ARG3$\n\
+                     }",
+                ),
+            ],
+            see_also: see_also("check"),
+        },
         Some(_) => Prose {
             env_intro: "",
             env: &[],
@@ -297,6 +386,15 @@ const SEE_ALSO_RELEASE: [&str; 3] = ["redlock(1)", "redlock-status(1)", "redlock
 const SEE_ALSO_ACQUIRE: [&str; 3] = ["redlock(1)", "redlock-extend(1)", "redlock-release(1)"];
 const SEE_ALSO_EXTEND: [&str; 3] = ["redlock(1)", "redlock-acquire(1)", "redlock-release(1)"];
 const SEE_ALSO_DOCTOR: [&str; 3] = ["redlock(1)", "redlock-run(1)", "redlock-status(1)"];
+const SEE_ALSO_PAUSE: [&str; 4] = [
+    "redlock(1)",
+    "redlock-resume(1)",
+    "redlock-status(1)",
+    "redlock-check(1)",
+];
+const SEE_ALSO_RESUME: [&str; 3] = ["redlock(1)", "redlock-pause(1)", "redlock-status(1)"];
+const SEE_ALSO_METRICS: [&str; 3] = ["redlock(1)", "redlock-status(1)", "redlock-check(1)"];
+const SEE_ALSO_CHECK: [&str; 3] = ["redlock(1)", "redlock-metrics(1)", "redlock-pause(1)"];
 
 #[cfg(test)]
 mod tests {

@@ -1,0 +1,311 @@
+//! `redlock metrics`: locks' state and counters in the Prometheus text exposition format
+//! (version 0.0.4), for node_exporter's textfile collector or a sidecar; and the same text for
+//! `run --metrics-file`, written when the run ends.
+//!
+//! Read-only: the status pipeline (`inspect.rs`), so a `+@read` user can scrape. Every sample
+//! has one label, `key`: the lock's Redis key, prefix included, so that the files of several
+//! prefixes can sit side by side in one collector directory. Label values are escaped as the
+//! format asks (backslash, double quote, newline). Families are grouped, each with its HELP and
+//! TYPE lines, in a fixed order. A value the records cannot give (no run yet: no last-run
+//! start) leaves that key's sample out rather than inventing a 0 a dashboard would plot;
+//! redlock_held, redlock_paused and the counters are always there.
+//!
+//! Times are the server's (seconds since the epoch, with milliseconds); ages are taken against
+//! this host's clock, as `status` does.
+
+use std::io::Write as _;
+use std::path::Path;
+
+use anyhow::{Context as _, Result};
+
+use crate::Context;
+use crate::cli::MetricsArgs;
+use crate::exit::Exit;
+use crate::inspect::Inspection;
+use crate::keys::{self, Keys};
+use crate::log;
+use crate::nodes::Nodes;
+use crate::record::{LockState, Outcome};
+
+pub fn metrics(ctx: &Context, args: MetricsArgs) -> Result<Exit> {
+    let named = args
+        .keys
+        .iter()
+        .map(|k| Keys::new(&ctx.prefix, k))
+        .collect::<Result<Vec<_>>>()?;
+    let mut nodes = ctx.nodes(ctx.timeout);
+    nodes.connect()?;
+    let keys = if args.all {
+        let found = nodes.each(|c| keys::scan_locks(c, &ctx.prefix));
+        let mut all = std::collections::BTreeMap::new();
+        for k in nodes.answered(found)?.into_iter().flatten().flatten() {
+            all.insert(k.lock.clone(), k);
+        }
+        all.into_values().collect()
+    } else {
+        named
+    };
+    let read = super::status::inspect_each(&mut nodes, &keys)?;
+    let text = render(&keys, &read, super::status::now_ms());
+    log::stdout(&text).context("cannot print the metrics")?;
+    if let Some((k, _)) = keys
+        .iter()
+        .zip(&read)
+        .find(|(_, i)| i.state() == LockState::WrongType)
+    {
+        log::error(
+            "wrong_type",
+            &format!("{} holds another type of value and is no lock", k.lock),
+            &[],
+        );
+        return Ok(Exit::Config);
+    }
+    Ok(Exit::Success)
+}
+
+/// Writes `keys`' metrics to `path` atomically: a temporary file in the same directory
+/// (`.NAME.tmp.PID`), flushed, then renamed over `path`, so a collector never reads half a
+/// file. Used by `run --metrics-file` after the release.
+pub fn write_file(nodes: &mut Nodes, keys: &Keys, path: &Path) -> Result<()> {
+    let read = super::status::inspect_each(nodes, std::slice::from_ref(keys))?;
+    let text = render(std::slice::from_ref(keys), &read, super::status::now_ms());
+    let name = path
+        .file_name()
+        .with_context(|| format!("{} names no file", path.display()))?;
+    let tmp = path.with_file_name(format!(
+        ".{}.tmp.{}",
+        name.to_string_lossy(),
+        std::process::id()
+    ));
+    let written = (|| -> std::io::Result<()> {
+        let mut file = std::fs::File::create(&tmp)?;
+        file.write_all(text.as_bytes())?;
+        file.sync_all()?;
+        std::fs::rename(&tmp, path)
+    })();
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(e).with_context(|| format!("cannot write {}", path.display()));
+    }
+    Ok(())
+}
+
+/// One metric family: name, type, help, and a sample per key when the key has a value.
+struct Family {
+    name: &'static str,
+    kind: &'static str,
+    help: &'static str,
+    value: fn(&Inspection, i64) -> Option<f64>,
+}
+
+const OUTCOMES: [Outcome; 5] = [
+    Outcome::Ok,
+    Outcome::Failed,
+    Outcome::Killed,
+    Outcome::LeaseLost,
+    Outcome::TimedOut,
+];
+
+fn seconds(ms: i64) -> f64 {
+    ms as f64 / 1000.0
+}
+
+fn running(i: &Inspection) -> bool {
+    i.holder().is_some_and(|h| !h.finished)
+}
+
+const FAMILIES: &[Family] = &[
+    Family {
+        name: "redlock_held",
+        kind: "gauge",
+        help: "1 when the lock is held, else 0.",
+        value: |i, _| Some(f64::from(u8::from(i.state() == LockState::Held))),
+    },
+    Family {
+        name: "redlock_holders",
+        kind: "gauge",
+        help: "Processes running under the lock (0 or 1; a lock kept by --hold-at-least after its command ended has none).",
+        value: |i, _| Some(f64::from(u8::from(running(i)))),
+    },
+    Family {
+        name: "redlock_lease_age_seconds",
+        kind: "gauge",
+        help: "How long the current holder has held the lock (left out when free).",
+        value: |i, now| {
+            i.holder()
+                .and_then(|h| h.started_ms)
+                .map(|s| seconds((now - s).max(0)))
+        },
+    },
+    Family {
+        name: "redlock_ttl_seconds",
+        kind: "gauge",
+        help: "Time left before the lock expires unless renewed (0 when free, -1 without expiry).",
+        value: |i, _| {
+            Some(match i.state() {
+                LockState::Held if i.pttl_ms >= 0 => seconds(i.pttl_ms),
+                LockState::Held => -1.0,
+                _ => 0.0,
+            })
+        },
+    },
+    Family {
+        name: "redlock_fence",
+        kind: "gauge",
+        help: "The last fencing token handed out for the lock.",
+        value: |i, _| i.fence.map(|f| f as f64),
+    },
+    Family {
+        name: "redlock_queue_length",
+        kind: "gauge",
+        help: "Runs waiting for the lock (--wait).",
+        value: |i, _| Some(i.queue.len() as f64),
+    },
+    Family {
+        name: "redlock_paused",
+        kind: "gauge",
+        help: "1 while a pause (redlock pause) refuses new runs of the lock, else 0.",
+        value: |i, now| Some(f64::from(u8::from(i.pause(now).is_some()))),
+    },
+    Family {
+        name: "redlock_last_run_start_timestamp_seconds",
+        kind: "gauge",
+        help: "When the last finished run took the lock (server time).",
+        value: |i, _| i.last.as_ref().and_then(|l| l.started_ms).map(seconds),
+    },
+    Family {
+        name: "redlock_last_run_duration_seconds",
+        kind: "gauge",
+        help: "How long the last finished run held the lock.",
+        value: |i, _| i.last.as_ref().and_then(|l| l.duration_ms).map(seconds),
+    },
+    Family {
+        name: "redlock_last_run_exit_status",
+        kind: "gauge",
+        help: "The exit status of the last finished run's command.",
+        value: |i, _| i.last.as_ref().and_then(|l| l.exit).map(|e| e as f64),
+    },
+    Family {
+        name: "redlock_last_success_timestamp_seconds",
+        kind: "gauge",
+        help: "When a run of the lock last ended ok (server time).",
+        value: |i, _| i.counters.last_ok_ms.map(seconds),
+    },
+    Family {
+        name: "redlock_runs_total",
+        kind: "counter",
+        help: "Runs that took the lock and ended.",
+        value: |i, _| Some(i.counters.runs as f64),
+    },
+    Family {
+        name: "redlock_busy_total",
+        kind: "counter",
+        help: "Runs and acquires refused because the lock was busy or paused.",
+        value: |i, _| Some(i.counters.busy as f64),
+    },
+    Family {
+        name: "redlock_lease_lost_total",
+        kind: "counter",
+        help: "Runs that lost their lease.",
+        value: |i, _| Some(i.counters.lost as f64),
+    },
+    Family {
+        name: "redlock_failed_total",
+        kind: "counter",
+        help: "Runs whose command failed, was killed or timed out.",
+        value: |i, _| Some(i.counters.failed as f64),
+    },
+    Family {
+        name: "redlock_forced_releases_total",
+        kind: "counter",
+        help: "Times the lock was removed with release --force.",
+        value: |i, _| Some(i.counters.forced as f64),
+    },
+];
+
+/// The exposition text for `keys` (with their inspections, in the same order).
+pub fn render(keys: &[Keys], read: &[Inspection], now_ms: i64) -> String {
+    let mut out = String::new();
+    let labels: Vec<String> = keys
+        .iter()
+        .map(|k| format!("key=\"{}\"", escape(&k.lock)))
+        .collect();
+    let mut family = |name: &str, kind: &str, help: &str, samples: Vec<String>| {
+        out.push_str(&format!("# HELP {name} {help}\n# TYPE {name} {kind}\n"));
+        for sample in samples {
+            out.push_str(&sample);
+        }
+    };
+    for f in FAMILIES {
+        let samples = labels
+            .iter()
+            .zip(read)
+            .filter_map(|(l, i)| (f.value)(i, now_ms).map(|v| format!("{}{{{l}}} {v}\n", f.name)))
+            .collect();
+        family(f.name, f.kind, f.help, samples);
+        if f.name == "redlock_last_run_exit_status" {
+            let mut samples = Vec::new();
+            for (l, i) in labels.iter().zip(read) {
+                let Some(last) = &i.last else { continue };
+                for outcome in &OUTCOMES {
+                    let v = u8::from(&last.outcome == outcome);
+                    samples.push(format!(
+                        "redlock_last_run_outcome{{{l},outcome=\"{}\"}} {v}\n",
+                        outcome.as_str()
+                    ));
+                }
+                if let Outcome::Other(other) = &last.outcome {
+                    samples.push(format!(
+                        "redlock_last_run_outcome{{{l},outcome=\"{}\"}} 1\n",
+                        escape(other)
+                    ));
+                }
+            }
+            family(
+                "redlock_last_run_outcome",
+                "gauge",
+                "How the last finished run ended: 1 for its outcome, 0 for the others.",
+                samples,
+            );
+        }
+    }
+    out
+}
+
+/// A label value as the text format writes it.
+fn escape(value: &str) -> String {
+    let mut out = String::with_capacity(value.len());
+    for c in value.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn label_values_are_escaped() {
+        assert_eq!(escape("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
+        assert_eq!(escape("plain:key"), "plain:key");
+    }
+
+    #[test]
+    fn a_free_lock_without_records_has_the_always_present_samples_only() {
+        let keys = [Keys::new("p:", "job").unwrap()];
+        let text = render(&keys, &[Inspection::nothing()], 0);
+        assert!(text.contains("redlock_held{key=\"p:job\"} 0\n"), "{text}");
+        assert!(
+            text.contains("redlock_runs_total{key=\"p:job\"} 0\n"),
+            "{text}"
+        );
+        assert!(!text.contains("redlock_lease_age_seconds{"), "{text}");
+        assert!(!text.contains("redlock_last_run_outcome{"), "{text}");
+    }
+}

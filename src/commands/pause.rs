@@ -1,0 +1,265 @@
+//! `redlock pause` and `redlock resume`: maintenance without touching crontabs.
+//!
+//! A pause is a record beside the lock (`keys.rs`: the `paused` companion, in the lock's slot),
+//! or one record for every lock under the prefix (`--all`), which the acquire script reads on
+//! every attempt: a paused key refuses new takers in the same round trip that would have taken
+//! it, so `run` still sends two commands. Holders are not touched: a pause only stops what
+//! starts after it. A waiter (`--wait`) is refused like any taker but keeps its place in the
+//! queue, and goes ahead when the pause is lifted (`resume` wakes the head of the queue) unless
+//! its wait runs out first: an operator pausing for five minutes expects the waiting jobs to
+//! run afterwards, not to be dropped. Nested runs of a held key never reach the acquire
+//! script (`nested.rs`), so the outer run's command finishes what it started.
+//!
+//! `--for D` sets the record's `until`; the script treats a lapsed pause as none, and the record
+//! is kept a day longer ([`crate::record::PAUSE_KEPT`]) so that `check` can report a pause that ran out
+//! without a resume. Time is the server's.
+//!
+//! `--drain D` then reads the paused locks (the status pipeline) every 200 ms until none has a
+//! running holder (a lock kept by `--hold-at-least` after its command ended has none), printing
+//! who still runs whenever that changes: 0 when drained, 75 when holders remain after D.
+//!
+//! On Redis Cluster the prefix-wide record lives in another slot than the locks unless the
+//! prefix has a hash tag, and the acquire script can read only the lock's slot: `--all` is
+//! refused there (64) rather than accepted and ignored.
+
+use std::time::{Duration, Instant};
+
+use anyhow::Result;
+
+use crate::Context;
+use crate::cli::{PauseArgs, ResumeArgs};
+use crate::error::usage;
+use crate::exit::{BUSY, Exit};
+use crate::keys::{self, Keys};
+use crate::lease::fmt;
+use crate::lock;
+use crate::log;
+use crate::nodes::Nodes;
+use crate::record::{Holder, Pause, rfc3339};
+use crate::scripts::PAUSED;
+use crate::server::Server;
+
+/// How often `--drain` looks again.
+const DRAIN_POLL: Duration = Duration::from_millis(200);
+
+pub fn pause(ctx: &Context, args: PauseArgs) -> Result<Exit> {
+    if args.span.is_some_and(|d| d.is_zero()) {
+        return Err(usage(
+            "--for must be greater than 0 (leave it out to pause until resumed)",
+        ));
+    }
+    if args
+        .span
+        .is_some_and(|d| d > Duration::from_secs(366 * 24 * 3600))
+    {
+        return Err(usage(
+            "--for is longer than a year; leave it out to pause until resumed",
+        ));
+    }
+    if args.all
+        && ctx.servers.iter().any(Server::is_cluster)
+        && !keys::prefix_pause_in_slot(&ctx.prefix)
+    {
+        return Err(usage(format!(
+            "pause --all is not available on Redis Cluster with prefix {:?}: the prefix-wide \
+             pause record would live in another hash slot than the locks, where their acquire \
+             script cannot read it; name the keys, or use a prefix with a hash tag such as \
+             'jobs:{{nightly}}:'",
+            ctx.prefix
+        )));
+    }
+    let keys = named(ctx, &args.keys)?;
+    let mut who = Holder::current("redlock pause", None);
+    // This short-lived process is not who to ask; host and user are.
+    who.pid = None;
+    let fields = Pause::identity(&who, args.reason.as_deref());
+    let mut nodes = ctx.nodes(ctx.timeout);
+    nodes.connect()?;
+
+    let records: Vec<(String, String)> = if args.all {
+        vec![(
+            keys::prefix_pause_key(&ctx.prefix),
+            format!("every lock under prefix {:?}", ctx.prefix),
+        )]
+    } else {
+        keys.iter()
+            .map(|k| (k.paused.clone(), k.lock.clone()))
+            .collect()
+    };
+    for (record, what) in &records {
+        let results = nodes.each(|c| lock::pause(c, record, args.span, &fields));
+        let (since, until) = nodes
+            .answered(results)?
+            .into_iter()
+            .find_map(Result::ok)
+            .expect("a majority answered");
+        let mut line = format!("paused {what} since {}", rfc3339(since));
+        if until > 0 {
+            line.push_str(&format!(" until {}", rfc3339(until)));
+        } else {
+            line.push_str(" until resumed");
+        }
+        if let Some(reason) = &args.reason {
+            line.push_str(&format!(": {reason:?}"));
+        }
+        let _ = log::stdout(&format!("{line}\n"));
+    }
+    let Some(drain) = args.drain else {
+        return Ok(Exit::Success);
+    };
+    let watched = if args.all {
+        let found = nodes.each(|c| keys::scan_locks(c, &ctx.prefix));
+        let mut all = std::collections::BTreeMap::new();
+        for k in nodes.answered(found)?.into_iter().flatten().flatten() {
+            all.insert(k.lock.clone(), k);
+        }
+        all.into_values().collect()
+    } else {
+        keys
+    };
+    self::drain(&mut nodes, &watched, drain)
+}
+
+/// Waits up to `limit` until none of `keys` has a running holder.
+fn drain(nodes: &mut Nodes, keys: &[Keys], limit: Duration) -> Result<Exit> {
+    let until = Instant::now() + limit;
+    let mut shown: Option<Vec<(String, Option<i64>)>> = None;
+    loop {
+        let now_ms = super::status::now_ms();
+        let read = super::status::inspect_each(nodes, keys)?;
+        let running: Vec<(&Keys, &Holder)> = keys
+            .iter()
+            .zip(&read)
+            .filter_map(|(k, i)| i.holder().filter(|h| !h.finished).map(|h| (k, h)))
+            .collect();
+        if running.is_empty() {
+            let _ = log::stdout("drained: no paused lock has a running holder\n");
+            return Ok(Exit::Success);
+        }
+        let who: Vec<String> = running
+            .iter()
+            .map(|(k, h)| format!("{} {}", k.lock, Holder::describe(Some(h), Some(now_ms))))
+            .collect();
+        let ids: Vec<(String, Option<i64>)> = running
+            .iter()
+            .map(|(k, h)| (k.lock.clone(), h.fence))
+            .collect();
+        if Instant::now() >= until {
+            log::error(
+                "busy",
+                &format!(
+                    "not drained after {}: still running: {}; the pause stays",
+                    fmt(limit),
+                    who.join("; ")
+                ),
+                &[],
+            );
+            return Ok(Exit::Busy(BUSY));
+        }
+        if shown.as_ref() != Some(&ids) {
+            let _ = log::stdout(&format!(
+                "draining: {} still running: {}\n",
+                running.len(),
+                who.join("; ")
+            ));
+            shown = Some(ids);
+        }
+        std::thread::sleep(DRAIN_POLL.min(until.saturating_duration_since(Instant::now())));
+    }
+}
+
+pub fn resume(ctx: &Context, args: ResumeArgs) -> Result<Exit> {
+    let keys = named(ctx, &args.keys)?;
+    let mut nodes = ctx.nodes(ctx.timeout);
+    nodes.connect()?;
+    if args.all {
+        let record = keys::prefix_pause_key(&ctx.prefix);
+        let cluster = ctx.servers.iter().any(Server::is_cluster);
+        let results = nodes.each(|c| {
+            if cluster && !keys::prefix_pause_in_slot(&ctx.prefix) {
+                return Ok(false);
+            }
+            let n: i64 = redis::cmd("DEL")
+                .arg(&record)
+                .query(c)
+                .map_err(|e| anyhow::Error::new(e).context("cannot resume"))?;
+            Ok(n == 1)
+        });
+        let prefix_wide = nodes
+            .answered(results)?
+            .into_iter()
+            .any(|r| matches!(r, Ok(true)));
+        if prefix_wide {
+            let _ = log::stdout(&format!(
+                "resumed every lock under prefix {:?}\n",
+                ctx.prefix
+            ));
+        }
+        let found = nodes.each(|c| keys::scan_companions(c, &ctx.prefix, PAUSED));
+        let mut paused = std::collections::BTreeMap::new();
+        for k in nodes.answered(found)?.into_iter().flatten().flatten() {
+            paused.insert(k.lock.clone(), k);
+        }
+        let mut any = prefix_wide;
+        for k in paused.values() {
+            any |= resume_one(&mut nodes, k)?;
+        }
+        if !any {
+            log::warn(
+                "not_paused",
+                &format!("nothing under prefix {:?} was paused", ctx.prefix),
+                &[],
+            );
+            return Ok(Exit::No);
+        }
+        return Ok(Exit::Success);
+    }
+    let mut all = true;
+    for k in &keys {
+        if !resume_one(&mut nodes, k)? {
+            all = false;
+            log::warn(
+                "not_paused",
+                &format!("{} was not paused; nothing to resume", k.lock),
+                &[],
+            );
+        }
+    }
+    // A key's own pause and the prefix-wide one are independent: say when the latter remains.
+    let now_ms = super::status::now_ms();
+    for (k, i) in keys
+        .iter()
+        .zip(super::status::inspect_each(&mut nodes, &keys)?)
+    {
+        if let Some(p) = i.pause(now_ms).filter(|p| p.all) {
+            log::warn(
+                "still_paused",
+                &format!(
+                    "{} is still {}; `redlock resume --all` lifts that",
+                    k.lock,
+                    p.describe(now_ms)
+                ),
+                &[],
+            );
+        }
+    }
+    Ok(if all { Exit::Success } else { Exit::No })
+}
+
+/// Lifts one lock's own pause on every node; whether one was there.
+fn resume_one(nodes: &mut Nodes, k: &Keys) -> Result<bool> {
+    let results = nodes.each(|c| lock::resume(c, k));
+    let resumed = nodes
+        .answered(results)?
+        .into_iter()
+        .any(|r| matches!(r, Ok(true)));
+    if resumed {
+        let _ = log::stdout(&format!("resumed {}\n", k.lock));
+    }
+    Ok(resumed)
+}
+
+/// The named keys, checked before anything is contacted.
+fn named(ctx: &Context, names: &[String]) -> Result<Vec<Keys>> {
+    names.iter().map(|k| Keys::new(&ctx.prefix, k)).collect()
+}
