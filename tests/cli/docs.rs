@@ -10,7 +10,10 @@ use crate::support::{Redlock, TempDir};
 
 const REGENERATE: &str = "cargo run -- generate-docs .";
 
-const SUBCOMMANDS: [&str; 6] = ["run", "status", "release", "acquire", "extend", "doctor"];
+const SUBCOMMANDS: [&str; 10] = [
+    "run", "status", "release", "acquire", "extend", "doctor", "pause", "resume", "metrics",
+    "check",
+];
 
 /// Runs `redlock generate-docs` into a fresh directory.
 fn generate(redlock: Redlock) -> TempDir {

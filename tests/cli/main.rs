@@ -5,14 +5,17 @@ mod support;
 
 mod acl;
 mod acquire_extend;
+mod check;
 mod cluster;
 mod docs;
 mod doctor;
 mod harness;
 mod integrity;
 mod logging;
+mod metrics;
 mod nested;
 mod package;
+mod pause;
 mod queue;
 mod quorum;
 mod release;

@@ -1,0 +1,232 @@
+//! `redlock metrics` and `run --metrics-file`: Prometheus text exposition whose values follow
+//! real runs, that promtool accepts, written atomically when a run ends.
+
+use std::collections::BTreeMap;
+use std::io::Write as _;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use crate::support::{RedisServer, Redlock, TempDir, child, wait_until};
+
+/// `promtool check metrics` on `text`: promtool's verdict, or a panic when it is missing
+/// (`.ci/run` installs Debian's `prometheus` package, which ships it).
+#[track_caller]
+fn expect_promtool_accepts(text: &str) {
+    let mut promtool = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("promtool is not installed (apt-get install prometheus; .ci/run does)");
+    promtool
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(text.as_bytes())
+        .expect("write to promtool");
+    let out = promtool.wait_with_output().expect("promtool ran");
+    assert!(
+        out.status.success(),
+        "promtool rejected the metrics: {}{}\n{text}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The samples of an exposition, `name{labels}` → value.
+fn samples(text: &str) -> BTreeMap<String, f64> {
+    text.lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+        .map(|l| {
+            let (name, value) = l.rsplit_once(' ').expect("sample");
+            (name.to_owned(), value.parse().expect("number"))
+        })
+        .collect()
+}
+
+fn metrics(server: &RedisServer, args: &[&str]) -> String {
+    let outcome = Redlock::new(server).arg("metrics").args(args).exits_with(0);
+    expect_promtool_accepts(&outcome.stdout);
+    outcome.stdout
+}
+
+#[track_caller]
+fn value(samples: &BTreeMap<String, f64>, name: &str) -> f64 {
+    *samples
+        .get(name)
+        .unwrap_or_else(|| panic!("no sample {name} in {samples:#?}"))
+}
+
+#[test]
+fn metrics_follow_real_runs_and_pass_promtool() {
+    let server = RedisServer::start();
+    let mut holder = Redlock::new(&server)
+        .args(["run", "--key", "job", "--ttl", "3s", "-c", child::HOLD])
+        .spawn();
+    holder.expect_line("ready");
+    let during = samples(&metrics(&server, &["job"]));
+    assert_eq!(value(&during, "redlock_held{key=\"job\"}"), 1.0);
+    assert_eq!(value(&during, "redlock_holders{key=\"job\"}"), 1.0);
+    let ttl = value(&during, "redlock_ttl_seconds{key=\"job\"}");
+    assert!(ttl > 0.0 && ttl <= 3.0, "{ttl}");
+    assert!(value(&during, "redlock_lease_age_seconds{key=\"job\"}") >= 0.0);
+    assert!(value(&during, "redlock_fence{key=\"job\"}") > 0.0);
+    // A refused run, then the holder's lease is forced away: lease lost.
+    Redlock::new(&server)
+        .args(["run", "--key", "job", "--ttl", "3s", "--", "true"])
+        .exits_with(75);
+    Redlock::new(&server)
+        .args(["release", "job", "--force"])
+        .exits_with(0);
+    holder.exits_with(76);
+    Redlock::new(&server)
+        .args([
+            "run", "--key", "job", "--ttl", "3s", "--", "sh", "-c", "exit 3",
+        ])
+        .exits_with(3);
+    Redlock::new(&server)
+        .args(["run", "--key", "job", "--ttl", "3s", "--", "true"])
+        .exits_with(0);
+    let after = samples(&metrics(&server, &["job"]));
+    for (name, expected) in [
+        ("redlock_held", 0.0),
+        ("redlock_holders", 0.0),
+        ("redlock_ttl_seconds", 0.0),
+        ("redlock_queue_length", 0.0),
+        ("redlock_paused", 0.0),
+        ("redlock_runs_total", 3.0),
+        ("redlock_busy_total", 1.0),
+        ("redlock_lease_lost_total", 1.0),
+        ("redlock_failed_total", 1.0),
+        ("redlock_forced_releases_total", 1.0),
+        ("redlock_last_run_exit_status", 0.0),
+    ] {
+        assert_eq!(
+            value(&after, &format!("{name}{{key=\"job\"}}")),
+            expected,
+            "{name}"
+        );
+    }
+    assert_eq!(
+        value(
+            &after,
+            "redlock_last_run_outcome{key=\"job\",outcome=\"ok\"}"
+        ),
+        1.0
+    );
+    assert_eq!(
+        value(
+            &after,
+            "redlock_last_run_outcome{key=\"job\",outcome=\"lease lost\"}"
+        ),
+        0.0
+    );
+    assert!(!after.contains_key("redlock_lease_age_seconds{key=\"job\"}"));
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    for name in [
+        "redlock_last_run_start_timestamp_seconds",
+        "redlock_last_success_timestamp_seconds",
+    ] {
+        let at = value(&after, &format!("{name}{{key=\"job\"}}"));
+        assert!((now - at).abs() < 60.0, "{name} {at} vs {now}");
+    }
+}
+
+#[test]
+fn pause_shows_in_the_metrics_and_all_finds_every_lock() {
+    let server = RedisServer::start();
+    for key in ["a", "b"] {
+        Redlock::new(&server)
+            .args([
+                "--prefix", "p:", "run", "--key", key, "--ttl", "3s", "--", "true",
+            ])
+            .exits_with(0);
+    }
+    Redlock::new(&server)
+        .args(["--prefix", "p:", "pause", "b"])
+        .exits_with(0);
+    let all = samples(&metrics(&server, &["--prefix", "p:", "--all"]));
+    assert_eq!(value(&all, "redlock_paused{key=\"p:a\"}"), 0.0);
+    assert_eq!(value(&all, "redlock_paused{key=\"p:b\"}"), 1.0);
+    assert_eq!(value(&all, "redlock_runs_total{key=\"p:a\"}"), 1.0);
+}
+
+#[test]
+fn label_values_are_escaped_so_promtool_accepts_any_key() {
+    let server = RedisServer::start();
+    let key = r#"odd "quoted" \ key"#;
+    Redlock::new(&server)
+        .args(["run", "--key", key, "--ttl", "3s", "--", "true"])
+        .exits_with(0);
+    let text = metrics(&server, &[key]);
+    assert!(
+        text.contains(r#"redlock_runs_total{key="odd \"quoted\" \\ key"} 1"#),
+        "{text}"
+    );
+}
+
+#[test]
+fn the_metrics_file_appears_only_when_the_run_ends_with_its_final_record() {
+    let server = RedisServer::start();
+    let dir = TempDir::new("metrics-file");
+    let path = dir.join("job.prom");
+    let mut run = Redlock::new(&server)
+        .arg("run")
+        .args(["--key", "job", "--ttl", "3s", "--metrics-file"])
+        .arg(&path)
+        .args(["-c", child::HOLD])
+        .spawn();
+    run.expect_line("ready");
+    assert!(!path.exists(), "the file was written before the run ended");
+    run.close_stdin();
+    run.exits_with(0);
+    let text = std::fs::read_to_string(&path).expect("the metrics file");
+    expect_promtool_accepts(&text);
+    let written = samples(&text);
+    // After the release: free, and this run counted.
+    assert_eq!(value(&written, "redlock_held{key=\"job\"}"), 0.0);
+    assert_eq!(value(&written, "redlock_runs_total{key=\"job\"}"), 1.0);
+    // Written under a temporary name and renamed: nothing else is left in the directory.
+    let names: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names, ["job.prom"]);
+    // A busy run writes it too (its refusal is counted).
+    Redlock::new(&server).args(["pause", "job"]).exits_with(0);
+    Redlock::new(&server)
+        .arg("run")
+        .args(["--key", "job", "--ttl", "3s", "--metrics-file"])
+        .arg(&path)
+        .args(["--", "true"])
+        .exits_with(75);
+    let written = samples(&std::fs::read_to_string(&path).unwrap());
+    assert_eq!(value(&written, "redlock_busy_total{key=\"job\"}"), 1.0);
+    assert_eq!(value(&written, "redlock_paused{key=\"job\"}"), 1.0);
+}
+
+#[test]
+fn a_metrics_file_that_cannot_be_written_is_a_warning_not_a_new_status() {
+    let server = RedisServer::start();
+    let dir = TempDir::new("metrics-file-missing");
+    let path = dir.join("no-such-dir/job.prom");
+    let outcome = Redlock::new(&server)
+        .arg("run")
+        .args(["--key", "job", "--ttl", "3s", "--metrics-file"])
+        .arg(&path)
+        .args(["--", "sh", "-c", "exit 5"])
+        .exits_with(5);
+    outcome.last_error_mentions(&["metrics-file"]);
+    // The run itself went on as usual.
+    wait_until("the run's record", Duration::from_secs(5), || {
+        server
+            .hgetall("{job}:redlock:last")
+            .get("exit")
+            .filter(|e| *e == "5")
+            .map(|_| ())
+    });
+}

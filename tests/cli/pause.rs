@@ -1,0 +1,269 @@
+//! `redlock pause` / `resume`: a paused key refuses new runs and acquires with the busy status
+//! and a line naming who paused it, why and until when; holders and nested runs are left alone;
+//! `--for` lifts by itself; `--all` covers every key under the prefix; `--drain` waits for the
+//! running holders; waiters keep their place until the pause is lifted.
+
+use std::time::Duration;
+
+use crate::support::json::Document;
+use crate::support::{
+    RedisServer, Redlock, child, companion_key, host_name, lock_status, wait_until,
+};
+
+const BIN: &str = env!("CARGO_BIN_EXE_redlock");
+
+fn pause(server: &RedisServer, args: &[&str]) {
+    Redlock::new(server).arg("pause").args(args).exits_with(0);
+}
+
+fn run_quick(server: &RedisServer, key: &str) -> crate::support::Outcome {
+    Redlock::new(server)
+        .args(["run", "--key", key, "--ttl", "5s", "--", "true"])
+        .run()
+}
+
+#[test]
+fn a_paused_key_refuses_new_runs_and_acquires_naming_who_why_and_until_when() {
+    let server = RedisServer::start();
+    pause(
+        &server,
+        &["job", "--for", "1h", "--reason", "db migration 42"],
+    );
+    let refused = run_quick(&server, "job");
+    refused.expect_code(75);
+    refused.error_mentions(&["paused"]);
+    for word in ["db migration 42", "until", &host_name()] {
+        assert!(
+            refused.error_line().contains(word),
+            "the refusal does not say {word:?}\n{refused}"
+        );
+    }
+    Redlock::new(&server)
+        .args([
+            "run",
+            "--key",
+            "job",
+            "--ttl",
+            "5s",
+            "--conflict-exit-code",
+            "3",
+        ])
+        .args(["--", "true"])
+        .exits_with(3);
+    Redlock::new(&server)
+        .args(["acquire", "--key", "job", "--ttl", "5s"])
+        .exits_with(75)
+        .error_mentions(&["paused"]);
+    assert!(!server.exists("job"), "a paused key was taken");
+    // Each refusal counts as busy; nothing ran.
+    let stats = server.hgetall(&companion_key("job", "stats"));
+    assert_eq!(
+        stats.get("busy").map(String::as_str),
+        Some("3"),
+        "{stats:?}"
+    );
+    assert_eq!(stats.get("runs"), None, "{stats:?}");
+    // Other keys are not paused.
+    run_quick(&server, "other").expect_code(0);
+}
+
+#[test]
+fn a_pause_leaves_the_running_holder_and_its_nested_runs_alone() {
+    let server = RedisServer::start();
+    // The holder's command waits, then runs a nested run of its own key.
+    let script =
+        format!(r#"echo ready; read _; "{BIN}" run --key job --ttl 5s -- sh -c 'echo nested-ran'"#);
+    let mut holder = Redlock::new(&server)
+        .env("REDLOCK_URL", server.url())
+        .args(["run", "--key", "job", "--ttl", "3s", "-c", &script])
+        .spawn();
+    holder.expect_line("ready");
+    pause(&server, &["job", "--reason", "maintenance"]);
+    // Renewals go on while paused (several TTL/3 periods).
+    let token = server.get("job").expect("held");
+    run_quick(&server, "job").expect_code(75);
+    wait_until("a renewal after the pause", Duration::from_secs(10), || {
+        (server
+            .hgetall(&companion_key("job", "holder"))
+            .get("renewed")
+            .and_then(|r| r.parse::<i64>().ok())
+            .zip(
+                server
+                    .hgetall(&companion_key("job", "holder"))
+                    .get("started")
+                    .and_then(|s| s.parse::<i64>().ok()),
+            )
+            .is_some_and(|(r, s)| r > s + 1500))
+        .then_some(())
+    });
+    assert_eq!(server.get("job").as_deref(), Some(token.as_str()));
+    holder.close_stdin();
+    let outcome = holder.exits_with(0);
+    assert!(outcome.stdout.contains("nested-ran"), "{outcome}");
+}
+
+#[test]
+fn a_pause_for_a_while_lifts_by_itself() {
+    let server = RedisServer::start();
+    pause(&server, &["job", "--for", "1s"]);
+    run_quick(&server, "job").expect_code(75);
+    wait_until("the pause to lapse", Duration::from_secs(10), || {
+        (!lock_status(&server, "job")["paused"]
+            .as_bool()
+            .unwrap_or(true))
+        .then_some(())
+    });
+    run_quick(&server, "job").expect_code(0);
+    // The lapsed record is kept (for `check`), marked as no longer in force.
+    let status = lock_status(&server, "job");
+    assert_eq!(status["pauses"][0]["in_force"], false, "{status}");
+}
+
+#[test]
+fn resume_lifts_the_pause_and_the_waiter_that_kept_its_place_goes_ahead() {
+    let server = RedisServer::start();
+    pause(&server, &["job"]);
+    let waiter = Redlock::new(&server)
+        .args([
+            "run", "--key", "job", "--ttl", "5s", "--wait", "60s", "--", "echo", "waited",
+        ])
+        .spawn();
+    wait_until("the waiter to queue", Duration::from_secs(10), || {
+        (server.query::<usize>(&["ZCARD", &companion_key("job", "queue")]) == 1).then_some(())
+    });
+    let resumed = Redlock::new(&server).args(["resume", "job"]).exits_with(0);
+    assert!(resumed.stdout.contains("resumed job"), "{resumed}");
+    let outcome = waiter.exits_with(0);
+    assert!(outcome.stdout.contains("waited"), "{outcome}");
+    // Nothing left to resume: 1, a warning.
+    Redlock::new(&server)
+        .args(["resume", "job"])
+        .exits_with(1)
+        .error_mentions(&["not paused"]);
+}
+
+#[test]
+fn a_waiter_whose_wait_runs_out_while_paused_is_busy() {
+    let server = RedisServer::start();
+    pause(&server, &["job", "--reason", "later"]);
+    Redlock::new(&server)
+        .args([
+            "run", "--key", "job", "--ttl", "5s", "--wait", "1s", "--", "true",
+        ])
+        .exits_with(75)
+        .error_mentions(&["paused"]);
+    assert_eq!(
+        server.query::<usize>(&["ZCARD", &companion_key("job", "queue")]),
+        0,
+        "the waiter did not leave the queue"
+    );
+}
+
+#[test]
+fn pause_all_refuses_every_key_under_the_prefix_and_resume_all_lifts_it() {
+    let server = RedisServer::start();
+    let under = |key: &str| {
+        Redlock::new(&server)
+            .args([
+                "--prefix", "prod:", "run", "--key", key, "--ttl", "5s", "--", "true",
+            ])
+            .run()
+    };
+    under("a").expect_code(0);
+    Redlock::new(&server)
+        .args(["--prefix", "prod:", "pause", "--all", "--reason", "switch"])
+        .exits_with(0);
+    // Also a key that never ran, and one with its own pause too.
+    pause(&server, &["--prefix", "prod:", "b"]);
+    for key in ["a", "never"] {
+        let refused = under(key);
+        refused.expect_code(75);
+        refused.error_mentions(&["every lock under its prefix"]);
+    }
+    // A key's own pause is named first.
+    let own = under("b");
+    own.expect_code(75);
+    own.error_mentions(&["paused by"]);
+    // Another prefix is not paused.
+    Redlock::new(&server)
+        .args([
+            "--prefix", "staging:", "run", "--key", "a", "--ttl", "5s", "--", "true",
+        ])
+        .exits_with(0);
+    // Resuming one key leaves the prefix-wide pause, and says so.
+    Redlock::new(&server)
+        .args(["--prefix", "prod:", "resume", "a"])
+        .exits_with(1)
+        .last_error_mentions(&["resume --all"]);
+    let resumed = Redlock::new(&server)
+        .args(["--prefix", "prod:", "resume", "--all"])
+        .exits_with(0);
+    assert!(resumed.stdout.contains("prod:b"), "{resumed}");
+    for key in ["a", "b", "never"] {
+        under(key).expect_code(0);
+    }
+}
+
+#[test]
+fn drain_waits_for_the_running_holder_and_says_who_it_is() {
+    let server = RedisServer::start();
+    let mut holder = Redlock::new(&server)
+        .args(["run", "--key", "job", "--ttl", "5s", "-c", child::HOLD])
+        .spawn();
+    holder.expect_line("ready");
+    let mut drain = Redlock::new(&server)
+        .args(["pause", "job", "--drain", "60s"])
+        .spawn();
+    let line = drain.expect_line_starting("draining: 1 still running: job held by ");
+    assert!(line.contains(&host_name()), "{line}");
+    holder.close_stdin();
+    holder.exits_with(0);
+    let outcome = drain.exits_with(0);
+    assert!(outcome.stdout.contains("drained"), "{outcome}");
+    run_quick(&server, "job").expect_code(75);
+}
+
+#[test]
+fn drain_exits_busy_naming_the_holders_that_still_run_and_leaves_them_alone() {
+    let server = RedisServer::start();
+    let mut holder = Redlock::new(&server)
+        .args(["run", "--key", "job", "--ttl", "5s", "-c", child::HOLD])
+        .spawn();
+    holder.expect_line("ready");
+    let outcome = Redlock::new(&server)
+        .args(["pause", "job", "--drain", "1s"])
+        .exits_with(75);
+    outcome.last_error_mentions(&["still running", &host_name()]);
+    assert!(server.exists("job"), "the holder was touched");
+    holder.close_stdin();
+    holder.exits_with(0);
+}
+
+#[test]
+fn status_shows_the_pause_in_text_and_json() {
+    let server = RedisServer::start();
+    pause(&server, &["job", "--reason", "upgrade"]);
+    let text = Redlock::new(&server).args(["status", "job"]).exits_with(1);
+    assert!(text.stdout.contains("paused by"), "{text}");
+    assert!(text.stdout.contains("until resumed"), "{text}");
+    let status = lock_status(&server, "job");
+    assert_eq!(status["paused"], true, "{status}");
+    assert_eq!(status.str("pauses.0.reason"), "upgrade");
+    assert_eq!(status.str("pauses.0.scope"), "key");
+    assert!(status.expect("pauses.0.until_ms").is_null(), "{status}");
+}
+
+#[test]
+fn bad_pause_arguments_are_usage_errors_that_write_nothing() {
+    let server = RedisServer::start();
+    Redlock::new(&server)
+        .args(["pause", "job", "--for", "0s"])
+        .exits_with(64)
+        .error_mentions(&["--for"]);
+    Redlock::new(&server)
+        .args(["pause", "job", "--for", "5"])
+        .exits_with(64)
+        .error_mentions(&["--for"]);
+    Redlock::new(&server).args(["pause"]).exits_with(64);
+    assert!(!server.exists(&companion_key("job", "paused")));
+}
