@@ -330,7 +330,7 @@ pub(super) fn prose(sub: Option<&str>) -> Prose {
                 (
                     "For node_exporter's textfile collector, every minute from cron (the file is \
                      renamed into place, so the collector never reads half of it):",
-                    "* * * * * redlock --prefix prod: metrics --all > /var/lib/node_exporter/redlock.prom.$$ && mv /var/lib/node_exporter/redlock.prom.$$ /var/lib/node_exporter/redlock.prom",
+                    "* * * * * redlock metrics --all --prefix prod: > /var/lib/node_exporter/redlock.prom.$$ && mv /var/lib/node_exporter/redlock.prom.$$ /var/lib/node_exporter/redlock.prom",
                 ),
                 (
                     "Or from the run itself, written when it ends:",
