@@ -164,3 +164,43 @@ fn the_read_only_user_cannot_take_or_release_locks() {
         .exits_with(77);
     assert!(!server.exists("jobs:report"));
 }
+
+#[test]
+fn the_lock_user_can_pause_and_resume_and_the_read_only_user_can_watch() {
+    let server = server_with_recipes();
+    as_user(&server, "locker")
+        .args(["run", "--key", "report", "--ttl", "1s", "--", "true"])
+        .exits_with(0);
+    as_user(&server, "locker")
+        .args(["pause", "report", "--for", "1h", "--drain", "1s"])
+        .exits_with(0);
+    as_user(&server, "locker")
+        .args(["pause", "--all", "--reason", "acl"])
+        .exits_with(0);
+    as_user(&server, "locker")
+        .args(["run", "--key", "report", "--ttl", "1s", "--", "true"])
+        .exits_with(75);
+    let metrics = as_user(&server, "lockreader")
+        .args(["metrics", "--all"])
+        .exits_with(0);
+    assert!(
+        metrics
+            .stdout
+            .contains("redlock_paused{key=\"jobs:report\"} 1"),
+        "{metrics}"
+    );
+    // The open-ended prefix-wide pause is a warning.
+    as_user(&server, "lockreader")
+        .args(["check", "report"])
+        .exits_with(1);
+    // The read-only user cannot pause.
+    as_user(&server, "lockreader")
+        .args(["pause", "report"])
+        .exits_with(77);
+    as_user(&server, "locker")
+        .args(["resume", "--all"])
+        .exits_with(0);
+    as_user(&server, "locker")
+        .args(["run", "--key", "report", "--ttl", "1s", "--", "true"])
+        .exits_with(0);
+}
