@@ -15,6 +15,7 @@
 //! * WARNING — a pause in force without an end (forgotten pauses are how jobs silently stop);
 //!   a key never run (no last-run record: a typo in the key, or a job that never fired); the
 //!   last run did not end ok. With `--max-since-success`, a key never run is CRITICAL instead.
+//!   A key whose first run is still going is not "never run" (without `--max-since-success`).
 //! * A pause in force with an end, a holder within its age: OK, and said in the line.
 //!
 //! Read-only, one pipeline: a `+@read` user can run it.
@@ -204,7 +205,10 @@ fn judge(i: &Inspection, args: &CheckArgs, now_ms: i64) -> (State, Vec<String>) 
             None => raise(State::Warning, pause.describe(now_ms), &mut said),
         }
     }
+    // A first run still in progress has no record yet; it is not a key that was never run.
+    let first_run = i.last.is_none() && i.holder().is_some_and(|h| !h.finished);
     match (&i.last, args.max_since_success) {
+        (None, None) if first_run => said.push("first run in progress".into()),
         (None, Some(max)) => raise(
             State::Critical,
             format!("never run ok (--max-since-success {})", fmt(max)),

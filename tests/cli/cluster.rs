@@ -414,3 +414,59 @@ fn a_run_during_a_cluster_failover_ends_in_0_or_76_and_never_hangs() {
         ));
     }
 }
+
+#[test]
+fn pause_works_per_key_in_the_cluster_and_prefix_wide_only_with_a_hash_tagged_prefix() {
+    let cluster = RedisCluster::start();
+    let url = cluster.seed_url(0);
+    redlock(&url)
+        .args(["pause", "job", "--reason", "cluster maintenance"])
+        .exits_with(0);
+    redlock(&url)
+        .args(["run", "--key", "job", "--ttl", "2s", "--", "true"])
+        .exits_with(75)
+        .error_mentions(&["cluster maintenance"]);
+    redlock(&url).args(["resume", "job"]).exits_with(0);
+    redlock(&url)
+        .args(["run", "--key", "job", "--ttl", "2s", "--", "true"])
+        .exits_with(0);
+    // Without a hash tag the prefix-wide record could not share the locks' slot: refused.
+    redlock(&url)
+        .args(["--prefix", "prod:", "pause", "--all"])
+        .exits_with(64)
+        .error_mentions(&["hash tag"]);
+    // With one it does, and every key under the prefix is paused.
+    redlock(&url)
+        .args(["--prefix", "jobs:{nightly}:", "pause", "--all"])
+        .exits_with(0);
+    for key in ["a", "b"] {
+        redlock(&url)
+            .args([
+                "--prefix",
+                "jobs:{nightly}:",
+                "run",
+                "--key",
+                key,
+                "--ttl",
+                "2s",
+            ])
+            .args(["--", "true"])
+            .exits_with(75)
+            .error_mentions(&["paused"]);
+    }
+    redlock(&url)
+        .args(["--prefix", "jobs:{nightly}:", "resume", "--all"])
+        .exits_with(0);
+    redlock(&url)
+        .args([
+            "--prefix",
+            "jobs:{nightly}:",
+            "run",
+            "--key",
+            "a",
+            "--ttl",
+            "2s",
+        ])
+        .args(["--", "true"])
+        .exits_with(0);
+}
