@@ -261,7 +261,7 @@ waiters then poll.";
 const PAUSE_LONG_ABOUT: &str = "\
 Refuse new runs of locks, for maintenance, until resumed or until --for runs out.
 
-While a key is paused, every new `redlock run` and `redlock acquire` of it exits with the busy \
+While a key is paused, every new redlock run and redlock acquire of it exits with the busy \
 status (75, or run's --conflict-exit-code) and a line naming who paused it (host, pid, user), \
 why (--reason) and until when. Runs that hold the lock already are not touched, and neither are \
 nested runs inside them. A run with --wait keeps its place in the queue and goes ahead once the \
@@ -276,7 +276,7 @@ than the locks, where the acquire script cannot read it.
 --drain D then waits up to D until none of the paused locks has a running holder, printing who \
 still runs (and again whenever that changes): exit 0 once drained, 75 when holders still run \
 after D (the pause stays in force either way). A pause again replaces the earlier pause \
-record. A pause with --for lapses by itself; `redlock check` reports a pause that ran out \
+record. A pause with --for lapses by itself; redlock check reports a pause that ran out \
 without a resume as CRITICAL (for 24h, or until resumed).";
 
 const METRICS_LONG_ABOUT: &str = "\
@@ -299,7 +299,7 @@ Only read commands are used, as for status.";
 
 const CHECK_LONG_ABOUT: &str = "\
 Health check in the monitoring-plugin convention (Nagios, Icinga, Sensu): one line on stdout, \
-`REDLOCK OK - ...`, `REDLOCK WARNING - ...`, `REDLOCK CRITICAL - ...` or `REDLOCK UNKNOWN - ...`, \
+REDLOCK OK - ..., REDLOCK WARNING - ..., REDLOCK CRITICAL - ... or REDLOCK UNKNOWN - ..., \
 and the exit status 0, 1, 2 or 3. These statuses are the plugin convention, not the exit table \
 the other subcommands share.
 
