@@ -405,6 +405,12 @@ const NOTES: &[(&str, &str)] = &[
         "doctor",
         "When several checks fail, the first one printed decides the status.",
     ),
+    (
+        "check",
+        "`check` is the exception: WARNING and CRITICAL are said in the plugin line on stdout \
+         only, because monitoring systems may merge stderr into the plugin output; UNKNOWN gets \
+         the `redlock:` line on stderr too.",
+    ),
 ];
 
 impl Status {
