@@ -267,3 +267,31 @@ fn bad_pause_arguments_are_usage_errors_that_write_nothing() {
     Redlock::new(&server).args(["pause"]).exits_with(64);
     assert!(!server.exists(&companion_key("job", "paused")));
 }
+
+#[test]
+fn a_quorum_pauses_on_every_node_and_a_node_down_changes_nothing() {
+    let mut quorum = crate::support::RedisQuorum::start(3);
+    quorum
+        .redlock()
+        .args(["pause", "job", "--reason", "quorum"])
+        .exits_with(0);
+    for node in quorum.nodes() {
+        assert!(node.exists(&companion_key("job", "paused")));
+    }
+    quorum.node_mut(0).kill9();
+    quorum
+        .redlock()
+        .args(["run", "--key", "job", "--ttl", "5s", "--", "true"])
+        .exits_with(75)
+        .error_mentions(&["quorum"]);
+    let metrics = quorum.redlock().args(["metrics", "job"]).exits_with(0);
+    assert!(
+        metrics.stdout.contains("redlock_paused{key=\"job\"} 1"),
+        "{metrics}"
+    );
+    quorum.redlock().args(["resume", "job"]).exits_with(0);
+    quorum
+        .redlock()
+        .args(["run", "--key", "job", "--ttl", "5s", "--", "true"])
+        .exits_with(0);
+}
