@@ -10,7 +10,8 @@
 //!   key redlock never expires), `holder` (hash: who holds the lock, expires with it), `last`
 //!   (hash: the last finished run) and `stats` (hash: counters); `last` and `stats` expire
 //!   [`RECORD_TTL`] after their last write; `queue`, `alive` and `waiters` (the `--wait`
-//!   queue); `paused` (hash: who paused the lock, why, until when; see `commands/pause.rs`).
+//!   queue); `paused` (hash: who paused the lock, why, until when; see `commands/pause.rs`);
+//!   `log` (stream: the audit log; see `scripts/audit.lua`).
 //!   What the hashes hold is `record.rs`.
 //! * The pause of every lock under a prefix P is the `paused` companion of the empty key under
 //!   P: `{P}:redlock:paused` (or `P:redlock:paused` when P has a hash tag). No lock has an empty
@@ -30,7 +31,7 @@ use redis::Value;
 
 use crate::error::usage;
 use crate::scripts::{
-    ALIVE, COMPANIONS, FENCE, HOLDER, LAST, PAUSED, QUEUE, RELEASED, STATS, WAITERS,
+    ALIVE, COMPANIONS, FENCE, HOLDER, LAST, LOG, PAUSED, QUEUE, RELEASED, STATS, WAITERS,
 };
 use crate::server::Conn;
 
@@ -53,6 +54,8 @@ pub struct Keys {
     pub waiters: String,
     /// The lock's pause record.
     pub paused: String,
+    /// The audit log (a stream; see `scripts/audit.lua`).
+    pub log: String,
     /// The pause record of every lock under the prefix.
     pub pause_all: String,
     /// Where a release wakes waiters: this channel when nobody is queued, else this channel
@@ -95,6 +98,7 @@ impl Keys {
             waiters: companion(WAITERS),
             channel: companion(RELEASED),
             paused: companion(PAUSED),
+            log: companion(LOG),
             pause_all: prefix_pause_key(prefix),
             fence,
             lock,
@@ -105,8 +109,8 @@ impl Keys {
 impl Keys {
     /// The keys of every script that ends or leaves a hold (release, undo, leave, force a
     /// release), in the order their KEYS list them: lock, holder record, last-run record,
-    /// counters, queue, queue liveness, waiters.
-    pub fn of_an_ending(&self) -> [&str; 7] {
+    /// counters, queue, queue liveness, waiters, audit log.
+    pub fn of_an_ending(&self) -> [&str; 8] {
         [
             &self.lock,
             &self.holder,
@@ -115,6 +119,7 @@ impl Keys {
             &self.queue,
             &self.alive,
             &self.waiters,
+            &self.log,
         ]
     }
 }
@@ -135,6 +140,11 @@ impl Keys {
 /// The pause record of every lock under `prefix`.
 pub fn prefix_pause_key(prefix: &str) -> String {
     companion_key(prefix, PAUSED)
+}
+
+/// The audit log of every lock under `prefix` (pauses and resumes of them all).
+pub fn prefix_log_key(prefix: &str) -> String {
+    companion_key(prefix, LOG)
 }
 
 /// Whether the prefix-wide pause record shares the locks' slot (the prefix has a hash tag).

@@ -204,6 +204,7 @@ pub fn acquire(
         .key(&keys.waiters)
         .key(&keys.paused)
         .key(keys.pause_all_for(cluster))
+        .key(&keys.log)
         .arg(token)
         .arg(ttl.as_millis() as u64)
         .arg(if refusal == Refusal::Count { "1" } else { "0" })
@@ -286,14 +287,44 @@ pub fn abandon(con: &mut Conn, keys: &Keys, token: &str) {
 }
 
 /// Counts one busy refusal (for a `--wait` that ran out; the attempts themselves do not count).
-pub fn count_busy(con: &mut dyn ConnectionLike, keys: &Keys) -> Result<()> {
-    redis::pipe()
-        .hincr(&keys.stats, "busy", 1)
+pub fn count_busy(con: &mut dyn ConnectionLike, keys: &Keys, holder: &Holder) -> Result<()> {
+    let mut pipe = redis::pipe();
+    pipe.hincr(&keys.stats, "busy", 1)
         .ignore()
         .pexpire(&keys.stats, RECORD_TTL.as_millis() as i64)
-        .ignore()
-        .query::<()>(con)
+        .ignore();
+    audit_entry(&mut pipe, &keys.log, "busy", &holder.identity());
+    pipe.query::<()>(con)
         .context("cannot count the busy refusal")
+}
+
+/// How many entries an audit log keeps, and for how long (`scripts/audit.lua` says the same).
+pub const AUDIT_MAX_ENTRIES: usize = 1000;
+pub const AUDIT_MAX_AGE: Duration = Duration::from_secs(30 * 24 * 3600);
+
+/// Adds to `pipe` the commands that append one entry to an audit log, as `audit.lua` does, for
+/// what is logged outside a script (a `--wait` that ran out, `resume --all`). The age trim is
+/// left to the next scripted entry (it needs Redis 6.2, and a pipeline cannot skip one error).
+pub fn audit_entry(
+    pipe: &mut redis::Pipeline,
+    stream: &str,
+    event: &str,
+    fields: &[(&'static str, String)],
+) {
+    let mut xadd = redis::cmd("XADD");
+    xadd.arg(stream)
+        .arg("MAXLEN")
+        .arg(AUDIT_MAX_ENTRIES)
+        .arg("*")
+        .arg("event")
+        .arg(event);
+    for (name, value) in fields {
+        xadd.arg(*name).arg(value);
+    }
+    pipe.add_command(xadd)
+        .ignore()
+        .pexpire(stream, AUDIT_MAX_AGE.as_millis() as i64)
+        .ignore();
 }
 
 /// What a renewal found.
@@ -433,11 +464,13 @@ static PAUSE: LazyLock<Script> = LazyLock::new(|| Script::new(crate::scripts::PA
 pub fn pause(
     con: &mut dyn ConnectionLike,
     record: &str,
+    log: &str,
     span: Option<Duration>,
     who: &[(&'static str, String)],
 ) -> Result<(i64, i64)> {
     let mut call = PAUSE.prepare_invoke();
     call.key(record)
+        .key(log)
         .arg(span.map_or(0, |d| d.as_millis().max(1) as u64))
         .arg(crate::record::PAUSE_KEPT.as_millis() as u64);
     for (name, value) in who {
@@ -451,10 +484,17 @@ static RESUME: LazyLock<Script> = LazyLock::new(|| Script::new(crate::scripts::R
 
 /// Lifts a lock's own pause, waking its first waiter when the lock is free. `Ok(true)` when
 /// there was a pause record.
-pub fn resume(con: &mut dyn ConnectionLike, keys: &Keys) -> Result<bool> {
-    let removed: i64 = ending(&RESUME, keys)
-        .key(&keys.paused)
-        .arg(&keys.channel)
+pub fn resume(
+    con: &mut dyn ConnectionLike,
+    keys: &Keys,
+    who: &[(&'static str, String)],
+) -> Result<bool> {
+    let mut call = ending(&RESUME, keys);
+    call.key(&keys.paused).arg(&keys.channel);
+    for (name, value) in who {
+        call.arg(*name).arg(value);
+    }
+    let removed: i64 = call
         .invoke(con)
         .with_context(|| format!("cannot resume {}", keys.lock))?;
     Ok(removed == 1)
@@ -506,10 +546,15 @@ pub struct Removed {
     pub holder: Option<Holder>,
 }
 
-pub fn force_release(con: &mut dyn ConnectionLike, keys: &Keys) -> Result<Option<Removed>> {
+pub fn force_release(
+    con: &mut dyn ConnectionLike,
+    keys: &Keys,
+    by: &str,
+) -> Result<Option<Removed>> {
     let reply: Option<Vec<Value>> = ending(&FORCE_RELEASE, keys)
         .arg(&keys.channel)
         .arg(RECORD_TTL.as_millis() as u64)
+        .arg(by)
         .invoke(con)
         .with_context(|| format!("cannot release {}", keys.lock))?;
     Ok(reply.map(|reply| Removed {

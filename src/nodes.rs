@@ -554,8 +554,12 @@ impl Nodes {
     }
 
     /// `release --force` on every node: what each removed.
-    pub fn force_release(&mut self, keys: &Keys) -> Result<Vec<(String, Option<Removed>)>> {
-        let results = self.each(|c| lock::force_release(c, keys));
+    pub fn force_release(
+        &mut self,
+        keys: &Keys,
+        by: &str,
+    ) -> Result<Vec<(String, Option<Removed>)>> {
+        let results = self.each(|c| lock::force_release(c, keys, by));
         if !self.is_quorum() {
             let removed = results.into_iter().next().expect("one node")?;
             return Ok(vec![(self.nodes[0].server.name().to_string(), removed)]);
@@ -610,8 +614,8 @@ impl Nodes {
     }
 
     /// Counts one busy refusal on every node.
-    pub fn count_busy(&mut self, keys: &Keys) {
-        for result in self.each(|c| lock::count_busy(c, keys)) {
+    pub fn count_busy(&mut self, keys: &Keys, holder: &crate::record::Holder) {
+        for result in self.each(|c| lock::count_busy(c, keys, holder)) {
             if let Err(e) = result {
                 log::warn("count_failed", &render(&e), &[]);
             }

@@ -12,6 +12,7 @@ use std::collections::BTreeSet;
 
 pub const ACQUIRE: &str = concat!(
     include_str!("scripts/queue.lua"),
+    include_str!("scripts/audit.lua"),
     include_str!("scripts/acquire.lua")
 );
 pub const EXTEND: &str = include_str!("scripts/extend.lua");
@@ -21,10 +22,12 @@ pub const EXTEND: &str = include_str!("scripts/extend.lua");
 const QUEUE_PRELUDE: &str = include_str!("scripts/queue.lua");
 pub const RELEASE: &str = concat!(
     include_str!("scripts/queue.lua"),
+    include_str!("scripts/audit.lua"),
     include_str!("scripts/release.lua")
 );
 pub const FORCE_RELEASE: &str = concat!(
     include_str!("scripts/queue.lua"),
+    include_str!("scripts/audit.lua"),
     include_str!("scripts/force_release.lua")
 );
 pub const RAISE_FENCE: &str = include_str!("scripts/raise_fence.lua");
@@ -34,9 +37,13 @@ pub const LEAVE: &str = concat!(
     include_str!("scripts/queue.lua"),
     include_str!("scripts/leave.lua")
 );
-pub const PAUSE: &str = include_str!("scripts/pause.lua");
+pub const PAUSE: &str = concat!(
+    include_str!("scripts/audit.lua"),
+    include_str!("scripts/pause.lua")
+);
 pub const RESUME: &str = concat!(
     include_str!("scripts/queue.lua"),
+    include_str!("scripts/audit.lua"),
     include_str!("scripts/resume.lua")
 );
 
@@ -72,10 +79,16 @@ pub const WAITERS: &str = "waiters";
 /// every lock under a prefix is the pause record of the empty key under it, `{PREFIX}:redlock:paused`
 /// (no lock can have an empty key).
 pub const PAUSED: &str = "paused";
+/// The audit log (a stream: acquires, busy refusals, releases, lost leases, forced releases,
+/// pauses and resumes; the last 1000 entries of 30 days at most). Pauses and resumes of every
+/// lock under a prefix go to the empty key's, `{PREFIX}:redlock:log`.
+pub const LOG: &str = "log";
 /// The channel a release publishes on (not a key: nothing is stored under it).
 pub const RELEASED: &str = "released";
 /// Every companion key's NAME.
-pub const COMPANIONS: [&str; 8] = [FENCE, HOLDER, LAST, STATS, QUEUE, ALIVE, WAITERS, PAUSED];
+pub const COMPANIONS: [&str; 9] = [
+    FENCE, HOLDER, LAST, STATS, QUEUE, ALIVE, WAITERS, PAUSED, LOG,
+];
 
 /// The SCAN MATCH pattern of every lock's fence counter: the companion that never expires is
 /// how `status --all` finds the locks.

@@ -157,7 +157,7 @@ fn wait_in_queue(
     loop {
         let now = Instant::now();
         if now >= until {
-            nodes.count_busy(keys);
+            nodes.count_busy(keys, req.claim.holder);
             return Ok(Taken::Busy(busy));
         }
         // The next attempt also refreshes this waiter's queue entry, which lapses otherwise.

@@ -76,18 +76,19 @@ pub fn pause(ctx: &Context, args: PauseArgs) -> Result<Exit> {
     let mut nodes = ctx.nodes(ctx.timeout);
     nodes.connect()?;
 
-    let records: Vec<(String, String)> = if args.all {
+    let records: Vec<(String, String, String)> = if args.all {
         vec![(
             keys::prefix_pause_key(&ctx.prefix),
+            keys::prefix_log_key(&ctx.prefix),
             format!("every lock under prefix {:?}", ctx.prefix),
         )]
     } else {
         keys.iter()
-            .map(|k| (k.paused.clone(), k.lock.clone()))
+            .map(|k| (k.paused.clone(), k.log.clone(), k.lock.clone()))
             .collect()
     };
-    for (record, what) in &records {
-        let results = nodes.each(|c| lock::pause(c, record, args.span, &fields));
+    for (record, log_key, what) in &records {
+        let results = nodes.each(|c| lock::pause(c, record, log_key, args.span, &fields));
         let (since, until) = nodes
             .answered(results)?
             .into_iter()
@@ -248,7 +249,8 @@ pub fn resume(ctx: &Context, args: ResumeArgs) -> Result<Exit> {
 
 /// Lifts one lock's own pause on every node; whether one was there.
 fn resume_one(nodes: &mut Nodes, k: &Keys) -> Result<bool> {
-    let results = nodes.each(|c| lock::resume(c, k));
+    let who = resumer();
+    let results = nodes.each(|c| lock::resume(c, k, &who));
     let resumed = nodes
         .answered(results)?
         .into_iter()
@@ -262,4 +264,14 @@ fn resume_one(nodes: &mut Nodes, k: &Keys) -> Result<bool> {
 /// The named keys, checked before anything is contacted.
 fn named(ctx: &Context, names: &[String]) -> Result<Vec<Keys>> {
     names.iter().map(|k| Keys::new(&ctx.prefix, k)).collect()
+}
+
+/// Who resumes, for the audit log: host and user (this short-lived process's pid says nothing).
+fn resumer() -> Vec<(&'static str, String)> {
+    let me = Holder::current("redlock resume", None);
+    let mut who = vec![("host", me.host)];
+    if let Some(user) = me.user {
+        who.push(("user", user));
+    }
+    who
 }

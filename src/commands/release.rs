@@ -19,7 +19,7 @@ pub fn release(ctx: &Context, args: ReleaseArgs) -> Result<Exit> {
     let mut nodes = ctx.nodes(ctx.timeout);
     nodes.connect()?;
     if args.force {
-        let removed = nodes.force_release(&keys)?;
+        let removed = nodes.force_release(&keys, &operator())?;
         let quorum = nodes.is_quorum();
         let mut any = false;
         for (node, removed) in &removed {
@@ -65,5 +65,14 @@ pub fn release(ctx: &Context, args: ReleaseArgs) -> Result<Exit> {
             &[],
         );
         Ok(Exit::No)
+    }
+}
+
+/// Who forces a release, for the audit log: "host (user NAME)".
+fn operator() -> String {
+    let me = Holder::current("redlock release --force", None);
+    match me.user {
+        Some(user) => format!("{} (user {user})", me.host),
+        None => me.host,
     }
 }

@@ -3,6 +3,7 @@
 -- KEYS[1] lock (string: the token)    KEYS[2] fence counter    KEYS[3] holder record (hash)
 -- KEYS[4] counters (hash)   KEYS[5] queue (zset: ticket -> arrival)
 -- KEYS[6] queue liveness (zset: ticket -> deadline, ms)   KEYS[7] waiters (hash: ticket -> who)
+-- KEYS[10] the audit log (stream; see audit.lua): taken, and a counted busy refusal, are logged
 -- KEYS[8] the lock's pause record (hash)   KEYS[9] the prefix-wide pause record (hash; the same
 --         key as KEYS[8] where it cannot share the lock's slot)
 -- ARGV[1] token   ARGV[2] ttl (ms)   ARGV[3] '1' to count a busy refusal   ARGV[4] record ttl (ms)
@@ -58,6 +59,7 @@ if not current and not pause then
       'finished', 0, unpack(ARGV, 9))
     redis.call('PEXPIRE', KEYS[3], ARGV[2])
     redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+    audit(KEYS[10], 'acquired', 'fence', fence, unpack(ARGV, 9))
     -- A quorum waiter (its arrival given) stays queued here until a majority granted it the
     -- lock (it then leaves every node's queue): taken out here alone, it would lose its place
     -- on this node whenever the other nodes refused it, and two waiters could take turns at
@@ -74,6 +76,11 @@ local pttl = redis.call('PTTL', KEYS[1])
 if ARGV[3] == '1' then
   redis.call('HINCRBY', KEYS[4], 'busy', 1)
   redis.call('PEXPIRE', KEYS[4], ARGV[4])
+  if pause then
+    audit(KEYS[10], 'busy', 'reason', 'paused', unpack(ARGV, 9))
+  else
+    audit(KEYS[10], 'busy', unpack(ARGV, 9))
+  end
 end
 local ahead = 0
 if ticket ~= '' then

@@ -1,6 +1,6 @@
 -- pause: stores a pause record; while it is in force, acquire.lua refuses every new taker of
 -- the lock (KEYS[1] a lock's pause record) or of every lock under a prefix (the prefix-wide one).
--- KEYS[1] the pause record (hash)
+-- KEYS[1] the pause record (hash)   KEYS[2] the audit log it is logged in (see audit.lua)
 -- ARGV[1] how long the pause lasts (ms; 0: until resumed)   ARGV[2] how long the record is
 --         kept after it lapsed (ms), so that `check` can tell a pause that ran out unresumed
 -- ARGV[3..] who pauses and why, as field/value pairs (record.rs writes them); the script adds
@@ -14,4 +14,5 @@ if span > 0 then untl = now + span end
 redis.call('DEL', KEYS[1])
 redis.call('HSET', KEYS[1], 'since', now, 'until', untl, unpack(ARGV, 3))
 if span > 0 then redis.call('PEXPIRE', KEYS[1], span + tonumber(ARGV[2])) end
+audit(KEYS[2], 'paused', 'until', untl, unpack(ARGV, 3))
 return {now, untl}

@@ -2,6 +2,7 @@
 -- of the run and the counters.
 -- KEYS[1] lock   KEYS[2] holder record   KEYS[3] last-run record (hash)   KEYS[4] counters
 -- KEYS[5] queue   KEYS[6] queue liveness   KEYS[7] waiters (see acquire.lua)
+-- KEYS[8] the audit log (see audit.lua): a recorded end is logged, 'released' or 'lost'
 -- ARGV[1] token   ARGV[2] release channel ('' to publish nothing)   ARGV[3] keep (ms; 0 deletes)
 -- ARGV[4] outcome ('' records nothing)   ARGV[5] record ttl (ms)
 -- ARGV[6..] the last-run record as field/value pairs (record.rs writes them)
@@ -42,5 +43,11 @@ if ARGV[4] ~= '' then
     redis.call('HINCRBY', KEYS[4], 'failed', 1)
   end
   redis.call('PEXPIRE', KEYS[4], ARGV[5])
+  local f = {}
+  for i = 6, #ARGV - 1, 2 do
+    f[#f + 1] = ARGV[i]
+    if ARGV[i] == 'outcome' then f[#f + 1] = outcome else f[#f + 1] = ARGV[i + 1] end
+  end
+  if released == 1 then audit(KEYS[8], 'released', unpack(f)) else audit(KEYS[8], 'lost', unpack(f)) end
 end
 return released

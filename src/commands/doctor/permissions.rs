@@ -300,7 +300,7 @@ fn probe(
             )),
             Some(Acquire::Busy(_)) | None => {}
         }
-        probe.step("count busy", lock::count_busy(con, keys))?;
+        probe.step("count busy", lock::count_busy(con, keys, &holder))?;
         if probe
             .step("extend", lock::extend(con, keys, token, PROBE_TTL))?
             .is_some_and(|r| r != lock::Renewed::Yes)

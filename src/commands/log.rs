@@ -1,0 +1,346 @@
+//! `redlock log`: the locks' audit log, oldest first.
+//!
+//! Every acquire, busy refusal, skipped run (`--once-per`), release, lost lease, forced
+//! release, pause and resume is appended by the script that already runs for it to a capped
+//! Redis Stream per lock, `{L}:redlock:log`, in the lock's hash slot (see `scripts/audit.lua`):
+//! the `run` path sends no extra command. An entry's stream ID is the server's clock when it was
+//! written; its fields are the event and who (host, pid, user), plus what applies: fence, exit
+//! status, outcome, duration, reason, until, command.
+//!
+//! Read-only: `XRANGE`, so a `+@read` user can read the log. The logs of several keys are merged
+//! by time. `--follow` then asks every key's stream for what came after the last entry shown,
+//! every [`FOLLOW_EVERY`], until SIGINT or SIGTERM (exit 0: the operator asked it to stop);
+//! keys that get a log later are not picked up by a `--follow --all` already running. With a
+//! quorum every node keeps its own log; `log` reads the first node that answers.
+
+use std::time::{Duration, UNIX_EPOCH};
+
+use anyhow::{Context as _, Result};
+use redis::Value;
+
+use crate::Context;
+use crate::cli::LogArgs;
+use crate::exit::Exit;
+use crate::json::Json;
+use crate::keys::{self, Keys};
+use crate::log;
+use crate::server::Conn;
+use crate::signals::{self, Event, Signals};
+
+/// How often `--follow` asks for new entries.
+pub const FOLLOW_EVERY: Duration = Duration::from_millis(250);
+
+/// One entry of one lock's log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Entry {
+    /// The lock's Redis key (prefix included); empty for the prefix-wide log (`pause --all`).
+    lock: String,
+    /// The stream ID: the server's clock (ms) and a sequence number.
+    ms: i64,
+    seq: i64,
+    fields: Vec<(String, String)>,
+}
+
+impl Entry {
+    fn get(&self, name: &str) -> Option<&str> {
+        self.fields
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+            .filter(|v| !v.is_empty())
+    }
+
+    fn id(&self) -> String {
+        format!("{}-{}", self.ms, self.seq)
+    }
+
+    /// `2026-01-02T03:00:01.234Z  report:daily  released  web-2 (pid 42, user report), fence 7,
+    /// ok (exit 0) after 12s: ./report.sh`
+    fn text(&self, prefix: &str) -> String {
+        let key = if self.lock.is_empty() {
+            format!("{prefix}* (every key)")
+        } else {
+            self.lock.clone()
+        };
+        let mut who = self.get("host").unwrap_or("?").to_string();
+        let details: Vec<String> = [
+            self.get("pid").map(|p| format!("pid {p}")),
+            self.get("user").map(|u| format!("user {u}")),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        if !details.is_empty() {
+            who.push_str(&format!(" ({})", details.join(", ")));
+        }
+        let mut line = format!(
+            "{}  {key}  {}  {who}",
+            time_text(self.ms),
+            self.get("event").unwrap_or("?")
+        );
+        if let Some(fence) = self.get("fence") {
+            line.push_str(&format!(", fence {fence}"));
+        }
+        if let Some(outcome) = self.get("outcome") {
+            line.push_str(&format!(", {outcome}"));
+            if let Some(exit) = self.get("exit") {
+                line.push_str(&format!(" (exit {exit})"));
+            }
+            if let Some(ms) = self.get("duration_ms").and_then(|d| d.parse::<u64>().ok()) {
+                line.push_str(&format!(
+                    " after {}",
+                    crate::lease::fmt(Duration::from_millis(ms))
+                ));
+            }
+        }
+        if let Some(by) = self.get("by") {
+            line.push_str(&format!(", by {by}"));
+        }
+        if let Some(reason) = self.get("reason") {
+            line.push_str(&format!(", reason: {reason}"));
+        }
+        if let Some(until) = self.get("until").and_then(|u| u.parse::<i64>().ok()) {
+            if until > 0 {
+                line.push_str(&format!(", until {}", time_text(until)));
+            } else {
+                line.push_str(", until resumed");
+            }
+        }
+        if let Some(cmd) = self.get("cmd") {
+            line.push_str(&format!(": {cmd}"));
+        }
+        line
+    }
+
+    fn json(&self) -> Json {
+        let mut out = vec![
+            ("key", Json::str(&self.lock)),
+            ("id", Json::str(&self.id())),
+            ("time_ms", Json::Num(self.ms.into())),
+            ("time", Json::str(&time_text(self.ms))),
+        ];
+        let fields: Vec<(&str, Json)> = self
+            .fields
+            .iter()
+            .map(|(k, v)| (k.as_str(), Json::str(v)))
+            .collect();
+        out.extend(fields);
+        Json::Obj(out)
+    }
+}
+
+/// RFC 3339 in UTC with milliseconds.
+fn time_text(ms: i64) -> String {
+    let at = UNIX_EPOCH + Duration::from_millis(ms.max(0) as u64);
+    humantime::format_rfc3339_millis(at).to_string()
+}
+
+pub fn log(ctx: &Context, args: LogArgs) -> Result<Exit> {
+    let named = args
+        .keys
+        .iter()
+        .map(|k| Keys::new(&ctx.prefix, k))
+        .collect::<Result<Vec<_>>>()?;
+    // Signals are blocked before anything runs, so a follow ends at the next poll, not at once
+    // mid-print.
+    let signals = args.follow.then(Signals::block);
+    let mut nodes = ctx.nodes(ctx.timeout);
+    nodes.connect()?;
+    let mut logs: Vec<(String, String)> = named
+        .iter()
+        .map(|k| (k.lock.clone(), k.log.clone()))
+        .collect();
+    let since = args.since;
+    let mut shown: Vec<Entry> = Vec::new();
+    let found = nodes.each(|con| {
+        if args.all {
+            let mut all: Vec<(String, String)> = keys::scan_companions(con, &ctx.prefix, crate::scripts::LOG)?
+                .into_iter()
+                .map(|k| (k.lock.clone(), k.log.clone()))
+                .collect();
+            all.push((String::new(), keys::prefix_log_key(&ctx.prefix)));
+            Ok((all, read_all(con, &all, since)?))
+        } else {
+            Ok((Vec::new(), read_all(con, &logs, since)?))
+        }
+    });
+    let (found_logs, entries) = first_answer(found)?;
+    if args.all {
+        logs = found_logs;
+    }
+    for entry in &entries {
+        print(entry, &ctx.prefix, args.json)?;
+    }
+    shown.extend(entries);
+    let Some(signals) = signals else {
+        return Ok(Exit::Success);
+    };
+    // From here on: what came after the last entry of each log.
+    let mut after: Vec<Option<(i64, i64)>> = logs
+        .iter()
+        .map(|(lock, _)| {
+            shown
+                .iter()
+                .filter(|e| &e.lock == lock)
+                .map(|e| (e.ms, e.seq))
+                .max()
+        })
+        .collect();
+    loop {
+        match signals.wait(Some(FOLLOW_EVERY)) {
+            Event::Signal(sig) if signals::JOB_CONTROL.contains(&sig) => continue,
+            Event::Signal(_) => return Ok(Exit::Success),
+            _ => {}
+        }
+        let fresh = nodes.each(|con| {
+            let mut out = Vec::new();
+            for ((lock, stream), last) in logs.iter().zip(&after) {
+                let start = match last {
+                    Some((ms, seq)) => format!("{ms}-{}", seq + 1),
+                    None => "-".to_string(),
+                };
+                out.extend(read(con, lock, stream, &start)?);
+            }
+            Ok(out)
+        });
+        let mut fresh = first_answer(fresh)?;
+        fresh.sort_by_key(|e| (e.ms, e.seq));
+        for entry in fresh {
+            print(&entry, &ctx.prefix, args.json)?;
+            if let Some(i) = logs.iter().position(|(lock, _)| *lock == entry.lock) {
+                after[i] = Some((entry.ms, entry.seq));
+            }
+        }
+    }
+}
+
+/// The first node's answer that is not an error (a quorum's nodes keep their own logs).
+fn first_answer<T>(results: Vec<Result<T>>) -> Result<T> {
+    let mut first_error = None;
+    for r in results {
+        match r {
+            Ok(v) => return Ok(v),
+            Err(e) => {
+                first_error.get_or_insert(e);
+            }
+        }
+    }
+    Err(first_error.expect("at least one node"))
+}
+
+fn print(entry: &Entry, prefix: &str, json: bool) -> Result<()> {
+    let line = if json {
+        entry.json().to_string()
+    } else {
+        entry.text(prefix)
+    };
+    log::stdout(&format!("{line}\n")).context("cannot print the log")
+}
+
+/// Every entry of `logs` since `since` ago (by the server's clock), merged oldest first.
+fn read_all(
+    con: &mut Conn,
+    logs: &[(String, String)],
+    since: Option<Duration>,
+) -> Result<Vec<Entry>> {
+    let start = match since {
+        Some(d) => {
+            let (secs, micros): (i64, i64) = redis::cmd("TIME")
+                .query(con)
+                .context("cannot read the server's clock")?;
+            let now = secs * 1000 + micros / 1000;
+            (now - d.as_millis() as i64).max(0).to_string()
+        }
+        None => "-".to_string(),
+    };
+    let mut all = Vec::new();
+    for (lock, stream) in logs {
+        all.extend(read(con, lock, stream, &start)?);
+    }
+    all.sort_by_key(|e| (e.ms, e.seq));
+    Ok(all)
+}
+
+/// `XRANGE stream start +`; a missing stream is an empty log.
+fn read(con: &mut Conn, lock: &str, stream: &str, start: &str) -> Result<Vec<Entry>> {
+    let reply: Value = redis::cmd("XRANGE")
+        .arg(stream)
+        .arg(start)
+        .arg("+")
+        .query(con)
+        .with_context(|| format!("cannot read the log of {lock}"))?;
+    let Value::Array(items) = reply else {
+        return Ok(Vec::new());
+    };
+    let mut out = Vec::with_capacity(items.len());
+    for item in items {
+        let Ok((id, pairs)) = redis::from_redis_value::<(String, Vec<String>)>(item) else {
+            continue;
+        };
+        let (ms, seq) = id.split_once('-').unwrap_or((&id, "0"));
+        let fields = pairs
+            .chunks(2)
+            .filter_map(|p| Some((p.first()?.clone(), p.get(1)?.clone())))
+            .collect();
+        out.push(Entry {
+            lock: lock.to_string(),
+            ms: ms.parse().unwrap_or(0),
+            seq: seq.parse().unwrap_or(0),
+            fields,
+        });
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(fields: &[(&str, &str)]) -> Entry {
+        Entry {
+            lock: "report".into(),
+            ms: 1_767_322_801_234,
+            seq: 0,
+            fields: fields
+                .iter()
+                .map(|(k, v)| ((*k).to_string(), (*v).to_string()))
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn a_release_reads_as_one_line() {
+        let e = entry(&[
+            ("event", "released"),
+            ("host", "web-2"),
+            ("pid", "42"),
+            ("user", "report"),
+            ("fence", "7"),
+            ("outcome", "ok"),
+            ("exit", "0"),
+            ("duration_ms", "12000"),
+            ("cmd", "./report.sh"),
+        ]);
+        assert_eq!(
+            e.text(""),
+            "2026-01-02T03:00:01.234Z  report  released  web-2 (pid 42, user report), fence 7, \
+             ok (exit 0) after 12s: ./report.sh"
+        );
+    }
+
+    #[test]
+    fn a_pause_names_its_reason_and_end() {
+        let e = entry(&[
+            ("event", "paused"),
+            ("host", "ops-1"),
+            ("user", "alice"),
+            ("reason", "db upgrade"),
+            ("until", "0"),
+        ]);
+        assert_eq!(
+            e.text(""),
+            "2026-01-02T03:00:01.234Z  report  paused  ops-1 (user alice), reason: db upgrade, \
+             until resumed"
+        );
+    }
+}
