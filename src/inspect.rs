@@ -5,7 +5,8 @@ use anyhow::{Context, Result};
 use redis::Value;
 
 use crate::keys::Keys;
-use crate::record::{Counters, Holder, LastRun, LockState, Waiter};
+use crate::lock::Shape;
+use crate::record::{Counters, Holder, LastRun, LockState, Sharer, Waiter};
 use crate::server::Conn;
 
 /// Everything Redis knows about one lock.
@@ -23,6 +24,12 @@ pub struct Inspection {
     pub counters: Counters,
     /// The waiters, first in line first.
     pub queue: Vec<Waiter>,
+    /// A shared or slotted lock's shape, while it has holders.
+    pub shape: Option<Shape>,
+    /// Its holders whose lease has not ended (by this host's clock), by slot, then by fence.
+    pub sharers: Vec<Sharer>,
+    /// How long until the last shared lease ends.
+    pub sharers_pttl_ms: i64,
 }
 
 impl Inspection {
@@ -35,6 +42,9 @@ impl Inspection {
     }
 
     pub fn state(&self) -> LockState {
+        if self.key_type == "none" && !self.sharers.is_empty() {
+            return LockState::Held;
+        }
         LockState::of_type(&self.key_type)
     }
 
@@ -60,17 +70,39 @@ fn queue_of(tickets: &Value, who: &[(String, String)]) -> Vec<Waiter> {
         .collect()
 }
 
+/// The live shared holders, from the leases (token, deadline) and the holders hash; the shape
+/// is its `shape` field. An entry whose deadline has passed by `now_ms` is gone (the scripts
+/// remove such entries when they next run).
+fn sharers_of(leases: &Value, holders: &[(String, String)], now_ms: i64) -> Vec<Sharer> {
+    let leases: Vec<(String, f64)> = redis::from_redis_value_ref(leases).unwrap_or_default();
+    let mut sharers: Vec<Sharer> = leases
+        .into_iter()
+        .filter(|(_, deadline)| *deadline as i64 > now_ms)
+        .map(|(token, deadline)| {
+            let mut sharer = holders
+                .iter()
+                .find(|(t, _)| *t == token)
+                .map_or_else(Sharer::default, |(_, value)| Sharer::decode(value));
+            sharer.deadline_ms = Some(deadline as i64);
+            sharer.token = Some(token);
+            sharer
+        })
+        .collect();
+    sharers.sort_by_key(|s| (s.slot, s.fence));
+    sharers
+}
+
 /// Reads the lock and its companions for every key in one round trip. MGET (not GET) so that a
 /// key of another type reads as nil; TYPE tells the two apart. A companion key of the wrong
 /// type reads as empty rather than failing the whole pipeline.
-pub fn inspect(con: &mut Conn, keys: &[Keys]) -> Result<Vec<Inspection>> {
+pub fn inspect(con: &mut Conn, keys: &[Keys], now_ms: i64) -> Result<Vec<Inspection>> {
     // A cluster routes a pipeline by its first key: one pipeline per lock (one slot each).
     if let Conn::Cluster(_) = con
         && keys.len() > 1
     {
         let mut out = Vec::with_capacity(keys.len());
         for k in keys {
-            out.extend(inspect(con, std::slice::from_ref(k))?);
+            out.extend(inspect(con, std::slice::from_ref(k), now_ms)?);
         }
         return Ok(out);
     }
@@ -95,13 +127,32 @@ pub fn inspect(con: &mut Conn, keys: &[Keys]) -> Result<Vec<Inspection>> {
             .arg(0)
             .arg(-1)
             .cmd("HGETALL")
-            .arg(&k.waiters);
+            .arg(&k.waiters)
+            .cmd("ZRANGE")
+            .arg(&k.leases)
+            .arg(0)
+            .arg(-1)
+            .arg("WITHSCORES")
+            .cmd("HGETALL")
+            .arg(&k.holders);
     }
     pipe.ignore_errors();
     let replies: Vec<Value> = pipe.query(con).context("cannot read the lock state")?;
     let mut out = Vec::with_capacity(keys.len());
-    for chunk in replies.chunks(8) {
-        let [key_type, values, pttl, holder, last, stats, queue, waiters] = chunk else {
+    for chunk in replies.chunks(10) {
+        let [
+            key_type,
+            values,
+            pttl,
+            holder,
+            last,
+            stats,
+            queue,
+            waiters,
+            leases,
+            holders,
+        ] = chunk
+        else {
             anyhow::bail!("unexpected reply from the server");
         };
         // Errors on the lock key itself (NOPERM, say) are the answer, with their class.
@@ -121,6 +172,13 @@ pub fn inspect(con: &mut Conn, keys: &[Keys]) -> Result<Vec<Inspection>> {
             pairs.sort();
             Ok(pairs)
         };
+        let holders = pairs(holders)?;
+        let sharers = sharers_of(leases, &holders, now_ms);
+        let shape = holders
+            .iter()
+            .find(|(field, _)| field == "shape")
+            .and_then(|(_, v)| Shape::from_stored(v))
+            .filter(|_| !sharers.is_empty());
         out.push(Inspection {
             token: if key_type == "string" { token } else { None },
             key_type,
@@ -130,6 +188,13 @@ pub fn inspect(con: &mut Conn, keys: &[Keys]) -> Result<Vec<Inspection>> {
             last: LastRun::decode(&pairs(last)?),
             counters: Counters::decode(&pairs(stats)?),
             queue: queue_of(queue, &pairs(waiters)?),
+            sharers_pttl_ms: sharers
+                .iter()
+                .filter_map(|s| s.deadline_ms)
+                .max()
+                .map_or(-2, |d| (d - now_ms).max(0)),
+            shape,
+            sharers,
         });
     }
     Ok(out)

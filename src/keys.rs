@@ -9,7 +9,15 @@
 //!   are `L:redlock:NAME`, keeping L's tag. NAME is `fence` (a counter that only grows; the only
 //!   key redlock never expires), `holder` (hash: who holds the lock, expires with it), `last`
 //!   (hash: the last finished run) and `stats` (hash: counters); `last` and `stats` expire
-//!   [`RECORD_TTL`] after their last write. What the hashes hold is `record.rs`.
+//!   [`RECORD_TTL`] after their last write. What the hashes hold is `record.rs`. The waiters'
+//!   queue is `queue`, `alive` and `waiters` (see `wait.rs`).
+//! * A shared or slotted lock (`--shared`, `--slots N`) leaves L absent: its holders are
+//!   `leases` (sorted set: token -> lease deadline, the server's clock in ms; Redis 7.0 cannot
+//!   expire one field of a hash) and `holders` (hash: token -> that holder's record, and
+//!   `shape` -> `shared` or N), both expiring with the latest lease. The scripts treat an entry
+//!   whose deadline has passed as gone. An exclusive taker checks `leases` (one EXISTS when
+//!   there is none), so the shapes exclude one another; a foreign `SET NX` client sees only
+//!   L, and does not see shared holds.
 //! * A release publishes on channel `{L}:redlock:released` (same naming rule) so waiters wake at
 //!   once instead of polling.
 //!
@@ -23,7 +31,8 @@ use redis::Value;
 
 use crate::error::usage;
 use crate::scripts::{
-    ALIVE, COMPANIONS, FENCE, FENCE_PATTERN, HOLDER, LAST, QUEUE, RELEASED, STATS, WAITERS,
+    ALIVE, COMPANIONS, FENCE, FENCE_PATTERN, HOLDER, HOLDERS, LAST, LEASES, QUEUE, RELEASED, STATS,
+    WAITERS,
 };
 use crate::server::Conn;
 
@@ -44,6 +53,9 @@ pub struct Keys {
     pub queue: String,
     pub alive: String,
     pub waiters: String,
+    /// A shared or slotted lock's holders' leases and records (see `scripts/shapes.lua`).
+    pub leases: String,
+    pub holders: String,
     /// Where a release wakes waiters: this channel when nobody is queued, else this channel
     /// followed by `:TICKET` for the waiter at the head of the queue.
     pub channel: String,
@@ -82,6 +94,8 @@ impl Keys {
             queue: companion(QUEUE),
             alive: companion(ALIVE),
             waiters: companion(WAITERS),
+            leases: companion(LEASES),
+            holders: companion(HOLDERS),
             channel: companion(RELEASED),
             fence,
             lock,
@@ -92,8 +106,8 @@ impl Keys {
 impl Keys {
     /// The keys of every script that ends or leaves a hold (release, undo, leave, force a
     /// release), in the order their KEYS list them: lock, holder record, last-run record,
-    /// counters, queue, queue liveness, waiters.
-    pub fn of_an_ending(&self) -> [&str; 7] {
+    /// counters, queue, queue liveness, waiters, shared leases, shared holders.
+    pub fn of_an_ending(&self) -> [&str; 9] {
         [
             &self.lock,
             &self.holder,
@@ -102,6 +116,8 @@ impl Keys {
             &self.queue,
             &self.alive,
             &self.waiters,
+            &self.leases,
+            &self.holders,
         ]
     }
 }
@@ -141,6 +157,7 @@ fn companion_role(name: &str) -> &'static str {
         HOLDER => "holder record",
         LAST => "last-run record",
         QUEUE | ALIVE | WAITERS => "waiters' queue",
+        LEASES | HOLDERS => "shared holders' record",
         _ => "counters",
     }
 }

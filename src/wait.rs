@@ -41,6 +41,8 @@ pub enum Taken {
     Acquired {
         fence: i64,
         started_ms: i64,
+        /// The slot taken (`--slots N`).
+        slot: Option<u32>,
         /// When the successful acquire was sent: the lease is counted from here.
         sent: Moment,
     },
@@ -84,26 +86,16 @@ pub fn take(
         ticket,
         arrival_us: nodes.is_quorum().then(now_us),
     });
-    let first = nodes.acquire(&req.claim, refusal, queue.as_ref(), sent, Some(meanwhile))?;
+    let first = nodes.acquire(&req.claim, refusal, queue.as_ref(), sent, Some(meanwhile));
+    let first = first.and_then(|a| outcome(a, &req.claim, sent));
     let (Some(wait), Some(queue)) = (wait, queue) else {
-        return Ok(match first {
-            Acquire::Acquired { fence, started_ms } => Taken::Acquired {
-                fence,
-                started_ms,
-                sent,
-            },
-            Acquire::Busy(busy) => Taken::Busy(busy),
-        });
+        return first;
     };
     let taken = match first {
-        Acquire::Acquired { fence, started_ms } => Ok(Taken::Acquired {
-            fence,
-            started_ms,
-            sent,
-        }),
-        Acquire::Busy(busy) => {
+        Ok(Taken::Busy(busy)) => {
             wait_in_queue(nodes, req, signals, &queue, busy, start + wait.min(YEAR))
         }
+        other => other,
     };
     // A waiter that gives up leaves the queue at once, so the next one is not held up by it.
     // In a quorum a waiter also leaves once a majority granted it the lock: the nodes keep it
@@ -112,6 +104,39 @@ pub fn take(
         nodes.leave(req.claim.keys, queue.ticket);
     }
     taken
+}
+
+/// What an attempt's answer means for the run: taken, busy, or (a key held with another shape
+/// than the one asked for) a configuration error, 78, whatever the wait.
+fn outcome(attempt: Acquire, claim: &Claim, sent: Moment) -> Result<Taken> {
+    match attempt {
+        Acquire::Acquired {
+            fence,
+            started_ms,
+            slot,
+        } => Ok(Taken::Acquired {
+            fence,
+            started_ms,
+            slot,
+            sent,
+        }),
+        Acquire::Busy(busy) => Ok(Taken::Busy(busy)),
+        Acquire::Mismatch(held) => Err(crate::error::fail(crate::exit::Exit::Config, {
+            let held = match held {
+                lock::Shape::Slots(n) => format!("held with {n} slots"),
+                _ => "held shared".to_string(),
+            };
+            let asked = match claim.shape {
+                lock::Shape::Slots(n) => format!("asks for {n} slots"),
+                _ => "asks for a shared hold".to_string(),
+            };
+            format!(
+                "{} is {held}, and this {asked}; every holder of a key must ask for the same \
+                     shape (the same --slots N, or --shared)",
+                claim.keys.lock
+            )
+        })),
+    }
 }
 
 /// A wait longer than a year is a year: `start + wait` must not overflow.
@@ -190,7 +215,7 @@ fn wait_in_queue(
         }
         let sent = Moment::now();
         let attempt = match nodes.acquire(&req.claim, Refusal::Uncounted, Some(queue), sent, None) {
-            Ok(a) => a,
+            Ok(a) => outcome(a, &req.claim, sent)?,
             // A long wait may outlive one connection; the failed one was dropped, so this
             // attempt reconnects. Not after a timeout: that attempt's undoing is queued behind
             // it (nodes.rs), and would undo a retry with the same token.
@@ -198,26 +223,13 @@ fn wait_in_queue(
                 let sent = Moment::now();
                 let retry =
                     nodes.acquire(&req.claim, Refusal::Uncounted, Some(queue), sent, None)?;
-                if let Acquire::Acquired { fence, started_ms } = retry {
-                    return Ok(Taken::Acquired {
-                        fence,
-                        started_ms,
-                        sent,
-                    });
-                }
-                retry
+                outcome(retry, &req.claim, sent)?
             }
             Err(e) => return Err(e),
         };
         match attempt {
-            Acquire::Acquired { fence, started_ms } => {
-                return Ok(Taken::Acquired {
-                    fence,
-                    started_ms,
-                    sent,
-                });
-            }
-            Acquire::Busy(b) => busy = b,
+            Taken::Busy(b) => busy = b,
+            taken => return Ok(taken),
         }
         if busy.ahead != place {
             place = busy.ahead;
