@@ -289,7 +289,7 @@ pub struct RunArgs {
     /// Let up to N holders hold the lock at once, each in its own slot: the command gets
     /// REDLOCK_SLOT (0..N-1). Every holder of the key must ask for the same N (78 otherwise);
     /// --slots 1 is the exclusive lock. Not with several --url (a quorum)
-    #[arg(long, value_name = "N")]
+    #[arg(long, allow_hyphen_values = true, value_name = "N")]
     pub slots: Option<u32>,
 
     /// Stop the command's whole tree this long after the lock was taken: SIGTERM, SIGKILL
@@ -386,7 +386,7 @@ pub struct AcquireArgs {
     pub shared: bool,
 
     /// Take one of N slots (see `redlock run --slots`); the slot is printed on a third line
-    #[arg(long, value_name = "N")]
+    #[arg(long, allow_hyphen_values = true, value_name = "N")]
     pub slots: Option<u32>,
 
     /// Print {"token", "fence", "deadline_ms", ...} as one JSON object

@@ -185,6 +185,15 @@ impl Busy {
             );
         }
         let mut out = match self.sharers {
+            // A shared taker is refused by its shape's holders, or by waiters queued first.
+            Some((shape, n)) if self.queued > 0 => format!(
+                "{}, and {} queued for it",
+                describe_sharers(shape, n),
+                match self.queued {
+                    1 => "a waiter is".to_string(),
+                    n => format!("{n} waiters are"),
+                }
+            ),
             Some((shape, n)) => describe_sharers(shape, n),
             None => Holder::describe(self.holder.as_ref(), Some(self.server_now_ms)),
         };
