@@ -165,12 +165,24 @@ pub struct Busy {
     pub queued: usize,
     /// Shared holders and their shape, when the lock is held that way.
     pub sharers: Option<(Shape, usize)>,
+    /// Whether the refused taker is a waiter (then it is one of `queued`).
+    pub waiting: bool,
 }
 
 impl Busy {
     /// Free, but others were queued first.
     pub fn is_queue(&self) -> bool {
         self.pttl_ms == -2
+    }
+
+    /// Waiters queued before this taker: those ahead of it when it waits, all of them when
+    /// it does not.
+    fn others_queued(&self) -> usize {
+        if self.waiting {
+            self.ahead
+        } else {
+            self.queued
+        }
     }
 
     /// "held by host (pid 12, user bob, fence 7) for 3m 2s, expires in 25s".
@@ -186,10 +198,10 @@ impl Busy {
         }
         let mut out = match self.sharers {
             // A shared taker is refused by its shape's holders, or by waiters queued first.
-            Some((shape, n)) if self.queued > 0 => format!(
-                "{}, and {} queued for it",
+            Some((shape, n)) if self.others_queued() > 0 => format!(
+                "{}, and {} queued before this one",
                 describe_sharers(shape, n),
-                match self.queued {
+                match self.others_queued() {
                     1 => "a waiter is".to_string(),
                     n => format!("{n} waiters are"),
                 }
@@ -347,6 +359,7 @@ pub fn acquire(
         queued: usize::try_from(int(5)).unwrap_or(0),
         sharers: Shape::from_stored(&text(6))
             .map(|shape| (shape, usize::try_from(int(7)).unwrap_or(0))),
+        waiting: queue.is_some(),
     }))
 }
 

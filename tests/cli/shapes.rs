@@ -661,3 +661,41 @@ fn slots_work_through_sentinel() {
     let sentinel = RedisSentinel::start();
     two_slots_through(&sentinel.url());
 }
+
+#[test]
+fn a_slotted_run_keeps_its_slot_for_hold_at_least_and_max_runtime_stops_only_its_own_command() {
+    let server = RedisServer::start();
+    Redlock::new(&server)
+        .args(["run", "--key", "job", "--ttl", "5s", "--slots", "2"])
+        .args(["--hold-at-least", "20s", "--", "true"])
+        .exits_with(0);
+    // The finished run still holds its slot; one slot is left.
+    let lock = lock_status(&server, "job");
+    assert_eq!(lock.items("holders").len(), 1, "{lock}");
+    assert!(lock.int("holders.0.ttl_left_ms") > 10_000, "{lock}");
+    let scratch = TempDir::new("slot-runtime");
+    let log = scratch.join("ran.log");
+    let (other, _, _) = hold(&server, &log, "other", &["--slots", "2"]);
+    Redlock::new(&server)
+        .args([
+            "run", "--key", "job", "--ttl", "5s", "--slots", "2", "--", "true",
+        ])
+        .exits_with(75);
+    finish(other);
+    // --max-runtime on a slot: 124, and the slot is given back.
+    Redlock::new(&server)
+        .args(["run", "--key", "job", "--ttl", "5s", "--slots", "2"])
+        .args([
+            "--max-runtime",
+            "500ms",
+            "--kill-after",
+            "500ms",
+            "--",
+            "sleep",
+            "30",
+        ])
+        .exits_with(124);
+    let lock = lock_status(&server, "job");
+    assert_eq!(lock.items("holders").len(), 1, "{lock}");
+    assert_eq!(lock.str("last_run.outcome"), "timed out", "{lock}");
+}
