@@ -5,7 +5,11 @@
 //! least every `lock::QUEUE_REFRESH`; an entry not refreshed for `lock::QUEUE_ENTRY_LIFE` is
 //! skipped, so a killed or cut-off waiter holds the queue up by at most the sum of the two
 //! (2 s). The lock goes to the head of the queue only: the acquire script refuses anyone else
-//! while waiters are queued, a non-waiting run included.
+//! while waiters are queued, a non-waiting run included. The queue is one per key, whatever
+//! the shape each waiter asks for (`lock::Shape`): once an exclusive run waits, shared runs that
+//! come later queue behind it, so a stream of them cannot starve it. A shared or slotted taker
+//! that heads the queue wakes the next waiter when it takes its share, since that waiter may
+//! fit beside it. A key held with another shape than asked for ends the wait at once (78).
 //!
 //! A waiter is *notified*, not polling: it subscribes (on a second connection, in a small
 //! thread) to its own channel, `{L}:redlock:released:TICKET`, on which a release wakes the head
