@@ -99,7 +99,7 @@ _redlock() {
             return 0
             ;;
         redlock__subcmd__acquire)
-            opts="-v -q -h --key --ttl --wait --json --label --url --password-file --prefix --timeout --tls-ca-file --tls-cert-file --tls-key-file --tls-insecure --verbose --quiet --log-format --help"
+            opts="-v -q -h --key --ttl --wait --shared --slots --json --label --url --password-file --prefix --timeout --tls-ca-file --tls-cert-file --tls-key-file --tls-insecure --verbose --quiet --log-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -114,6 +114,10 @@ _redlock() {
                     return 0
                     ;;
                 --wait)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --slots)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -519,7 +523,7 @@ _redlock() {
             return 0
             ;;
         redlock__subcmd__run)
-            opts="-c -v -q -h --key --ttl --wait --conflict-exit-code --kill-after --hold-at-least --max-runtime --contain --label --metrics-file --url --password-file --prefix --timeout --tls-ca-file --tls-cert-file --tls-key-file --tls-insecure --verbose --quiet --log-format --help"
+            opts="-c -v -q -h --key --ttl --wait --conflict-exit-code --kill-after --hold-at-least --shared --slots --max-runtime --contain --label --metrics-file --url --password-file --prefix --timeout --tls-ca-file --tls-cert-file --tls-key-file --tls-insecure --verbose --quiet --log-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -546,6 +550,10 @@ _redlock() {
                     return 0
                     ;;
                 --hold-at-least)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --slots)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

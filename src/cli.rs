@@ -416,6 +416,18 @@ pub struct RunArgs {
     #[arg(long, value_parser = parse_duration, allow_hyphen_values = true, value_name = "DURATION")]
     pub hold_at_least: Option<Duration>,
 
+    /// Hold the lock shared: any number of shared holders at once, none while an exclusive
+    /// holder (a run without --shared or --slots) has it; a waiting exclusive run is not
+    /// overtaken. Not with several --url (a quorum)
+    #[arg(long, conflicts_with = "slots")]
+    pub shared: bool,
+
+    /// Let up to N holders hold the lock at once, each in its own slot: the command gets
+    /// REDLOCK_SLOT (0..N-1). Every holder of the key must ask for the same N (78 otherwise);
+    /// --slots 1 is the exclusive lock. Not with several --url (a quorum)
+    #[arg(long, allow_hyphen_values = true, value_name = "N")]
+    pub slots: Option<u32>,
+
     /// Stop the command's whole tree this long after the lock was taken: SIGTERM, SIGKILL
     /// --kill-after later; redlock then exits 124 (as timeout(1) does) and the run is recorded
     /// as timed out. Renewals never carry the lease past it plus the kill grace
@@ -510,6 +522,14 @@ pub struct AcquireArgs {
     /// Wait up to this long for a busy lock
     #[arg(long, value_parser = parse_duration, allow_hyphen_values = true, value_name = "DURATION")]
     pub wait: Option<Duration>,
+
+    /// Take a shared hold (see `redlock run --shared`)
+    #[arg(long, conflicts_with = "slots")]
+    pub shared: bool,
+
+    /// Take one of N slots (see `redlock run --slots`); the slot is printed on a third line
+    #[arg(long, allow_hyphen_values = true, value_name = "N")]
+    pub slots: Option<u32>,
 
     /// Print {"token", "fence", "deadline_ms", ...} as one JSON object
     #[arg(long)]

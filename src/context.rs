@@ -63,6 +63,24 @@ impl Context {
         })
     }
 
+    /// The shape `--shared` / `--slots N` ask for, checked before anything is contacted: a
+    /// quorum refuses both (64). A majority vote does not keep a count: with 3 nodes and
+    /// `--slots 2`, holders granted by nodes {1,2}, {2,3} and {1,3} each win a majority while
+    /// no node holds more than 2, so 3 would run. Shared holds would be sound under a majority
+    /// (every shared and exclusive majority meet on a node), but a quorum's renewals heal and
+    /// raise fences for the one string holder only, so they are refused too.
+    pub fn shape(&self, shared: bool, slots: Option<u32>) -> Result<crate::lock::Shape> {
+        let shape = crate::lock::Shape::from_flags(shared, slots)?;
+        if shape != crate::lock::Shape::Exclusive && self.servers.len() > 1 {
+            let flag = if shared { "--shared" } else { "--slots" };
+            return Err(crate::error::usage(format!(
+                "{flag} cannot be used with several --url (a quorum): a majority vote does not \
+                 keep a count of holders; use one server, a Cluster or Sentinel"
+            )));
+        }
+        Ok(shape)
+    }
+
     /// The lock's servers, each bounded by `timeout` per connect and command.
     pub fn nodes(&self, timeout: Duration) -> nodes::Nodes {
         nodes::Nodes::new(&self.servers, timeout)

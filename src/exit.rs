@@ -319,7 +319,8 @@ pub const STATUSES: &[Status] = &[
         exit: Exit::Config,
         short: "server misconfiguration",
         meaning: "Server-side misconfiguration, e.g. the lock key holds another type of value \
-            (WRONGTYPE), or a command redlock needs is renamed or missing.",
+            (WRONGTYPE), a command redlock needs is renamed or missing, or a run asks for \
+            `--slots N` (or `--shared`) on a key held with another slot count (or shape).",
         on: &[
             on("run", "", ""),
             on(

@@ -78,6 +78,7 @@ fn run_locked(ctx: &Context, args: RunArgs) -> Result<Exit> {
     // Under --max-runtime the lock is taken for no longer than the run can last.
     let first_ttl = lease.first_ttl(args.max_runtime);
     let keys = Keys::new(&ctx.prefix, &args.key)?;
+    let shape = ctx.shape(args.shared, args.slots)?;
     let argv = command_line(&args)?;
     if let Some(hold) = args.hold_at_least
         && hold > lease::MAX_TTL
@@ -122,6 +123,7 @@ fn run_locked(ctx: &Context, args: RunArgs) -> Result<Exit> {
             token: &token,
             ttl: first_ttl,
             holder: &holder,
+            shape,
         },
         wait: args.wait,
         timeout: ctx.timeout,
@@ -132,12 +134,13 @@ fn run_locked(ctx: &Context, args: RunArgs) -> Result<Exit> {
     let taken = wait::take(&mut nodes, &request, &signals, &mut || {
         guard = Some(Guard::prepare(args.contain));
     });
-    let (fence, started_ms, sent) = match taken? {
+    let (fence, started_ms, slot, sent) = match taken? {
         Taken::Acquired {
             fence,
             started_ms,
+            slot,
             sent,
-        } => (fence, started_ms, sent),
+        } => (fence, started_ms, slot, sent),
         Taken::Busy(busy) => {
             let code = args.conflict_exit_code.unwrap_or(BUSY);
             let waited = match args.wait {
@@ -162,9 +165,14 @@ fn run_locked(ctx: &Context, args: RunArgs) -> Result<Exit> {
     log::info(
         "acquired",
         &format!(
-            "acquired {} after {} ms with fence {fence}",
+            "acquired {} after {} ms with fence {fence}{}",
             keys.lock,
-            started.elapsed().as_millis()
+            started.elapsed().as_millis(),
+            match (shape, slot) {
+                (_, Some(slot)) => format!(" in slot {slot}"),
+                (lock::Shape::Shared, _) => " (shared)".to_string(),
+                _ => String::new(),
+            }
         ),
         &[
             ("key", (&keys.lock).into()),
@@ -201,11 +209,20 @@ fn run_locked(ctx: &Context, args: RunArgs) -> Result<Exit> {
     }
 
     let fence_text = fence.to_string();
-    let env = [
+    // `--slots 1` is the exclusive lock, whose one slot is 0.
+    let slot_text = match (args.slots, slot) {
+        (_, Some(slot)) => Some(slot.to_string()),
+        (Some(_), None) => Some("0".to_string()),
+        (None, None) => None,
+    };
+    let mut env = vec![
         ("REDLOCK_KEY", keys.name.as_str()),
         ("REDLOCK_TOKEN", token.as_str()),
         ("REDLOCK_FENCE", fence_text.as_str()),
     ];
+    if let Some(slot) = &slot_text {
+        env.push(("REDLOCK_SLOT", slot.as_str()));
+    }
     // The room and the keeper exist before the command does: from its first instruction, the
     // command is inside the tree and the keeper's kill point is armed.
     let Guard { tree, keeper } = guard.take().unwrap_or_else(|| Guard::prepare(args.contain));

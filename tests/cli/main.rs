@@ -34,5 +34,6 @@ mod run_stress;
 mod run_supervision;
 mod run_usage;
 mod sentinel;
+mod shapes;
 mod status;
 mod tls;

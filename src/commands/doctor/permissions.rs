@@ -33,6 +33,7 @@ fn claim<'a>(keys: &'a Keys, token: &'a str, holder: &'a Holder) -> Claim<'a> {
         token,
         ttl: PROBE_TTL,
         holder,
+        shape: lock::Shape::Exclusive,
     }
 }
 
@@ -271,7 +272,10 @@ fn probe(
             cluster,
         ),
     )? {
-        Some(Acquire::Acquired { fence, started_ms }) => Some((fence, started_ms)),
+        Some(Acquire::Acquired {
+            fence, started_ms, ..
+        }) => Some((fence, started_ms)),
+        Some(Acquire::Mismatch(_)) => None,
         Some(Acquire::Busy(busy)) => {
             probe.odd.push(format!(
                 "the fresh probe key {} was already {}",
@@ -298,7 +302,7 @@ fn probe(
                 "a second contender also acquired {}: the first holder's key vanished",
                 keys.lock
             )),
-            Some(Acquire::Busy(_)) | None => {}
+            Some(Acquire::Busy(_) | Acquire::Mismatch(_)) | None => {}
         }
         probe.step("count busy", lock::count_busy(con, keys))?;
         if probe
@@ -312,9 +316,10 @@ fn probe(
             ));
         }
     }
-    if let Some(inspection) =
-        probe.step("status", inspect::inspect(con, std::slice::from_ref(keys)))?
-        && acquired.is_some()
+    if let Some(inspection) = probe.step(
+        "status",
+        inspect::inspect(con, std::slice::from_ref(keys), 0),
+    )? && acquired.is_some()
         && let Some(i) = inspection.first()
         && (i.key_type != "string" || i.token.as_deref() != Some(token))
     {
@@ -428,6 +433,7 @@ fn tries<'a>(
         (Need::Run, "ZRANGE", vec![&keys.queue, "0", "0"]),
         (Need::Run, "ZRANGEBYSCORE", vec![&keys.alive, "-inf", "0"]),
         (Need::Run, "ZRANK", vec![&keys.queue, "doctor"]),
+        (Need::Run, "ZSCORE", vec![&keys.leases, "doctor"]),
         (Need::Run, "ZCARD", vec![&keys.queue]),
         (Need::Run, "ZREM", vec![&keys.queue, "doctor"]),
         (Need::Run, "HSETNX", vec![&keys.waiters, "doctor", "1"]),
@@ -645,7 +651,9 @@ mod tests {
                     keys.queue.clone(),
                     keys.alive.clone(),
                     keys.waiters.clone(),
-                    keys.paused.clone()
+                    keys.paused.clone(),
+                    keys.leases.clone(),
+                    keys.holders.clone()
                 ]
             );
         }

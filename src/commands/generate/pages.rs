@@ -150,6 +150,11 @@ pub(super) fn prose(sub: Option<&str>) -> Prose {
                     "The fencing token: a decimal integer that only grows with each acquisition \
                      of the key.",
                 ),
+                (
+                    "REDLOCK_SLOT",
+                    "With --slots N: this holder's slot, 0 to N-1, unique among the key's \
+                     current holders (0 with --slots 1). Not set otherwise.",
+                ),
             ],
             examples: &[
                 (
@@ -169,6 +174,18 @@ pub(super) fn prose(sub: Option<&str>) -> Prose {
                      seconds: the lock stays taken for four minutes, so a host whose clock lags \
                      finds it busy, and is free again for the next tick.",
                     "*/5 * * * * redlock run --key heartbeat-mail --ttl 30s --hold-at-least 4m -- send-heartbeat",
+                ),
+                (
+                    "A rolling restart across hosts: at most two hosts restart at once, each \
+                     waiting its turn; REDLOCK_SLOT says which of the two places it has:",
+                    "redlock run --key restart:web --slots 2 --ttl 1m --wait 30m -- \\\n    \
+                     sh -c 'echo \"slot $REDLOCK_SLOT\"; systemctl restart web && ./wait-healthy'",
+                ),
+                (
+                    "Readers share a lock; the backup takes it alone (it waits for the readers \
+                     to finish, and readers that come later wait for it):",
+                    "redlock run --key db:prod --shared --ttl 30s -- ./report.sh\n\
+                     redlock run --key db:prod --ttl 30s --wait 1h -- ./backup.sh",
                 ),
                 (
                     "As a Kubernetes CronJob's entrypoint, configured from the environment and \
@@ -218,6 +235,11 @@ pub(super) fn prose(sub: Option<&str>) -> Prose {
                      it removed:",
                     "redlock status billing-sync\nredlock release billing-sync --force",
                 ),
+                (
+                    "A shared or slotted lock: --force removes every holder (one line each); \
+                     --token ends only that holder's hold:",
+                    "redlock release render --force\nredlock release render --token \"$token\"",
+                ),
             ],
             see_also: see_also("release"),
         },
@@ -238,6 +260,11 @@ pub(super) fn prose(sub: Option<&str>) -> Prose {
                 (
                     "The token, fence and deadline as JSON:",
                     "redlock acquire --key deploy --ttl 10m --json | jq -r .token",
+                ),
+                (
+                    "Take one of three slots; the slot is the third line:",
+                    "lock=$(redlock acquire --key render --slots 3 --ttl 10m) || exit\n\
+                     slot=$(echo \"$lock\" | sed -n 3p)",
                 ),
             ],
             see_also: see_also("acquire"),
