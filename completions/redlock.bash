@@ -87,7 +87,7 @@ _redlock() {
             return 0
             ;;
         redlock__subcmd__acquire)
-            opts="-v -q -h --key --ttl --wait --json --label --url --password-file --prefix --timeout --tls-ca-file --tls-cert-file --tls-key-file --tls-insecure --verbose --quiet --log-format --help"
+            opts="-v -q -h --key --ttl --wait --shared --slots --json --label --url --password-file --prefix --timeout --tls-ca-file --tls-cert-file --tls-key-file --tls-insecure --verbose --quiet --log-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -102,6 +102,10 @@ _redlock() {
                     return 0
                     ;;
                 --wait)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --slots)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -303,7 +307,7 @@ _redlock() {
             return 0
             ;;
         redlock__subcmd__run)
-            opts="-c -v -q -h --key --ttl --wait --conflict-exit-code --kill-after --hold-at-least --max-runtime --contain --label --url --password-file --prefix --timeout --tls-ca-file --tls-cert-file --tls-key-file --tls-insecure --verbose --quiet --log-format --help"
+            opts="-c -v -q -h --key --ttl --wait --conflict-exit-code --kill-after --hold-at-least --shared --slots --max-runtime --once-per --retry-failed --contain --label --url --password-file --prefix --timeout --tls-ca-file --tls-cert-file --tls-key-file --tls-insecure --verbose --quiet --log-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -333,7 +337,15 @@ _redlock() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --slots)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --max-runtime)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --once-per)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

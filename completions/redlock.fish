@@ -50,7 +50,9 @@ complete -c redlock -n "__fish_redlock_using_subcommand run" -l wait -d 'Wait up
 complete -c redlock -n "__fish_redlock_using_subcommand run" -l conflict-exit-code -d 'Exit status when the lock is busy (instead of 75); 0 counts a skipped run as success' -r
 complete -c redlock -n "__fish_redlock_using_subcommand run" -l kill-after -d 'Grace between SIGTERM and SIGKILL when redlock must stop the command [default: TTL/5, at most 10s]' -r
 complete -c redlock -n "__fish_redlock_using_subcommand run" -l hold-at-least -d 'Keep the lock at least this long after acquiring it, even when the command ends sooner' -r
+complete -c redlock -n "__fish_redlock_using_subcommand run" -l slots -d 'Let up to N holders hold the lock at once, each in its own slot: the command gets REDLOCK_SLOT (0..N-1). Every holder of the key must ask for the same N (78 otherwise); --slots 1 is the exclusive lock. Not with several --url (a quorum)' -r
 complete -c redlock -n "__fish_redlock_using_subcommand run" -l max-runtime -d 'Stop the command\'s whole tree this long after the lock was taken: SIGTERM, SIGKILL --kill-after later; redlock then exits 124 (as timeout(1) does) and the run is recorded as timed out. Renewals never carry the lease past it plus the kill grace' -r
+complete -c redlock -n "__fish_redlock_using_subcommand run" -l once-per -d 'Run the command at most once per window of this length on the Redis server\'s clock (e.g. 1h for an hourly cron line on several hosts): a later run in the same window exits with the busy status, saying who ran it and how it ended. A run belongs to the window boundary nearest its start, so hosts whose clocks are up to a quarter of the window apart still run it once' -r
 complete -c redlock -n "__fish_redlock_using_subcommand run" -l contain -d 'How redlock finds every process the command starts: auto (a cgroup of its own where redlock may create one, otherwise its descendants), or descendants' -r -f -a "auto\t'A cgroup of its own where redlock may create one, otherwise redlock\'s descendants'
 descendants\t'redlock\'s descendants, found by walking /proc (no cgroup is created)'"
 complete -c redlock -n "__fish_redlock_using_subcommand run" -l label -d 'Recorded (holder and last-run records, `status`) instead of the command' -r
@@ -64,6 +66,8 @@ complete -c redlock -n "__fish_redlock_using_subcommand run" -l tls-cert-file -d
 complete -c redlock -n "__fish_redlock_using_subcommand run" -l tls-key-file -d 'Private key (PEM) of the client certificate' -r -F
 complete -c redlock -n "__fish_redlock_using_subcommand run" -l log-format -d 'Format of redlock\'s own messages on stderr' -r -f -a "text\t'`redlock: message` lines'
 json\t'One JSON object per line'"
+complete -c redlock -n "__fish_redlock_using_subcommand run" -l shared -d 'Hold the lock shared: any number of shared holders at once, none while an exclusive holder (a run without --shared or --slots) has it; a waiting exclusive run is not overtaken. Not with several --url (a quorum)'
+complete -c redlock -n "__fish_redlock_using_subcommand run" -l retry-failed -d 'With --once-per: a later run in the same window may run when the window\'s first run failed (non-zero exit, killed, timed out, lost its lease, or died without a release)'
 complete -c redlock -n "__fish_redlock_using_subcommand run" -l tls-insecure -d 'Do not verify the server\'s certificate (rediss:// only; prints a warning)'
 complete -c redlock -n "__fish_redlock_using_subcommand run" -s v -l verbose -d 'Print a timeline of what redlock does on stderr'
 complete -c redlock -n "__fish_redlock_using_subcommand run" -s q -l quiet -d 'Print only the final error line'
@@ -102,6 +106,7 @@ complete -c redlock -n "__fish_redlock_using_subcommand release" -s h -l help -d
 complete -c redlock -n "__fish_redlock_using_subcommand acquire" -l key -d 'The lock key (the prefix is prepended)' -r
 complete -c redlock -n "__fish_redlock_using_subcommand acquire" -l ttl -d 'Lease length; keep it alive with `redlock extend`' -r
 complete -c redlock -n "__fish_redlock_using_subcommand acquire" -l wait -d 'Wait up to this long for a busy lock' -r
+complete -c redlock -n "__fish_redlock_using_subcommand acquire" -l slots -d 'Take one of N slots (see `redlock run --slots`); the slot is printed on a third line' -r
 complete -c redlock -n "__fish_redlock_using_subcommand acquire" -l label -d 'Recorded (holder and last-run records, `status`) instead of the calling command line' -r
 complete -c redlock -n "__fish_redlock_using_subcommand acquire" -l url -d 'Redis server URL: redis://, rediss:// or redis+unix://; repeat it for a quorum of independent masters; or one redis+cluster://HOST:PORT[,HOST:PORT...] or redis+sentinel://HOST:PORT[,HOST:PORT...]/SERVICE' -r
 complete -c redlock -n "__fish_redlock_using_subcommand acquire" -l password-file -d 'File holding the Redis password (first line); wins over a password in the URL' -r -F
@@ -112,6 +117,7 @@ complete -c redlock -n "__fish_redlock_using_subcommand acquire" -l tls-cert-fil
 complete -c redlock -n "__fish_redlock_using_subcommand acquire" -l tls-key-file -d 'Private key (PEM) of the client certificate' -r -F
 complete -c redlock -n "__fish_redlock_using_subcommand acquire" -l log-format -d 'Format of redlock\'s own messages on stderr' -r -f -a "text\t'`redlock: message` lines'
 json\t'One JSON object per line'"
+complete -c redlock -n "__fish_redlock_using_subcommand acquire" -l shared -d 'Take a shared hold (see `redlock run --shared`)'
 complete -c redlock -n "__fish_redlock_using_subcommand acquire" -l json -d 'Print {"token", "fence", "deadline_ms", ...} as one JSON object'
 complete -c redlock -n "__fish_redlock_using_subcommand acquire" -l tls-insecure -d 'Do not verify the server\'s certificate (rediss:// only; prints a warning)'
 complete -c redlock -n "__fish_redlock_using_subcommand acquire" -s v -l verbose -d 'Print a timeline of what redlock does on stderr'

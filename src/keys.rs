@@ -31,8 +31,8 @@ use redis::Value;
 
 use crate::error::usage;
 use crate::scripts::{
-    ALIVE, COMPANIONS, FENCE, FENCE_PATTERN, HOLDER, HOLDERS, LAST, LEASES, QUEUE, RELEASED, STATS,
-    WAITERS,
+    ALIVE, COMPANIONS, FENCE, FENCE_PATTERN, HOLDER, HOLDERS, LAST, LEASES, ONCE, QUEUE, RELEASED,
+    STATS, WAITERS,
 };
 use crate::server::Conn;
 
@@ -56,6 +56,8 @@ pub struct Keys {
     /// A shared or slotted lock's holders' leases and records (see `scripts/shapes.lua`).
     pub leases: String,
     pub holders: String,
+    /// The `--once-per` window's record.
+    pub once: String,
     /// Where a release wakes waiters: this channel when nobody is queued, else this channel
     /// followed by `:TICKET` for the waiter at the head of the queue.
     pub channel: String,
@@ -96,6 +98,7 @@ impl Keys {
             waiters: companion(WAITERS),
             leases: companion(LEASES),
             holders: companion(HOLDERS),
+            once: companion(ONCE),
             channel: companion(RELEASED),
             fence,
             lock,
@@ -106,8 +109,9 @@ impl Keys {
 impl Keys {
     /// The keys of every script that ends or leaves a hold (release, undo, leave, force a
     /// release), in the order their KEYS list them: lock, holder record, last-run record,
-    /// counters, queue, queue liveness, waiters, shared leases, shared holders.
-    pub fn of_an_ending(&self) -> [&str; 9] {
+    /// counters, queue, queue liveness, waiters, shared leases, shared holders, the `--once-per`
+    /// window's record.
+    pub fn of_an_ending(&self) -> [&str; 10] {
         [
             &self.lock,
             &self.holder,
@@ -118,6 +122,7 @@ impl Keys {
             &self.waiters,
             &self.leases,
             &self.holders,
+            &self.once,
         ]
     }
 }
@@ -158,6 +163,7 @@ fn companion_role(name: &str) -> &'static str {
         LAST => "last-run record",
         QUEUE | ALIVE | WAITERS => "waiters' queue",
         LEASES | HOLDERS => "shared holders' record",
+        ONCE => "once-per window record",
         _ => "counters",
     }
 }

@@ -463,10 +463,18 @@ pub struct Counters {
     pub lost: i64,
     pub failed: i64,
     pub forced: i64,
+    /// Runs skipped by `--once-per`: their window had run already.
+    pub skipped: i64,
 }
 
 /// The counters' fields (the scripts increment them by these names).
-pub const COUNTER_FIELDS: [&str; 5] = ["runs", "busy", "lost", "failed", "forced"];
+pub const COUNTER_FIELDS: [&str; 6] = ["runs", "busy", "lost", "failed", "forced", "skipped"];
+
+/// The fields of the `--once-per` window's record besides the holder's identity (acquire.lua
+/// writes it, release.lua records the run's end there).
+pub const ONCE_FIELDS: [&str; 8] = [
+    "window", "every", "token", "fence", "started", "outcome", "ended", "exit",
+];
 
 impl Counters {
     pub fn decode(fields: &Fields) -> Counters {
@@ -477,11 +485,19 @@ impl Counters {
             lost: n("lost"),
             failed: n("failed"),
             forced: n("forced"),
+            skipped: n("skipped"),
         }
     }
 
     pub fn json(&self) -> Json {
-        let values = [self.runs, self.busy, self.lost, self.failed, self.forced];
+        let values = [
+            self.runs,
+            self.busy,
+            self.lost,
+            self.failed,
+            self.forced,
+            self.skipped,
+        ];
         Json::Obj(
             COUNTER_FIELDS
                 .into_iter()
@@ -827,7 +843,8 @@ mod tests {
                         HOLDER_FIELDS.contains(&quoted)
                             || quoted == "shape"
                             || LAST_RUN_FIELDS.contains(&quoted)
-                            || COUNTER_FIELDS.contains(&quoted),
+                            || COUNTER_FIELDS.contains(&quoted)
+                            || ONCE_FIELDS.contains(&quoted),
                         "{name}.lua names field {quoted:?}"
                     );
                 }

@@ -12,6 +12,7 @@ mod harness;
 mod integrity;
 mod logging;
 mod nested;
+mod once;
 mod package;
 mod queue;
 mod quorum;
