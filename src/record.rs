@@ -472,6 +472,7 @@ pub const COUNTER_FIELDS: [&str; 6] = ["runs", "busy", "lost", "failed", "forced
 
 /// The fields of the `--once-per` window's record besides the holder's identity (acquire.lua
 /// writes it, release.lua records the run's end there).
+#[cfg(test)]
 pub const ONCE_FIELDS: [&str; 8] = [
     "window", "every", "token", "fence", "started", "outcome", "ended", "exit",
 ];
