@@ -56,6 +56,7 @@ complete -c redlock -n "__fish_redlock_using_subcommand run" -l kill-after -d 'G
 complete -c redlock -n "__fish_redlock_using_subcommand run" -l hold-at-least -d 'Keep the lock at least this long after acquiring it, even when the command ends sooner' -r
 complete -c redlock -n "__fish_redlock_using_subcommand run" -l slots -d 'Let up to N holders hold the lock at once, each in its own slot: the command gets REDLOCK_SLOT (0..N-1). Every holder of the key must ask for the same N (78 otherwise); --slots 1 is the exclusive lock. Not with several --url (a quorum)' -r
 complete -c redlock -n "__fish_redlock_using_subcommand run" -l max-runtime -d 'Stop the command\'s whole tree this long after the lock was taken: SIGTERM, SIGKILL --kill-after later; redlock then exits 124 (as timeout(1) does) and the run is recorded as timed out. Renewals never carry the lease past it plus the kill grace' -r
+complete -c redlock -n "__fish_redlock_using_subcommand run" -l once-per -d 'Run the command at most once per window of this length on the Redis server\'s clock (e.g. 1h for an hourly cron line on several hosts): a later run in the same window exits with the busy status, saying who ran it and how it ended. A run belongs to the window boundary nearest its start, so hosts whose clocks are up to a quarter of the window apart still run it once' -r
 complete -c redlock -n "__fish_redlock_using_subcommand run" -l contain -d 'How redlock finds every process the command starts: auto (a cgroup of its own where redlock may create one, otherwise its descendants), or descendants' -r -f -a "auto\t'A cgroup of its own where redlock may create one, otherwise redlock\'s descendants'
 descendants\t'redlock\'s descendants, found by walking /proc (no cgroup is created)'"
 complete -c redlock -n "__fish_redlock_using_subcommand run" -l label -d 'Recorded (holder and last-run records, `status`) instead of the command' -r
@@ -71,6 +72,7 @@ complete -c redlock -n "__fish_redlock_using_subcommand run" -l tls-key-file -d 
 complete -c redlock -n "__fish_redlock_using_subcommand run" -l log-format -d 'Format of redlock\'s own messages on stderr' -r -f -a "text\t'`redlock: message` lines'
 json\t'One JSON object per line'"
 complete -c redlock -n "__fish_redlock_using_subcommand run" -l shared -d 'Hold the lock shared: any number of shared holders at once, none while an exclusive holder (a run without --shared or --slots) has it; a waiting exclusive run is not overtaken. Not with several --url (a quorum)'
+complete -c redlock -n "__fish_redlock_using_subcommand run" -l retry-failed -d 'With --once-per: a later run in the same window may run when the window\'s first run failed (non-zero exit, killed, timed out, lost its lease, or died without a release)'
 complete -c redlock -n "__fish_redlock_using_subcommand run" -l tls-insecure -d 'Do not verify the server\'s certificate (rediss:// only; prints a warning)'
 complete -c redlock -n "__fish_redlock_using_subcommand run" -s v -l verbose -d 'Print a timeline of what redlock does on stderr'
 complete -c redlock -n "__fish_redlock_using_subcommand run" -s q -l quiet -d 'Print only the final error line'

@@ -207,6 +207,8 @@ renewed, for no longer than D, the grace and a margin (2 x (TTL/100 + 2ms) + 50m
 500ms at the acquire), so a redlock that dies mid-run leaves the key for no longer than the run \
 could have lasted. A lost lease still exits 76.
 
+With --once-per D, runs of the key are once per window of D on the Redis server's clock: a run belongs to the window boundary nearest its start, and only the window's first run runs its command; later ones exit with the busy status (75 or --conflict-exit-code), saying who ran it, when and how it ended, and stop waiting (--wait) at once. With --retry-failed a later run may retry a window whose run failed (non-zero, killed, timed out, lease lost, or died without a release). The window's record expires twice D after it was taken. Not with a quorum.
+
 If no renewal is confirmed, every process of the command gets SIGTERM, and SIGKILL \
 --kill-after later, early enough to be dead before the lease can lapse on the server. A keeper \
 process enforces that kill point too, so a redlock that is frozen (SIGSTOP, a debugger, starved \
@@ -439,6 +441,25 @@ pub struct RunArgs {
         value_name = "DURATION"
     )]
     pub max_runtime: Option<Duration>,
+
+    /// Run the command at most once per window of this length on the Redis server's clock
+    /// (e.g. 1h for an hourly cron line on several hosts): a later run in the same window exits
+    /// with the busy status, saying who ran it and how it ended. A run belongs to the window
+    /// boundary nearest its start, so hosts whose clocks are up to a quarter of the window apart
+    /// still run it once
+    #[arg(
+        long,
+        env = "REDLOCK_ONCE_PER",
+        value_parser = parse_duration,
+        allow_hyphen_values = true,
+        value_name = "DURATION"
+    )]
+    pub once_per: Option<Duration>,
+
+    /// With --once-per: a later run in the same window may run when the window's first run
+    /// failed (non-zero exit, killed, timed out, lost its lease, or died without a release)
+    #[arg(long, env = "REDLOCK_RETRY_FAILED")]
+    pub retry_failed: bool,
 
     /// How redlock finds every process the command starts: auto (a cgroup of its own where
     /// redlock may create one, otherwise its descendants), or descendants

@@ -37,7 +37,7 @@ use redis::Value;
 
 use crate::error::usage;
 use crate::scripts::{
-    ALIVE, COMPANIONS, FENCE, HOLDER, HOLDERS, LAST, LEASES, PAUSED, QUEUE, RELEASED, STATS,
+    ALIVE, COMPANIONS, FENCE, HOLDER, HOLDERS, LAST, LEASES, ONCE, PAUSED, QUEUE, RELEASED, STATS,
     WAITERS,
 };
 use crate::server::Conn;
@@ -66,6 +66,8 @@ pub struct Keys {
     /// A shared or slotted lock's holders' leases and records (see `scripts/shapes.lua`).
     pub leases: String,
     pub holders: String,
+    /// The `--once-per` window's record.
+    pub once: String,
     /// Where a release wakes waiters: this channel when nobody is queued, else this channel
     /// followed by `:TICKET` for the waiter at the head of the queue.
     pub channel: String,
@@ -106,6 +108,7 @@ impl Keys {
             waiters: companion(WAITERS),
             leases: companion(LEASES),
             holders: companion(HOLDERS),
+            once: companion(ONCE),
             channel: companion(RELEASED),
             paused: companion(PAUSED),
             pause_all: prefix_pause_key(prefix),
@@ -118,8 +121,9 @@ impl Keys {
 impl Keys {
     /// The keys of every script that ends or leaves a hold (release, undo, leave, force a
     /// release), in the order their KEYS list them: lock, holder record, last-run record,
-    /// counters, queue, queue liveness, waiters, shared leases, shared holders.
-    pub fn of_an_ending(&self) -> [&str; 9] {
+    /// counters, queue, queue liveness, waiters, shared leases, shared holders, the `--once-per`
+    /// window's record.
+    pub fn of_an_ending(&self) -> [&str; 10] {
         [
             &self.lock,
             &self.holder,
@@ -130,6 +134,7 @@ impl Keys {
             &self.waiters,
             &self.leases,
             &self.holders,
+            &self.once,
         ]
     }
 }
@@ -194,6 +199,7 @@ fn companion_role(name: &str) -> &'static str {
         QUEUE | ALIVE | WAITERS => "waiters' queue",
         PAUSED => "pause record",
         LEASES | HOLDERS => "shared holders' record",
+        ONCE => "once-per window record",
         _ => "counters",
     }
 }

@@ -145,9 +145,82 @@ pub enum Acquire {
         slot: Option<u32>,
     },
     Busy(Busy),
+    /// `--once-per`: this window of the server's clock was already taken by another run.
+    Skipped(Ran),
     /// The key is held with another shape than the one asked for (slots with another count,
     /// or slots and shared).
     Mismatch(Shape),
+}
+
+/// `--once-per D`: one run per window of the server's clock (see acquire.lua).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Once {
+    pub every: Duration,
+    /// `--retry-failed`: a run whose window's first run failed may run in the same window.
+    pub retry_failed: bool,
+}
+
+/// The run that took a `--once-per` window, as the window's record has it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Ran {
+    /// Where the window starts on the server's clock (ms since the epoch), and its length.
+    pub window_start_ms: i64,
+    pub every_ms: i64,
+    pub host: String,
+    pub pid: Option<i64>,
+    pub user: Option<String>,
+    pub started_ms: Option<i64>,
+    pub ended_ms: Option<i64>,
+    pub exit: Option<i64>,
+    /// The record's outcome (`ok`, `failed`, …), `running`, or `vanished` (recorded as running
+    /// but no longer holding: it died without a release).
+    pub outcome: String,
+}
+
+impl Ran {
+    /// "already ran in the window 2026-01-02T11:30:00Z–2026-01-02T12:30:00Z (--once-per 1h):
+    /// host (pid 12, user bob) started 2026-01-02T12:00:03Z, ok (exit 0) after 2s".
+    pub fn describe(&self) -> String {
+        let at = |ms: i64| {
+            let t = std::time::UNIX_EPOCH + Duration::from_millis(ms.max(0) as u64);
+            humantime::format_rfc3339_seconds(t).to_string()
+        };
+        let mut who = self.host.clone();
+        let mut details = Vec::new();
+        if let Some(pid) = self.pid {
+            details.push(format!("pid {pid}"));
+        }
+        if let Some(user) = &self.user {
+            details.push(format!("user {user}"));
+        }
+        if !details.is_empty() {
+            who.push_str(&format!(" ({})", details.join(", ")));
+        }
+        let how = match self.outcome.as_str() {
+            "running" => "still running".to_string(),
+            "vanished" => "it ended without a release (its lease lapsed)".to_string(),
+            outcome => {
+                let mut how = outcome.to_string();
+                if let Some(exit) = self.exit {
+                    how.push_str(&format!(" (exit {exit})"));
+                }
+                if let (Some(s), Some(e)) = (self.started_ms, self.ended_ms) {
+                    how.push_str(&format!(
+                        " after {}",
+                        crate::lease::fmt(Duration::from_millis(e.saturating_sub(s).max(0) as u64))
+                    ));
+                }
+                how
+            }
+        };
+        format!(
+            "already ran in the window {}–{} (--once-per {}): {who} started {}, {how}",
+            at(self.window_start_ms),
+            at(self.window_start_ms + self.every_ms),
+            crate::lease::fmt(Duration::from_millis(self.every_ms.max(0) as u64)),
+            self.started_ms.map_or("at an unknown time".to_string(), at),
+        )
+    }
 }
 
 /// Who holds a busy lock, as far as Redis knows.
@@ -263,6 +336,8 @@ pub struct Claim<'a> {
     pub ttl: Duration,
     pub holder: &'a Holder,
     pub shape: Shape,
+    /// `--once-per`: the window this run must be the first of.
+    pub once: Option<Once>,
 }
 
 /// Whether a refusal is counted in the lock's `busy` counter: once per run or `acquire` that
@@ -308,6 +383,7 @@ pub fn acquire(
         ttl,
         holder,
         shape,
+        once,
     } = *claim;
     let mut call = ACQUIRE.prepare_invoke();
     call.key(&keys.lock)
@@ -321,6 +397,7 @@ pub fn acquire(
         .key(&keys.holders)
         .key(&keys.paused)
         .key(keys.pause_all_for(cluster))
+        .key(&keys.once)
         .arg(token)
         .arg(ttl.as_millis() as u64)
         .arg(if refusal == Refusal::Count { "1" } else { "0" })
@@ -338,7 +415,13 @@ pub fn acquire(
             String::new()
         })
         .arg(shape.as_arg())
-        .arg(&keys.channel);
+        .arg(&keys.channel)
+        .arg(once.map_or(String::new(), |o| o.every.as_millis().to_string()))
+        .arg(if once.is_some_and(|o| o.retry_failed) {
+            "1"
+        } else {
+            "0"
+        });
     for (name, value) in holder.identity() {
         call.arg(name).arg(value);
     }
@@ -364,6 +447,21 @@ pub fn acquire(
                 started_ms: int(2),
                 slot: u32::try_from(int(3)).ok(),
             });
+        }
+        -2 => {
+            let opt_int = |i: usize| text(i).parse::<i64>().ok();
+            let opt_text = |i: usize| Some(text(i)).filter(|t| !t.is_empty());
+            return Ok(Acquire::Skipped(Ran {
+                window_start_ms: int(1),
+                every_ms: int(2),
+                host: text(3),
+                pid: opt_int(4),
+                user: opt_text(5),
+                started_ms: opt_int(6),
+                ended_ms: opt_int(7),
+                exit: opt_int(8),
+                outcome: text(9),
+            }));
         }
         -1 => {
             return Ok(Acquire::Mismatch(

@@ -288,8 +288,8 @@ impl Nodes {
                 Ok(Acquire::Busy(b)) => {
                     busy.get_or_insert_with(|| b.clone());
                 }
-                // Shapes are refused before a quorum is contacted (see `run`).
-                Ok(Acquire::Mismatch(_)) => {}
+                // Shapes and --once-per are refused before a quorum is contacted (see `run`).
+                Ok(Acquire::Mismatch(_) | Acquire::Skipped(_)) => {}
                 Err(e) => errors.push(node_error(server, e)),
             }
         }

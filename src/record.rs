@@ -605,12 +605,21 @@ pub struct Counters {
     /// Server time (ms) when a run last ended ok (kept beside the counters: the last-run
     /// record is overwritten by the next run, whatever its outcome).
     pub last_ok_ms: Option<i64>,
+    /// Runs skipped by `--once-per`: their window had run already.
+    pub skipped: i64,
 }
 
 /// The counters' fields (the scripts increment them by these names).
-pub const COUNTER_FIELDS: [&str; 5] = ["runs", "busy", "lost", "failed", "forced"];
+pub const COUNTER_FIELDS: [&str; 6] = ["runs", "busy", "lost", "failed", "forced", "skipped"];
 /// The last successful run's end, in the counters' hash.
 pub const LAST_OK: &str = "last_ok";
+
+/// The fields of the `--once-per` window's record besides the holder's identity (acquire.lua
+/// writes it, release.lua records the run's end there).
+#[cfg(test)]
+pub const ONCE_FIELDS: [&str; 8] = [
+    "window", "every", "token", "fence", "started", "outcome", "ended", "exit",
+];
 
 impl Counters {
     pub fn decode(fields: &Fields) -> Counters {
@@ -622,11 +631,19 @@ impl Counters {
             failed: n("failed"),
             forced: n("forced"),
             last_ok_ms: num(fields, LAST_OK),
+            skipped: n("skipped"),
         }
     }
 
     pub fn json(&self) -> Json {
-        let values = [self.runs, self.busy, self.lost, self.failed, self.forced];
+        let values = [
+            self.runs,
+            self.busy,
+            self.lost,
+            self.failed,
+            self.forced,
+            self.skipped,
+        ];
         Json::Obj(
             COUNTER_FIELDS
                 .into_iter()
@@ -974,7 +991,8 @@ mod tests {
                             || LAST_RUN_FIELDS.contains(&quoted)
                             || COUNTER_FIELDS.contains(&quoted)
                             || quoted == LAST_OK
-                            || PAUSE_FIELDS.contains(&quoted),
+                            || PAUSE_FIELDS.contains(&quoted)
+                            || ONCE_FIELDS.contains(&quoted),
                         "{name}.lua names field {quoted:?}"
                     );
                 }

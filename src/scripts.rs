@@ -89,11 +89,14 @@ pub const LEASES: &str = "leases";
 /// Who holds a shared or slotted lock, and its shape (a hash: token -> the holder, `shape` ->
 /// `shared` or the number of slots).
 pub const HOLDERS: &str = "holders";
+/// The `--once-per` record: which window of the server's clock was taken, by whom, and how that
+/// run ended (a hash, expiring twice the window's length after the window was taken).
+pub const ONCE: &str = "once";
 /// The channel a release publishes on (not a key: nothing is stored under it).
 pub const RELEASED: &str = "released";
 /// Every companion key's NAME.
-pub const COMPANIONS: [&str; 10] = [
-    FENCE, HOLDER, LAST, STATS, QUEUE, ALIVE, WAITERS, PAUSED, LEASES, HOLDERS,
+pub const COMPANIONS: [&str; 11] = [
+    FENCE, HOLDER, LAST, STATS, QUEUE, ALIVE, WAITERS, PAUSED, LEASES, HOLDERS, ONCE,
 ];
 
 /// The SCAN MATCH pattern of every lock's fence counter: the companion that never expires is

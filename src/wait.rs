@@ -51,6 +51,8 @@ pub enum Taken {
         sent: Moment,
     },
     Busy(Busy),
+    /// `--once-per`: another run already took this window; waiting longer changes nothing.
+    Skipped(lock::Ran),
     /// A signal arrived while waiting.
     Interrupted(libc::c_int),
 }
@@ -125,6 +127,7 @@ fn outcome(attempt: Acquire, claim: &Claim, sent: Moment) -> Result<Taken> {
             sent,
         }),
         Acquire::Busy(busy) => Ok(Taken::Busy(busy)),
+        Acquire::Skipped(ran) => Ok(Taken::Skipped(ran)),
         Acquire::Mismatch(held) => Err(crate::error::fail(crate::exit::Exit::Config, {
             let held = match held {
                 lock::Shape::Slots(n) => format!("held with {n} slots"),

@@ -61,6 +61,7 @@ pub fn acquire(ctx: &Context, args: AcquireArgs) -> Result<Exit> {
             ttl: args.ttl,
             holder: &holder,
             shape,
+            once: None,
         },
         wait: args.wait,
         timeout: ctx.timeout,
@@ -97,6 +98,15 @@ pub fn acquire(ctx: &Context, args: AcquireArgs) -> Result<Exit> {
             log::error(
                 "busy",
                 &format!("{} is {}", keys.lock, busy.describe()),
+                &[("key", (&keys.lock).into())],
+            );
+            Ok(Exit::Busy(BUSY))
+        }
+        // Not asked for by `acquire`; as busy if a server says so anyway.
+        Taken::Skipped(ran) => {
+            log::error(
+                "skipped",
+                &format!("{}: {}", keys.lock, ran.describe()),
                 &[("key", (&keys.lock).into())],
             );
             Ok(Exit::Busy(BUSY))

@@ -41,6 +41,37 @@ use crate::signals::{self, Event, Signals};
 use crate::tree::{Scratch, Tree};
 use crate::wait::{self, Request, Taken};
 
+/// The longest `--once-per` window: its record lives twice as long.
+const MAX_ONCE_PER: Duration = Duration::from_secs(366 * 24 * 3600);
+
+/// `--once-per D [--retry-failed]`, checked: D from 1s to 366 days, and one server, a Cluster
+/// or Sentinel, because a majority vote cannot keep one window's record: a run that reached a
+/// majority other than the first run's could take the window again.
+fn once_per(ctx: &Context, args: &RunArgs) -> Result<Option<lock::Once>> {
+    let Some(every) = args.once_per else {
+        if args.retry_failed {
+            return Err(usage("--retry-failed needs --once-per"));
+        }
+        return Ok(None);
+    };
+    if every < Duration::from_secs(1) || every > MAX_ONCE_PER {
+        return Err(usage(format!(
+            "--once-per {} is out of range: a window is from 1s to 366d long",
+            lease::fmt(every)
+        )));
+    }
+    if ctx.servers.len() > 1 {
+        return Err(usage(
+            "--once-per cannot be used with several --url (a quorum): a majority vote does not \
+             keep one record per window; use one server, a Cluster or Sentinel",
+        ));
+    }
+    Ok(Some(lock::Once {
+        every,
+        retry_failed: args.retry_failed,
+    }))
+}
+
 pub fn run(ctx: &Context, mut args: RunArgs) -> Result<Exit> {
     let Some(path) = args.metrics_file.take() else {
         return run_locked(ctx, args);
@@ -79,6 +110,7 @@ fn run_locked(ctx: &Context, args: RunArgs) -> Result<Exit> {
     let first_ttl = lease.first_ttl(args.max_runtime);
     let keys = Keys::new(&ctx.prefix, &args.key)?;
     let shape = ctx.shape(args.shared, args.slots)?;
+    let once = once_per(ctx, &args)?;
     let argv = command_line(&args)?;
     if let Some(hold) = args.hold_at_least
         && hold > lease::MAX_TTL
@@ -124,6 +156,7 @@ fn run_locked(ctx: &Context, args: RunArgs) -> Result<Exit> {
             ttl: first_ttl,
             holder: &holder,
             shape,
+            once,
         },
         wait: args.wait,
         timeout: ctx.timeout,
@@ -156,6 +189,16 @@ fn run_locked(ctx: &Context, args: RunArgs) -> Result<Exit> {
                 log::warn("busy", &msg, &[("key", (&keys.lock).into())]);
             } else {
                 log::error("busy", &msg, &[("key", (&keys.lock).into())]);
+            }
+            return Ok(Exit::Busy(code));
+        }
+        Taken::Skipped(ran) => {
+            let code = args.conflict_exit_code.unwrap_or(BUSY);
+            let msg = format!("{}: {}; not running the command", keys.lock, ran.describe());
+            if code == 0 {
+                log::warn("skipped", &msg, &[("key", (&keys.lock).into())]);
+            } else {
+                log::error("skipped", &msg, &[("key", (&keys.lock).into())]);
             }
             return Ok(Exit::Busy(code));
         }

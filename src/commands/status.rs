@@ -554,9 +554,13 @@ impl<'a> View<'a> {
         }
         let c = &self.i.counters;
         out.push_str(&format!(
-            "  counters  runs {}, busy {}, lease lost {}, failed {}, forced releases {}\n",
+            "  counters  runs {}, busy {}, lease lost {}, failed {}, forced releases {}",
             c.runs, c.busy, c.lost, c.failed, c.forced
         ));
+        if c.skipped > 0 {
+            out.push_str(&format!(", skipped (--once-per) {}", c.skipped));
+        }
+        out.push('\n');
         out
     }
 

@@ -13,8 +13,10 @@
 --         holds a shared lease (record.rs writes it; '' when neither)
 -- ARGV[9] the shape: '' exclusive (the lock key), 'shared', or a number of slots (>= 2)
 -- ARGV[10] release channel (a shared taker at the head of the queue wakes the next waiter)
--- ARGV[11..] the holder's identity as field/value pairs (record.rs writes them); the script
+-- ARGV[11] --once-per's window length (ms; '' without it)   ARGV[12] '1' with --retry-failed
+-- ARGV[13..] the holder's identity as field/value pairs (record.rs writes them); the script
 --          adds started, renewed, ttl, fence and finished.
+-- KEYS[12] the record of the current --once-per window (hash; see below)
 -- Reply: {1, fence, server time (ms), slot (-1: none)} when taken;
 --        {0, pttl (ms; -2 when free but others are queued), server time (ms),
 --         {host, pid, user, started, fence}, waiters ahead of us, queue length,
@@ -22,7 +24,9 @@
 --        (the holder record's fields record::BRIEF names, in its order; pause: false, or
 --        {host, pid, user, reason, since, until, scope} of the pause in force, the fields
 --        record::PAUSE_BRIEF names, scope 'key' or 'all');
---        {-1, the shape the key is held with} when a shared taker asks for another shape.
+--        {-1, the shape the key is held with} when a shared taker asks for another shape;
+--        {-2, window start (ms), window length (ms), host, pid, user, started, ended, exit,
+--         outcome} when --once-per finds this window's run already taken (see below).
 -- A paused key refuses every taker but its holder's own retry; a waiter stays queued.
 -- paused(key, now): the pause record `key` holds while it is in force (its until, ms, is 0
 -- or still ahead), else nil.
@@ -67,6 +71,35 @@ if shape ~= '' then
   end
   if held_shape ~= '' and held_shape ~= shape then return {-1, held_shape} end
 end
+-- Once per window (--once-per D): a run belongs to the boundary of the server's clock nearest
+-- its start (window w covers w*D - D/2 .. w*D + D/2), so hosts whose clocks differ by up to D/4
+-- firing the same schedule land in one window. The window's first taker records itself; a later
+-- run of the same window is skipped, unless it may retry (--retry-failed) a run that failed,
+-- timed out, lost its lease, or died without a release (still 'running' but no longer holding).
+local every = tonumber(ARGV[11])
+local window
+if every then
+  window = math.floor((now + every / 2) / every)
+  local r = redis.call('HMGET', KEYS[12], 'window', 'every', 'outcome', 'token',
+    'host', 'pid', 'user', 'started', 'ended', 'exit')
+  if tonumber(r[1]) == window and tonumber(r[2]) == every then
+    local outcome = r[3]
+    if outcome == 'running' and current ~= r[4] then
+      local deadline = tonumber(redis.call('ZSCORE', KEYS[8], r[4]))
+      if not deadline or deadline <= now then outcome = 'vanished' end
+    end
+    local failed = outcome == 'failed' or outcome == 'killed' or outcome == 'timed out'
+      or outcome == 'lease lost' or outcome == 'vanished'
+    if not (failed and ARGV[12] == '1') then
+      if ARGV[3] == '1' then
+        redis.call('HINCRBY', KEYS[4], 'skipped', 1)
+        redis.call('PEXPIRE', KEYS[4], ARGV[4])
+      end
+      return {-2, window * every - math.floor(every / 2), every, r[5] or '', r[6] or '',
+        r[7] or '', r[8] or '', r[9] or '', r[10] or '', outcome or ''}
+    end
+  end
+end
 local free = not current and sharers == 0
 if shape == 'shared' then free = not current end
 if shape ~= '' and shape ~= 'shared' then free = not current and sharers < tonumber(shape) end
@@ -84,7 +117,7 @@ if free and not pause then
     local slot = -1
     if shape == '' then
       redis.call('HSET', KEYS[3], 'started', now, 'renewed', now, 'ttl', ARGV[2], 'fence', fence,
-        'finished', 0, unpack(ARGV, 11))
+        'finished', 0, unpack(ARGV, 13))
       redis.call('PEXPIRE', KEYS[3], ARGV[2])
       redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
     else
@@ -95,6 +128,12 @@ if free and not pause then
         ARGV[1], string.format('%s\31%d\31%d\31%s\31%s', own, fence, now, ARGV[2], ARGV[8]))
       redis.call('ZADD', KEYS[8], now + tonumber(ARGV[2]), ARGV[1])
       sharers_expire(KEYS[8], KEYS[9], now)
+    end
+    if every then
+      redis.call('HSET', KEYS[12], 'window', window, 'every', every, 'token', ARGV[1],
+        'fence', fence, 'started', now, 'outcome', 'running', 'ended', '', 'exit', '',
+        unpack(ARGV, 13))
+      redis.call('PEXPIRE', KEYS[12], 2 * every)
     end
     -- A quorum waiter (its arrival given) stays queued here until a majority granted it the
     -- lock (it then leaves every node's queue): taken out here alone, it would lose its place

@@ -3,6 +3,8 @@
 -- KEYS[1] lock   KEYS[2] holder record   KEYS[3] last-run record (hash)   KEYS[4] counters
 -- KEYS[5] queue   KEYS[6] queue liveness   KEYS[7] waiters (see acquire.lua)
 -- KEYS[8] shared leases   KEYS[9] shared holders (see shapes.lua)
+-- KEYS[10] the --once-per window's record (see acquire.lua): the run that took the window
+--          records how it ended there; an acquire undone (no record) gives the window back.
 -- ARGV[1] token   ARGV[2] release channel ('' to publish nothing)   ARGV[3] keep (ms; 0 deletes)
 -- ARGV[4] outcome ('' records nothing)   ARGV[5] record ttl (ms)
 -- ARGV[6..] the last-run record as field/value pairs (record.rs writes them)
@@ -63,5 +65,12 @@ if ARGV[4] ~= '' then
     redis.call('HINCRBY', KEYS[4], 'failed', 1)
   end
   redis.call('PEXPIRE', KEYS[4], ARGV[5])
+  if redis.call('HMGET', KEYS[10], 'token')[1] == ARGV[1] then
+    local f = {}
+    for i = 6, #ARGV - 1, 2 do f[ARGV[i]] = ARGV[i + 1] end
+    redis.call('HSET', KEYS[10], 'outcome', outcome, 'ended', f.ended or '', 'exit', f.exit or '')
+  end
+elseif redis.call('HMGET', KEYS[10], 'token')[1] == ARGV[1] then
+  redis.call('DEL', KEYS[10])
 end
 return released

@@ -1,8 +1,8 @@
 -- resume: lifts a lock's pause (deletes its pause record) and, when the lock is free, wakes
 -- the head of its queue at once instead of at its next refresh.
--- KEYS[1..9] as in release.lua   KEYS[10] the pause record (hash)
+-- KEYS[1..10] as in release.lua   KEYS[11] the pause record (hash)
 -- ARGV[1] release channel
 -- Reply: 1 when a pause record was deleted, 0 when there was none.
-local removed = redis.call('DEL', KEYS[10])
+local removed = redis.call('DEL', KEYS[11])
 if removed == 1 and not redis.pcall('GET', KEYS[1]) then wake(ARGV[1]) end
 return removed

@@ -14,6 +14,7 @@ mod integrity;
 mod logging;
 mod metrics;
 mod nested;
+mod once;
 mod package;
 mod pause;
 mod queue;

@@ -34,6 +34,7 @@ fn claim<'a>(keys: &'a Keys, token: &'a str, holder: &'a Holder) -> Claim<'a> {
         ttl: PROBE_TTL,
         holder,
         shape: lock::Shape::Exclusive,
+        once: None,
     }
 }
 
@@ -275,7 +276,7 @@ fn probe(
         Some(Acquire::Acquired {
             fence, started_ms, ..
         }) => Some((fence, started_ms)),
-        Some(Acquire::Mismatch(_)) => None,
+        Some(Acquire::Mismatch(_) | Acquire::Skipped(_)) => None,
         Some(Acquire::Busy(busy)) => {
             probe.odd.push(format!(
                 "the fresh probe key {} was already {}",
@@ -302,7 +303,7 @@ fn probe(
                 "a second contender also acquired {}: the first holder's key vanished",
                 keys.lock
             )),
-            Some(Acquire::Busy(_) | Acquire::Mismatch(_)) | None => {}
+            Some(Acquire::Busy(_) | Acquire::Mismatch(_) | Acquire::Skipped(_)) | None => {}
         }
         probe.step("count busy", lock::count_busy(con, keys))?;
         if probe
@@ -653,7 +654,8 @@ mod tests {
                     keys.waiters.clone(),
                     keys.paused.clone(),
                     keys.leases.clone(),
-                    keys.holders.clone()
+                    keys.holders.clone(),
+                    keys.once.clone()
                 ]
             );
         }
