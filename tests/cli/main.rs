@@ -33,3 +33,4 @@ mod run_usage;
 mod sentinel;
 mod status;
 mod tls;
+mod tls_topologies;
