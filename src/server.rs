@@ -835,14 +835,18 @@ impl Asked<'_> {
         let Ok(sentinel_client) = client.get_sentinel_client() else {
             // The sentinel itself refused.
             if denied {
-                return fail(
-                    Exit::Permission,
+                let text = if err.code() == Some("NOAUTH") {
                     format!(
-                        "sentinel {sentinel} refused the sentinels' credentials ({}): check \
-                         --sentinel-password-file and --sentinel-user",
-                        err.code().unwrap_or("denied")
-                    ),
-                );
+                        "sentinel {sentinel} requires a password: give the sentinels' own \
+                         password with --sentinel-password-file"
+                    )
+                } else {
+                    format!(
+                        "sentinel {sentinel} refused the sentinels' password: check \
+                         --sentinel-password-file (and --sentinel-user)"
+                    )
+                };
+                return fail(Exit::Permission, text);
             }
             let err = anyhow!(err);
             if let Some(text) = self.explain_tls(&err, sentinel.to_string()) {
