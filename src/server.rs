@@ -347,7 +347,10 @@ impl Server {
         if url.is_empty() {
             return Err(usage("--url is empty"));
         }
-        for (scheme, tls) in [("redis+sentinel://", None), ("rediss+sentinel://", Some(tls))] {
+        for (scheme, tls) in [
+            ("redis+sentinel://", None),
+            ("rediss+sentinel://", Some(tls)),
+        ] {
             if let Some(rest) = url.strip_prefix(scheme) {
                 return Server::parse_sentinel(rest, password, tls, sentinel, name);
             }
@@ -593,6 +596,20 @@ impl Server {
         matches!(self.target, Target::Direct(_))
     }
 
+    /// `err` in plain words when it is a TLS handshake this server (or cluster seed) refused,
+    /// as a 69; otherwise as it is. For callers that talk to a connection themselves (doctor);
+    /// `nodes.rs` does the same for the lock's operations.
+    pub fn explained(&self, err: anyhow::Error) -> anyhow::Error {
+        match self
+            .tls
+            .as_ref()
+            .and_then(|target| explain_tls(&err, target))
+        {
+            Some(text) => fail(Exit::Unavailable, text),
+            None => err,
+        }
+    }
+
     /// The URL as it may be shown to people: without its password.
     pub fn name(&self) -> &str {
         &self.name
@@ -648,9 +665,8 @@ impl Server {
         let probe = client
             .get_connection_with_timeout(timeout)
             .and_then(|mut con| {
-                set_timeouts_direct(&con, timeout).map_err(|_| {
-                    RedisError::from(std::io::Error::other("cannot set a timeout"))
-                })?;
+                set_timeouts_direct(&con, timeout)
+                    .map_err(|_| RedisError::from(std::io::Error::other("cannot set a timeout")))?;
                 redis::cmd("PING").query::<()>(&mut con)
             });
         let Err(probe) = probe else {
@@ -724,9 +740,13 @@ impl Server {
         let left = timeout
             .saturating_sub(started.elapsed())
             .max(Duration::from_millis(1));
-        let con = client
-            .get_connection_with_timeout(left)
-            .with_context(|| format!("cannot connect to {}", self.name))?;
+        let con = match client.get_connection_with_timeout(left) {
+            Ok(con) => con,
+            Err(e) => {
+                let err = anyhow!(e).context(format!("cannot connect to {}", self.name));
+                return Err(self.explained(err));
+            }
+        };
         set_timeouts_direct(&con, timeout)?;
         Ok(con)
     }
@@ -1026,7 +1046,8 @@ mod tests {
             "",
             "localhost:6379",
         ] {
-            let err = Server::parse(url, None, &Tls::default(), &SentinelAuth::default()).unwrap_err();
+            let err =
+                Server::parse(url, None, &Tls::default(), &SentinelAuth::default()).unwrap_err();
             assert_eq!(classify(&err), Exit::Usage, "{url}: {err:#}");
             assert!(!format!("{err:#}").contains("hunter2"), "{err:#}");
         }

@@ -15,7 +15,9 @@ fn redlock(url: &str, certs: &Certs) -> Redlock {
 
 /// `rediss+cluster://127.0.0.1:P1,127.0.0.1:P2,127.0.0.1:P3`.
 fn cluster_url(cluster: &RedisCluster) -> String {
-    cluster.url().replacen("redis+cluster://", "rediss+cluster://", 1)
+    cluster
+        .url()
+        .replacen("redis+cluster://", "rediss+cluster://", 1)
 }
 
 /// Starts a run on `key`, its command printing its token and `ready`, then holding until the
@@ -40,9 +42,7 @@ fn run_status_and_release_work_on_a_tls_only_cluster() {
         cluster.owner_node("job").get("job").as_deref(),
         Some(token.as_str())
     );
-    redlock(&url, &certs)
-        .args(["status", "job"])
-        .exits_with(0);
+    redlock(&url, &certs).args(["status", "job"]).exits_with(0);
     redlock(&url, &certs)
         .args(["run", "--key", "job", "--ttl", "2s", "--", "true"])
         .exits_with(75);
@@ -112,10 +112,11 @@ fn run_status_and_release_work_through_tls_sentinels_to_a_tls_master() {
     let url = sentinel.url();
     assert!(url.starts_with("rediss+sentinel://"), "{url}");
     let (mut holder, token) = hold(redlock(&url, &certs), "job");
-    assert_eq!(sentinel.master().get("job").as_deref(), Some(token.as_str()));
-    redlock(&url, &certs)
-        .args(["status", "job"])
-        .exits_with(0);
+    assert_eq!(
+        sentinel.master().get("job").as_deref(),
+        Some(token.as_str())
+    );
+    redlock(&url, &certs).args(["status", "job"]).exits_with(0);
     redlock(&url, &certs)
         .args(["release", "job", "--force"])
         .exits_with(0);
@@ -167,4 +168,30 @@ fn tls_sentinels_with_their_own_password_take_it_from_the_file() {
         .args(["run", "--key", "job", "--ttl", "2s", "--", "true"])
         .exits_with(0)
         .never_shows("sentinel-secret");
+}
+
+#[test]
+fn doctor_checks_the_master_through_tls_sentinels() {
+    let certs = Certs::new();
+    let sentinel = RedisSentinel::start_tls(&certs, None);
+    // No persistence in the harness: warnings only, 1.
+    let outcome = redlock(&sentinel.url(), &certs).arg("doctor").exits_with(1);
+    assert!(
+        outcome
+            .stdout
+            .lines()
+            .any(|line| line.starts_with("ok") && line.contains("permissions")),
+        "the probe lock did not pass:\n{outcome}"
+    );
+}
+
+#[test]
+fn doctor_on_a_tls_cluster_with_another_ca_says_so_with_69() {
+    let certs = Certs::new();
+    let cluster = RedisCluster::start_tls(&certs);
+    Redlock::without_url()
+        .args(["--url", &cluster_url(&cluster)])
+        .args(["--tls-ca-file", &certs.path("other.crt"), "doctor"])
+        .exits_with(69)
+        .error_mentions(&["not signed by any CA in --tls-ca-file"]);
 }

@@ -27,8 +27,8 @@ use std::time::{Duration, Instant};
 
 use redis::Value;
 
-use super::poll::{POLL_INTERVAL, wait_until};
 use super::certs::Certs;
+use super::poll::{POLL_INTERVAL, wait_until};
 use super::redis_server::{RedisServer, free_port};
 use super::temp::TempDir;
 

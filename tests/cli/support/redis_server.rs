@@ -23,9 +23,9 @@ use std::{fs, io};
 
 use redis::FromRedisValue;
 
+use super::certs::Certs;
 use super::poll::POLL_INTERVAL;
 use super::process::{Pid, send_signal};
-use super::certs::Certs;
 use super::temp::TempDir;
 
 const START_TIMEOUT: Duration = Duration::from_secs(10);

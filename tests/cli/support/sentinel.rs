@@ -25,8 +25,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 use std::{fs, thread};
 
-use super::poll::{POLL_INTERVAL, wait_until};
 use super::certs::Certs;
+use super::poll::{POLL_INTERVAL, wait_until};
 use super::redis_server::{RedisServer, free_port};
 use super::temp::TempDir;
 
