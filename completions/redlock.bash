@@ -41,7 +41,7 @@ _redlock() {
 
     case "${cmd}" in
         redlock)
-            opts="-v -q -h -V --url --password-file --prefix --timeout --tls-ca-file --tls-cert-file --tls-key-file --tls-insecure --verbose --quiet --log-format --help --version run status release acquire extend doctor"
+            opts="-v -q -h -V --url --password-file --sentinel-password-file --sentinel-user --prefix --timeout --tls-ca-file --tls-cert-file --tls-key-file --tls-insecure --verbose --quiet --log-format --help --version run status release acquire extend doctor"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -52,6 +52,14 @@ _redlock() {
                     return 0
                     ;;
                 --password-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --sentinel-password-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --sentinel-user)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -87,7 +95,7 @@ _redlock() {
             return 0
             ;;
         redlock__subcmd__acquire)
-            opts="-v -q -h --key --ttl --wait --json --label --url --password-file --prefix --timeout --tls-ca-file --tls-cert-file --tls-key-file --tls-insecure --verbose --quiet --log-format --help"
+            opts="-v -q -h --key --ttl --wait --json --label --url --password-file --sentinel-password-file --sentinel-user --prefix --timeout --tls-ca-file --tls-cert-file --tls-key-file --tls-insecure --verbose --quiet --log-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -114,6 +122,14 @@ _redlock() {
                     return 0
                     ;;
                 --password-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --sentinel-password-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --sentinel-user)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -149,7 +165,7 @@ _redlock() {
             return 0
             ;;
         redlock__subcmd__doctor)
-            opts="-v -q -h --url --password-file --prefix --timeout --tls-ca-file --tls-cert-file --tls-key-file --tls-insecure --verbose --quiet --log-format --help"
+            opts="-v -q -h --url --password-file --sentinel-password-file --sentinel-user --prefix --timeout --tls-ca-file --tls-cert-file --tls-key-file --tls-insecure --verbose --quiet --log-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -160,6 +176,14 @@ _redlock() {
                     return 0
                     ;;
                 --password-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --sentinel-password-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --sentinel-user)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -195,7 +219,7 @@ _redlock() {
             return 0
             ;;
         redlock__subcmd__extend)
-            opts="-v -q -h --key --token --ttl --url --password-file --prefix --timeout --tls-ca-file --tls-cert-file --tls-key-file --tls-insecure --verbose --quiet --log-format --help"
+            opts="-v -q -h --key --token --ttl --url --password-file --sentinel-password-file --sentinel-user --prefix --timeout --tls-ca-file --tls-cert-file --tls-key-file --tls-insecure --verbose --quiet --log-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -218,6 +242,14 @@ _redlock() {
                     return 0
                     ;;
                 --password-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --sentinel-password-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --sentinel-user)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -253,7 +285,7 @@ _redlock() {
             return 0
             ;;
         redlock__subcmd__release)
-            opts="-v -q -h --token --force --url --password-file --prefix --timeout --tls-ca-file --tls-cert-file --tls-key-file --tls-insecure --verbose --quiet --log-format --help"
+            opts="-v -q -h --token --force --url --password-file --sentinel-password-file --sentinel-user --prefix --timeout --tls-ca-file --tls-cert-file --tls-key-file --tls-insecure --verbose --quiet --log-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -268,6 +300,14 @@ _redlock() {
                     return 0
                     ;;
                 --password-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --sentinel-password-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --sentinel-user)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -303,7 +343,7 @@ _redlock() {
             return 0
             ;;
         redlock__subcmd__run)
-            opts="-c -v -q -h --key --ttl --wait --conflict-exit-code --kill-after --hold-at-least --max-runtime --contain --label --url --password-file --prefix --timeout --tls-ca-file --tls-cert-file --tls-key-file --tls-insecure --verbose --quiet --log-format --help"
+            opts="-c -v -q -h --key --ttl --wait --conflict-exit-code --kill-after --hold-at-least --max-runtime --contain --label --url --password-file --sentinel-password-file --sentinel-user --prefix --timeout --tls-ca-file --tls-cert-file --tls-key-file --tls-insecure --verbose --quiet --log-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -357,6 +397,14 @@ _redlock() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --sentinel-password-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --sentinel-user)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --prefix)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -389,7 +437,7 @@ _redlock() {
             return 0
             ;;
         redlock__subcmd__status)
-            opts="-v -q -h --all --json --show-token --url --password-file --prefix --timeout --tls-ca-file --tls-cert-file --tls-key-file --tls-insecure --verbose --quiet --log-format --help"
+            opts="-v -q -h --all --json --show-token --url --password-file --sentinel-password-file --sentinel-user --prefix --timeout --tls-ca-file --tls-cert-file --tls-key-file --tls-insecure --verbose --quiet --log-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -400,6 +448,14 @@ _redlock() {
                     return 0
                     ;;
                 --password-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --sentinel-password-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --sentinel-user)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -77,7 +77,7 @@ enum Target {
         /// One client per sentinel, asked in parallel: a hung sentinel must not hide the others.
         sentinels: Vec<SentinelNode>,
         service: String,
-        /// `rediss+sentinel://`: where trust comes from, for messages.
+        /// `Some` for `rediss+sentinel://`, holding `--tls-ca-file` if given (for messages).
         ca_file: Option<Option<String>>,
     },
 }
