@@ -342,3 +342,26 @@ fn a_sentinel_user_needs_the_sentinel_password_file() {
         .exits_with(64)
         .never_shows("started");
 }
+
+#[test]
+fn sentinels_with_an_acl_user_are_asked_as_the_sentinel_user() {
+    let sentinel = RedisSentinel::start_with_sentinel_user("locker", SENTINEL_PASSWORD);
+    let scratch = TempDir::new("sentinel-pw");
+    let file = password_file(&scratch, SENTINEL_PASSWORD);
+    redlock(&sentinel.url())
+        .arg("--sentinel-password-file")
+        .arg(&file)
+        .env("REDLOCK_SENTINEL_USER", "locker")
+        .args(["run", "--key", "job", "--ttl", "2s", "--", "true"])
+        .exits_with(0)
+        .never_shows(SENTINEL_PASSWORD);
+    redlock(&sentinel.url())
+        .arg("--sentinel-password-file")
+        .arg(&file)
+        .args(["--sentinel-user", "someone-else"])
+        .args(["run", "--key", "job", "--ttl", "2s", "-c", "echo started"])
+        .exits_with(77)
+        .error_mentions(&["--sentinel-user"])
+        .never_shows(SENTINEL_PASSWORD)
+        .never_shows("started");
+}

@@ -54,6 +54,8 @@ struct Setup {
     password: Option<String>,
     /// The sentinel's own `requirepass`.
     sentinel_password: Option<String>,
+    /// An ACL user on the sentinel, its only user (`default` is off), with its password.
+    sentinel_user: Option<(String, String)>,
     /// TLS only, everywhere: the server certificate's file, its key and the CA's.
     tls: Option<[String; 3]>,
 }
@@ -77,6 +79,16 @@ impl RedisSentinel {
             ..Setup::default()
         };
         RedisSentinel::start_inner(setup, Some(certs))
+    }
+
+    /// Plain master, replica and sentinel; the sentinel knows only the ACL user `user`, with
+    /// `password`.
+    pub fn start_with_sentinel_user(user: &str, password: &str) -> RedisSentinel {
+        let setup = Setup {
+            sentinel_user: Some((user.to_string(), password.to_string())),
+            ..Setup::default()
+        };
+        RedisSentinel::start_inner(setup, None)
     }
 
     /// Plain master, replica and sentinel; the sentinel requires `sentinel_password`.
@@ -197,9 +209,10 @@ impl RedisSentinel {
 
     /// Runs one command on the sentinel.
     pub fn query<T: redis::FromRedisValue>(&self, args: &[&str]) -> redis::RedisResult<T> {
-        let auth = match &self.setup.sentinel_password {
-            Some(pw) => format!(":{pw}@"),
-            None => String::new(),
+        let auth = match (&self.setup.sentinel_user, &self.setup.sentinel_password) {
+            (Some((user, pw)), _) => format!("{user}:{pw}@"),
+            (None, Some(pw)) => format!(":{pw}@"),
+            (None, None) => String::new(),
         };
         let client = match &self.setup.tls {
             Some([_, _, ca]) => redis::Client::build_with_tls(
@@ -303,6 +316,9 @@ impl RedisSentinel {
         }
         if let Some(pw) = &self.setup.sentinel_password {
             config.push_str(&format!("requirepass {pw}\n"));
+        }
+        if let Some((user, pw)) = &self.setup.sentinel_user {
+            config.push_str(&format!("user default off\nuser {user} on >{pw} +@all\n"));
         }
         fs::write(self.config_path(), config).expect("write sentinel.conf");
         let _ = fs::remove_file(self.log_path());
