@@ -34,7 +34,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow};
 use redis::cluster::{ClusterClientBuilder, ClusterConnection};
-use redis::sentinel::{SentinelClient, SentinelClientBuilder, SentinelServerType};
+use redis::sentinel::{
+    SentinelClient, SentinelClientBuilder, SentinelNodeConnectionInfo, SentinelServerType::Master,
+};
 use redis::{
     Client, Cmd, Connection, ConnectionAddr, ConnectionInfo, ConnectionLike, IntoConnectionInfo,
     RedisError, RedisResult, TlsCertificates, TlsMode, Value,
@@ -518,51 +520,26 @@ impl Server {
         }
         let (nodes, username, url_password) = Server::nodes_of(hosts, tls.is_some(), &name)?;
         let master_password = password.map(str::to_string).or(url_password);
-        let nodelay = || redis::io::tcp::TcpSettings::default().set_nodelay(true);
+        let setup = SentinelSetup {
+            service,
+            db,
+            master: (username.as_deref(), master_password.as_deref()),
+            own: auth,
+            tls,
+        };
         let sentinels = nodes
             .iter()
             .map(|node| {
-                let address = address_of(node);
-                let mut addr = node.addr().clone();
-                if let (ConnectionAddr::TcpTls { insecure, .. }, Some(tls)) = (&mut addr, tls) {
-                    *insecure = tls.insecure;
-                }
-                let mut builder =
-                    SentinelClientBuilder::new([addr], service, SentinelServerType::Master)
-                        .map_err(|e| usage(format!("--url {name}: {}", describe_url_error(&e))))?
-                        .set_client_to_redis_db(db)
-                        .set_client_to_redis_tcp_settings(nodelay())
-                        .set_client_to_sentinel_tcp_settings(nodelay());
-                if let Some(user) = &username {
-                    builder = builder.set_client_to_redis_username(user);
-                }
-                if let Some(pw) = &master_password {
-                    builder = builder.set_client_to_redis_password(pw);
-                }
-                if let Some(user) = &auth.username {
-                    builder = builder.set_client_to_sentinel_username(user);
-                }
-                if let Some(pw) = &auth.password {
-                    builder = builder.set_client_to_sentinel_password(pw);
-                }
-                if let Some(tls) = tls {
-                    builder = builder
-                        .set_client_to_sentinel_tls_mode(tls.mode())
-                        .set_client_to_redis_tls_mode(tls.mode());
-                    if tls.configured() {
-                        builder = builder
-                            .set_client_to_sentinel_certificates(tls.certificates())
-                            .set_client_to_redis_certificates(tls.certificates());
-                    }
-                }
-                let client = builder.build().map_err(|e| {
-                    usage(format!(
-                        "--url {name}: cannot use the TLS certificate files: {}",
-                        describe_url_error(&e)
-                    ))
+                let client = setup.client(node).map_err(|e| {
+                    let files = if tls.is_some_and(Tls::configured) {
+                        "cannot use the TLS certificate files: "
+                    } else {
+                        ""
+                    };
+                    usage(format!("--url {name}: {files}{}", describe_url_error(&e)))
                 })?;
                 Ok(SentinelNode {
-                    address,
+                    address: address_of(node),
                     client: Arc::new(Mutex::new(client)),
                 })
             })
@@ -829,6 +806,96 @@ impl Server {
             }
         }
     }
+}
+
+/// What every sentinel of one URL is asked with.
+struct SentinelSetup<'a> {
+    service: &'a str,
+    db: i64,
+    /// The master's user and password.
+    master: (Option<&'a str>, Option<&'a str>),
+    /// The sentinels' own.
+    own: &'a SentinelAuth,
+    tls: Option<&'a Tls>,
+}
+
+impl SentinelSetup<'_> {
+    /// A client that asks the sentinel at `node` for the master, and checks what it names.
+    fn client(&self, node: &ConnectionInfo) -> RedisResult<SentinelClient> {
+        let mut addr = node.addr().clone();
+        if let (ConnectionAddr::TcpTls { insecure, .. }, Some(tls)) = (&mut addr, self.tls) {
+            *insecure = tls.insecure;
+        }
+        if let Some(tls) = self.tls.filter(|tls| tls.configured()) {
+            return self.client_with_certificates(addr, tls);
+        }
+        let (username, password) = self.master;
+        let mut master = redis::RedisConnectionInfo::default()
+            .set_skip_set_lib_name()
+            .set_db(self.db);
+        if let Some(user) = username {
+            master = master.set_username(user);
+        }
+        if let Some(pw) = password {
+            master = master.set_password(pw);
+        }
+        let mut to_master = SentinelNodeConnectionInfo::default()
+            .set_redis_connection_info(master)
+            .set_tcp_settings(nodelay());
+        if let Some(tls) = self.tls {
+            to_master = to_master.set_tls_mode(tls.mode());
+        }
+        let mut own = redis::RedisConnectionInfo::default().set_skip_set_lib_name();
+        if let Some(user) = &self.own.username {
+            own = own.set_username(user);
+        }
+        if let Some(pw) = &self.own.password {
+            own = own.set_password(pw);
+        }
+        let sentinel = node
+            .clone()
+            .set_addr(addr)
+            .set_redis_settings(own)
+            .set_tcp_settings(nodelay());
+        SentinelClient::build(vec![sentinel], self.service, Some(to_master), Master)
+    }
+
+    /// Sentinels and master verified against `--tls-ca-file` (or shown the client
+    /// certificate). Only the crate's builder hands certificates to the master's connections;
+    /// it cannot skip `CLIENT SETINFO`, so the crate's check of the master costs one round
+    /// trip more than on the other paths.
+    fn client_with_certificates(
+        &self,
+        addr: ConnectionAddr,
+        tls: &Tls,
+    ) -> RedisResult<SentinelClient> {
+        let mut builder = SentinelClientBuilder::new([addr], self.service, Master)?
+            .set_client_to_redis_db(self.db)
+            .set_client_to_redis_tcp_settings(nodelay())
+            .set_client_to_sentinel_tcp_settings(nodelay())
+            .set_client_to_sentinel_tls_mode(tls.mode())
+            .set_client_to_redis_tls_mode(tls.mode())
+            .set_client_to_sentinel_certificates(tls.certificates())
+            .set_client_to_redis_certificates(tls.certificates());
+        let (username, password) = self.master;
+        if let Some(user) = username {
+            builder = builder.set_client_to_redis_username(user);
+        }
+        if let Some(pw) = password {
+            builder = builder.set_client_to_redis_password(pw);
+        }
+        if let Some(user) = &self.own.username {
+            builder = builder.set_client_to_sentinel_username(user);
+        }
+        if let Some(pw) = &self.own.password {
+            builder = builder.set_client_to_sentinel_password(pw);
+        }
+        builder.build()
+    }
+}
+
+fn nodelay() -> redis::io::tcp::TcpSettings {
+    redis::io::tcp::TcpSettings::default().set_nodelay(true)
 }
 
 /// Whether an error already carries its status and words (a `Failure`).
