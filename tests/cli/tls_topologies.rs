@@ -195,3 +195,34 @@ fn doctor_on_a_tls_cluster_with_another_ca_says_so_with_69() {
         .exits_with(69)
         .error_mentions(&["not signed by any CA in --tls-ca-file"]);
 }
+
+#[test]
+fn a_tls_sentinel_url_to_plain_sentinels_exits_69_asking_about_the_port() {
+    let sentinel = RedisSentinel::start();
+    let url = sentinel.url().replacen("redis+", "rediss+", 1);
+    let outcome = Redlock::without_url()
+        .args(["--timeout", "1s", "--url", &url])
+        .args(["run", "--key", "job", "--ttl", "2s", "-c", "echo started"])
+        .exits_with(69);
+    outcome
+        .error_mentions(&["plain port"])
+        .never_shows("started");
+    assert!(!sentinel.master().exists("job"));
+}
+
+#[test]
+fn tls_insecure_with_a_client_certificate_over_sentinel_is_a_usage_error() {
+    let certs = Certs::new();
+    Redlock::without_url()
+        .args([
+            "--url",
+            "rediss+sentinel://127.0.0.1:1/mymaster",
+            "--tls-insecure",
+        ])
+        .args(["--tls-cert-file", &certs.path("client.crt")])
+        .args(["--tls-key-file", &certs.path("client.key")])
+        .args(["run", "--key", "job", "--ttl", "2s", "-c", "echo started"])
+        .exits_with(64)
+        .error_mentions(&["--tls-insecure"])
+        .never_shows("started");
+}
