@@ -1127,4 +1127,41 @@ mod tests {
                 .is_tls()
         );
     }
+
+    #[test]
+    fn tls_cluster_and_sentinel_urls_are_tls_and_plain_ones_are_not() {
+        let (tls, none) = (Tls::default(), SentinelAuth::default());
+        let parse = |url| Server::parse(url, None, &tls, &none).unwrap();
+        assert!(parse("rediss+cluster://127.0.0.1:7000,127.0.0.1:7001").is_tls());
+        assert!(parse("rediss+sentinel://127.0.0.1:26380/mymaster/2").is_tls());
+        assert!(!parse("redis+cluster://127.0.0.1:7000").is_tls());
+        assert!(!parse("redis+sentinel://127.0.0.1:26379/mymaster").is_tls());
+        let cluster = parse("rediss+cluster://127.0.0.1:7000,127.0.0.1:7001");
+        assert_eq!(
+            cluster.tls_target().map(|t| t.address.as_str()),
+            Some("127.0.0.1:7000")
+        );
+        assert!(!cluster.is_direct());
+    }
+
+    #[test]
+    fn a_sentinel_password_is_refused_with_urls_that_are_not_sentinel_ones() {
+        let tls = Tls::default();
+        let auth = SentinelAuth {
+            username: None,
+            password: Some("hunter2".into()),
+        };
+        for url in [
+            "redis://127.0.0.1:6379",
+            "rediss://127.0.0.1:6380",
+            "redis+cluster://127.0.0.1:7000",
+        ] {
+            let err = Server::parse(url, None, &tls, &auth).unwrap_err();
+            assert_eq!(classify(&err), Exit::Usage, "{url}: {err:#}");
+            let text = format!("{err:#}");
+            assert!(text.contains("--sentinel-password-file"), "{text}");
+            assert!(!text.contains("hunter2"), "{text}");
+        }
+        assert!(Server::parse("redis+sentinel://127.0.0.1:26379/m", None, &tls, &auth).is_ok());
+    }
 }
