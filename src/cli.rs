@@ -38,7 +38,8 @@ pub struct Cli {
 pub struct Global {
     /// Redis server URL: redis://, rediss:// or redis+unix://; repeat it for a quorum of
     /// independent masters; or one redis+cluster://HOST:PORT[,HOST:PORT...] or
-    /// redis+sentinel://HOST:PORT[,HOST:PORT...]/SERVICE
+    /// redis+sentinel://HOST:PORT[,HOST:PORT...]/SERVICE[/DB] (rediss+cluster:// and
+    /// rediss+sentinel:// for TLS)
     #[arg(
         long = "url",
         global = true,
@@ -57,6 +58,26 @@ pub struct Global {
         value_name = "PATH"
     )]
     pub password_file: Option<PathBuf>,
+
+    /// File holding the sentinels' own password (first line), for redis+sentinel:// and
+    /// rediss+sentinel://; the master's password is --password-file's
+    #[arg(
+        long,
+        global = true,
+        env = "REDLOCK_SENTINEL_PASSWORD_FILE",
+        value_name = "PATH"
+    )]
+    pub sentinel_password_file: Option<PathBuf>,
+
+    /// ACL user the sentinels know redlock as (with --sentinel-password-file)
+    #[arg(
+        long,
+        global = true,
+        env = "REDLOCK_SENTINEL_USER",
+        value_name = "NAME",
+        requires = "sentinel_password_file"
+    )]
+    pub sentinel_user: Option<String>,
 
     /// Namespace prepended to every key, so staging never blocks production
     #[arg(
@@ -81,7 +102,8 @@ pub struct Global {
     )]
     pub timeout: Duration,
 
-    /// CA certificate(s) (PEM) to verify rediss:// servers with, instead of the system's
+    /// CA certificate(s) (PEM) to verify TLS servers (rediss://, rediss+cluster://,
+    /// rediss+sentinel://) with, instead of the system's
     #[arg(long, global = true, env = "REDLOCK_TLS_CA_FILE", value_name = "PATH")]
     pub tls_ca_file: Option<PathBuf>,
 
@@ -105,7 +127,7 @@ pub struct Global {
     )]
     pub tls_key_file: Option<PathBuf>,
 
-    /// Do not verify the server's certificate (rediss:// only; prints a warning)
+    /// Do not verify the server's certificate (TLS URLs only; prints a warning)
     #[arg(long, global = true, env = "REDLOCK_TLS_INSECURE")]
     pub tls_insecure: bool,
 
@@ -591,9 +613,11 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
 
 /// Global options that take a value as the next argument; the word after one is its value,
 /// not a subcommand name.
-const GLOBAL_VALUE_FLAGS: [&str; 8] = [
+const GLOBAL_VALUE_FLAGS: [&str; 10] = [
     "--url",
     "--password-file",
+    "--sentinel-password-file",
+    "--sentinel-user",
     "--prefix",
     "--timeout",
     "--tls-ca-file",

@@ -1,4 +1,4 @@
-//! What every subcommand needs from the global options (`--url`, `--password-file`, TLS,
+//! What every subcommand needs from the global options (`--url`, the password files, TLS,
 //! `--prefix`, `--timeout`), checked before anything is contacted: a bad value is a usage error
 //! (64) and no server has been reached.
 
@@ -21,8 +21,18 @@ pub struct Context {
 impl Context {
     pub fn new(global: &Global) -> Result<Context> {
         let password = match &global.password_file {
-            Some(path) => Some(server::read_password_file(path)?),
+            Some(path) => Some(server::read_password_file("--password-file", path)?),
             None => None,
+        };
+        let sentinel = server::SentinelAuth {
+            username: global.sentinel_user.clone(),
+            password: match &global.sentinel_password_file {
+                Some(path) => Some(server::read_password_file(
+                    "--sentinel-password-file",
+                    path,
+                )?),
+                None => None,
+            },
         };
         let urls = if global.urls.is_empty() {
             vec![server::DEFAULT_URL.to_string()]
@@ -37,7 +47,7 @@ impl Context {
         )?;
         let servers = urls
             .iter()
-            .map(|url| Server::parse(url, password.as_deref(), &tls))
+            .map(|url| Server::parse(url, password.as_deref(), &tls, &sentinel))
             .collect::<Result<Vec<_>>>()?;
         if tls.insecure && servers.iter().any(Server::is_tls) {
             log::warn(

@@ -38,3 +38,4 @@ mod sentinel;
 mod shapes;
 mod status;
 mod tls;
+mod tls_topologies;

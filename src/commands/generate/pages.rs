@@ -55,12 +55,27 @@ pub(super) fn prose(sub: Option<&str>) -> Prose {
                     "REDLOCK_URL",
                     "Redis URL(s), comma-separated: redis://, rediss:// (certificates are \
                      verified) or redis+unix://. Several URLs form a quorum over independent \
-                     masters. Default redis://127.0.0.1:6379. Same as --url.",
+                     masters. Or one redis+cluster://HOST:PORT[,HOST:PORT...] or \
+                     redis+sentinel://HOST:PORT[,HOST:PORT...]/SERVICE[/DB], over TLS as \
+                     rediss+cluster:// and rediss+sentinel:// (TLS to the sentinels and to the \
+                     master). Default redis://127.0.0.1:6379. Same as --url.",
                 ),
                 (
                     "REDLOCK_PASSWORD_FILE",
                     "A file whose first line is the Redis password, kept out of argv, crontabs \
-                     and ps; it wins over a password in the URL. Same as --password-file.",
+                     and ps; it wins over a password in the URL. With Sentinel, the master's. \
+                     Same as --password-file.",
+                ),
+                (
+                    "REDLOCK_SENTINEL_PASSWORD_FILE",
+                    "A file whose first line is the sentinels' own password (their \
+                     requirepass), apart from the master's; Sentinel URLs only. A wrong one \
+                     exits 77. Same as --sentinel-password-file.",
+                ),
+                (
+                    "REDLOCK_SENTINEL_USER",
+                    "The ACL user the sentinels know redlock as, with \
+                     REDLOCK_SENTINEL_PASSWORD_FILE. Same as --sentinel-user.",
                 ),
                 (
                     "REDLOCK_PREFIX",
