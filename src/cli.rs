@@ -38,7 +38,8 @@ pub struct Cli {
 pub struct Global {
     /// Redis server URL: redis://, rediss:// or redis+unix://; repeat it for a quorum of
     /// independent masters; or one redis+cluster://HOST:PORT[,HOST:PORT...] or
-    /// redis+sentinel://HOST:PORT[,HOST:PORT...]/SERVICE
+    /// redis+sentinel://HOST:PORT[,HOST:PORT...]/SERVICE[/DB] (rediss+cluster:// and
+    /// rediss+sentinel:// for TLS)
     #[arg(
         long = "url",
         global = true,
@@ -57,6 +58,26 @@ pub struct Global {
         value_name = "PATH"
     )]
     pub password_file: Option<PathBuf>,
+
+    /// File holding the sentinels' own password (first line), for redis+sentinel:// and
+    /// rediss+sentinel://; the master's password is --password-file's
+    #[arg(
+        long,
+        global = true,
+        env = "REDLOCK_SENTINEL_PASSWORD_FILE",
+        value_name = "PATH"
+    )]
+    pub sentinel_password_file: Option<PathBuf>,
+
+    /// ACL user the sentinels know redlock as (with --sentinel-password-file)
+    #[arg(
+        long,
+        global = true,
+        env = "REDLOCK_SENTINEL_USER",
+        value_name = "NAME",
+        requires = "sentinel_password_file"
+    )]
+    pub sentinel_user: Option<String>,
 
     /// Namespace prepended to every key, so staging never blocks production
     #[arg(
@@ -81,7 +102,8 @@ pub struct Global {
     )]
     pub timeout: Duration,
 
-    /// CA certificate(s) (PEM) to verify rediss:// servers with, instead of the system's
+    /// CA certificate(s) (PEM) to verify TLS servers (rediss://, rediss+cluster://,
+    /// rediss+sentinel://) with, instead of the system's
     #[arg(long, global = true, env = "REDLOCK_TLS_CA_FILE", value_name = "PATH")]
     pub tls_ca_file: Option<PathBuf>,
 
@@ -105,7 +127,7 @@ pub struct Global {
     )]
     pub tls_key_file: Option<PathBuf>,
 
-    /// Do not verify the server's certificate (rediss:// only; prints a warning)
+    /// Do not verify the server's certificate (TLS URLs only; prints a warning)
     #[arg(long, global = true, env = "REDLOCK_TLS_INSECURE")]
     pub tls_insecure: bool,
 
@@ -185,6 +207,10 @@ pub enum Command {
     /// Health check for Nagios/Icinga: 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN
     #[command(long_about = CHECK_LONG_ABOUT, after_help = exit::help(Some("check")))]
     Check(CheckArgs),
+    /// Print locks' audit log: acquires, refusals, releases, lost leases, forced releases,
+    /// pauses and resumes, oldest first
+    #[command(long_about = LOG_LONG_ABOUT, after_help = exit::help(Some("log")))]
+    Log(LogArgs),
     /// Write the man pages and shell completions under DIR (for packagers)
     #[command(name = "generate-docs", hide = true)]
     GenerateDocs(GenerateDocsArgs),
@@ -207,6 +233,8 @@ renewed, for no longer than D, the grace and a margin (2 x (TTL/100 + 2ms) + 50m
 500ms at the acquire), so a redlock that dies mid-run leaves the key for no longer than the run \
 could have lasted. A lost lease still exits 76.
 
+With --once-per D, runs of the key are once per window of D on the Redis server's clock: a run belongs to the window boundary nearest its start, and only the window's first run runs its command; later ones exit with the busy status (75 or --conflict-exit-code), saying who ran it, when and how it ended, and stop waiting (--wait) at once. With --retry-failed a later run may retry a window whose run failed (non-zero, killed, timed out, lease lost, or died without a release). The window's record expires twice D after it was taken. Not with a quorum.
+
 If no renewal is confirmed, every process of the command gets SIGTERM, and SIGKILL \
 --kill-after later, early enough to be dead before the lease can lapse on the server. A keeper \
 process enforces that kill point too, so a redlock that is frozen (SIGSTOP, a debugger, starved \
@@ -219,6 +247,21 @@ REDLOCK_TOKEN in its environment, same prefix, and the server confirms that toke
 the lock) runs its command at once under the outer lease: no second acquisition, no release, its \
 command's status passes through, and its own lease options are checked but unused. A token that \
 no longer holds the lock is treated like any other holder's.";
+
+const LOG_LONG_ABOUT: &str = "\
+Print locks' audit log, oldest first.
+
+Every acquire, busy refusal, run skipped by --once-per, release, lost lease, forced release, \
+pause and resume is written to the lock's audit log by the script that already runs for it (no \
+extra round trip): a Redis Stream beside the lock, {L}:redlock:log, in its hash slot, kept to \
+its last 1000 entries and to 30 days. Each line gives the time (the server's clock), the key, \
+the event and who (host, pid, user), and what applies: fence, outcome and exit status, \
+duration, who forced or paused it and why, the command. Pauses and resumes of every lock \
+(pause --all) are in the prefix-wide log, shown by --all.
+
+--follow keeps printing new entries (it asks every 250ms) until SIGINT or SIGTERM, then exits \
+0. With a quorum each node keeps its own log; log reads the first node that answers. Read-only: \
+a +@read user can read the log.";
 
 const DOCTOR_LONG_ABOUT: &str = "\
 Check the server for lock hazards and print each finding with its fix.
@@ -364,6 +407,31 @@ pub struct MetricsArgs {
 }
 
 #[derive(Debug, Args)]
+pub struct LogArgs {
+    /// Keys whose log to print (merged by time)
+    #[arg(value_name = "KEY", required_unless_present = "all")]
+    pub keys: Vec<String>,
+
+    /// Every lock under the prefix that has a log (found with SCAN), and the prefix-wide
+    /// pauses and resumes
+    #[arg(long, conflicts_with = "keys")]
+    pub all: bool,
+
+    /// Only entries from this long ago onwards (by this host's clock)
+    #[arg(long, value_parser = parse_duration, allow_hyphen_values = true, value_name = "DURATION")]
+    pub since: Option<Duration>,
+
+    /// After the entries so far, print new ones as they come, until interrupted (SIGINT or
+    /// SIGTERM, exit 0)
+    #[arg(long, short = 'f')]
+    pub follow: bool,
+
+    /// One JSON object per line (JSON Lines) instead of text
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
 pub struct CheckArgs {
     /// Keys to check
     #[arg(value_name = "KEY", required = true)]
@@ -416,6 +484,18 @@ pub struct RunArgs {
     #[arg(long, value_parser = parse_duration, allow_hyphen_values = true, value_name = "DURATION")]
     pub hold_at_least: Option<Duration>,
 
+    /// Hold the lock shared: any number of shared holders at once, none while an exclusive
+    /// holder (a run without --shared or --slots) has it; a waiting exclusive run is not
+    /// overtaken. Not with several --url (a quorum)
+    #[arg(long, conflicts_with = "slots")]
+    pub shared: bool,
+
+    /// Let up to N holders hold the lock at once, each in its own slot: the command gets
+    /// REDLOCK_SLOT (0..N-1). Every holder of the key must ask for the same N (78 otherwise);
+    /// --slots 1 is the exclusive lock. Not with several --url (a quorum)
+    #[arg(long, allow_hyphen_values = true, value_name = "N")]
+    pub slots: Option<u32>,
+
     /// Stop the command's whole tree this long after the lock was taken: SIGTERM, SIGKILL
     /// --kill-after later; redlock then exits 124 (as timeout(1) does) and the run is recorded
     /// as timed out. Renewals never carry the lease past it plus the kill grace
@@ -427,6 +507,25 @@ pub struct RunArgs {
         value_name = "DURATION"
     )]
     pub max_runtime: Option<Duration>,
+
+    /// Run the command at most once per window of this length on the Redis server's clock
+    /// (e.g. 1h for an hourly cron line on several hosts): a later run in the same window exits
+    /// with the busy status, saying who ran it and how it ended. A run belongs to the window
+    /// boundary nearest its start, so hosts whose clocks are up to a quarter of the window apart
+    /// still run it once
+    #[arg(
+        long,
+        env = "REDLOCK_ONCE_PER",
+        value_parser = parse_duration,
+        allow_hyphen_values = true,
+        value_name = "DURATION"
+    )]
+    pub once_per: Option<Duration>,
+
+    /// With --once-per: a later run in the same window may run when the window's first run
+    /// failed (non-zero exit, killed, timed out, lost its lease, or died without a release)
+    #[arg(long, env = "REDLOCK_RETRY_FAILED")]
+    pub retry_failed: bool,
 
     /// How redlock finds every process the command starts: auto (a cgroup of its own where
     /// redlock may create one, otherwise its descendants), or descendants
@@ -511,6 +610,14 @@ pub struct AcquireArgs {
     #[arg(long, value_parser = parse_duration, allow_hyphen_values = true, value_name = "DURATION")]
     pub wait: Option<Duration>,
 
+    /// Take a shared hold (see `redlock run --shared`)
+    #[arg(long, conflicts_with = "slots")]
+    pub shared: bool,
+
+    /// Take one of N slots (see `redlock run --slots`); the slot is printed on a third line
+    #[arg(long, allow_hyphen_values = true, value_name = "N")]
+    pub slots: Option<u32>,
+
     /// Print {"token", "fence", "deadline_ms", ...} as one JSON object
     #[arg(long)]
     pub json: bool,
@@ -550,9 +657,11 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
 
 /// Global options that take a value as the next argument; the word after one is its value,
 /// not a subcommand name.
-const GLOBAL_VALUE_FLAGS: [&str; 8] = [
+const GLOBAL_VALUE_FLAGS: [&str; 10] = [
     "--url",
     "--password-file",
+    "--sentinel-password-file",
+    "--sentinel-user",
     "--prefix",
     "--timeout",
     "--tls-ca-file",

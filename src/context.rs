@@ -1,4 +1,4 @@
-//! What every subcommand needs from the global options (`--url`, `--password-file`, TLS,
+//! What every subcommand needs from the global options (`--url`, the password files, TLS,
 //! `--prefix`, `--timeout`), checked before anything is contacted: a bad value is a usage error
 //! (64) and no server has been reached.
 
@@ -21,8 +21,18 @@ pub struct Context {
 impl Context {
     pub fn new(global: &Global) -> Result<Context> {
         let password = match &global.password_file {
-            Some(path) => Some(server::read_password_file(path)?),
+            Some(path) => Some(server::read_password_file("--password-file", path)?),
             None => None,
+        };
+        let sentinel = server::SentinelAuth {
+            username: global.sentinel_user.clone(),
+            password: match &global.sentinel_password_file {
+                Some(path) => Some(server::read_password_file(
+                    "--sentinel-password-file",
+                    path,
+                )?),
+                None => None,
+            },
         };
         let urls = if global.urls.is_empty() {
             vec![server::DEFAULT_URL.to_string()]
@@ -37,7 +47,7 @@ impl Context {
         )?;
         let servers = urls
             .iter()
-            .map(|url| Server::parse(url, password.as_deref(), &tls))
+            .map(|url| Server::parse(url, password.as_deref(), &tls, &sentinel))
             .collect::<Result<Vec<_>>>()?;
         if tls.insecure && servers.iter().any(Server::is_tls) {
             log::warn(
@@ -61,6 +71,24 @@ impl Context {
             prefix: global.prefix.clone(),
             timeout: global.timeout,
         })
+    }
+
+    /// The shape `--shared` / `--slots N` ask for, checked before anything is contacted: a
+    /// quorum refuses both (64). A majority vote does not keep a count: with 3 nodes and
+    /// `--slots 2`, holders granted by nodes {1,2}, {2,3} and {1,3} each win a majority while
+    /// no node holds more than 2, so 3 would run. Shared holds would be sound under a majority
+    /// (every shared and exclusive majority meet on a node), but a quorum's renewals heal and
+    /// raise fences for the one string holder only, so they are refused too.
+    pub fn shape(&self, shared: bool, slots: Option<u32>) -> Result<crate::lock::Shape> {
+        let shape = crate::lock::Shape::from_flags(shared, slots)?;
+        if shape != crate::lock::Shape::Exclusive && self.servers.len() > 1 {
+            let flag = if shared { "--shared" } else { "--slots" };
+            return Err(crate::error::usage(format!(
+                "{flag} cannot be used with several --url (a quorum): a majority vote does not \
+                 keep a count of holders; use one server, a Cluster or Sentinel"
+            )));
+        }
+        Ok(shape)
     }
 
     /// The lock's servers, each bounded by `timeout` per connect and command.

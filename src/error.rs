@@ -158,8 +158,9 @@ fn tls_error(err: &anyhow::Error) -> Option<&rustls::Error> {
     })
 }
 
-/// A failed TLS handshake with a `rediss://` server, in plain words: what is wrong and what to
-/// do. `None` when the error is not a TLS failure (the caller keeps it as it is).
+/// A failed TLS handshake with a TLS server (`rediss://`, a cluster node, a sentinel or its
+/// master), in plain words: what is wrong and what to do. `None` when the error is not a TLS
+/// failure (the caller keeps it as it is).
 pub fn explain_tls(err: &anyhow::Error, target: &TlsTarget) -> Option<String> {
     use rustls::CertificateError as Cert;
     let address = &target.address;

@@ -161,6 +161,11 @@ pub const STATUSES: &[Status] = &[
             ),
             on("metrics", "printed", "The metrics are on stdout."),
             on(
+                "log",
+                "printed",
+                "The log is on stdout (with `--follow`: until SIGINT or SIGTERM).",
+            ),
+            on(
                 "check",
                 "OK",
                 "OK (monitoring-plugin convention): nothing below applies to any key.",
@@ -249,6 +254,7 @@ pub const STATUSES: &[Status] = &[
             on("pause", "", ""),
             on("resume", "", ""),
             on("metrics", "", ""),
+            on("log", "", ""),
         ],
     },
     Status {
@@ -313,13 +319,15 @@ pub const STATUSES: &[Status] = &[
                 "",
                 "`metrics` needs only read commands, as `status` does.",
             ),
+            on("log", "", "`log` needs only `XRANGE` on the locks' keys."),
         ],
     },
     Status {
         exit: Exit::Config,
         short: "server misconfiguration",
         meaning: "Server-side misconfiguration, e.g. the lock key holds another type of value \
-            (WRONGTYPE), or a command redlock needs is renamed or missing.",
+            (WRONGTYPE), a command redlock needs is renamed or missing, or a run asks for \
+            `--slots N` (or `--shared`) on a key held with another slot count (or shape).",
         on: &[
             on("run", "", ""),
             on(
@@ -346,6 +354,7 @@ pub const STATUSES: &[Status] = &[
                 "",
                 "A key of another type is no lock (the other keys' metrics are printed).",
             ),
+            on("log", "", "A lock's log key holds another type of value."),
         ],
     },
     Status {
@@ -388,6 +397,7 @@ const EVERY_COMMAND: &[On] = &[
     on("resume", "", ""),
     on("metrics", "", ""),
     on("check", "", ""),
+    on("log", "", ""),
 ];
 
 /// Said after the table, on every page.

@@ -5,7 +5,8 @@ use anyhow::{Context, Result};
 use redis::Value;
 
 use crate::keys::Keys;
-use crate::record::{Counters, Holder, LastRun, LockState, Pause, Waiter};
+use crate::lock::Shape;
+use crate::record::{Counters, Holder, LastRun, LockState, Pause, Sharer, Waiter};
 use crate::server::Conn;
 
 /// Everything Redis knows about one lock.
@@ -25,6 +26,12 @@ pub struct Inspection {
     pub queue: Vec<Waiter>,
     /// The lock's own pause record (in force or lapsed), then the prefix-wide one.
     pub pauses: Vec<Pause>,
+    /// A shared or slotted lock's shape, while it has holders.
+    pub shape: Option<Shape>,
+    /// Its holders whose lease has not ended (by this host's clock), by slot, then by fence.
+    pub sharers: Vec<Sharer>,
+    /// How long until the last shared lease ends.
+    pub sharers_pttl_ms: i64,
 }
 
 impl Inspection {
@@ -37,6 +44,9 @@ impl Inspection {
     }
 
     pub fn state(&self) -> LockState {
+        if self.key_type == "none" && !self.sharers.is_empty() {
+            return LockState::Held;
+        }
         LockState::of_type(&self.key_type)
     }
 
@@ -67,10 +77,32 @@ fn queue_of(tickets: &Value, who: &[(String, String)]) -> Vec<Waiter> {
         .collect()
 }
 
+/// The live shared holders, from the leases (token, deadline) and the holders hash; the shape
+/// is its `shape` field. An entry whose deadline has passed by `now_ms` is gone (the scripts
+/// remove such entries when they next run).
+fn sharers_of(leases: &Value, holders: &[(String, String)], now_ms: i64) -> Vec<Sharer> {
+    let leases: Vec<(String, f64)> = redis::from_redis_value_ref(leases).unwrap_or_default();
+    let mut sharers: Vec<Sharer> = leases
+        .into_iter()
+        .filter(|(_, deadline)| *deadline as i64 > now_ms)
+        .map(|(token, deadline)| {
+            let mut sharer = holders
+                .iter()
+                .find(|(t, _)| *t == token)
+                .map_or_else(Sharer::default, |(_, value)| Sharer::decode(value));
+            sharer.deadline_ms = Some(deadline as i64);
+            sharer.token = Some(token);
+            sharer
+        })
+        .collect();
+    sharers.sort_by_key(|s| (s.slot, s.fence));
+    sharers
+}
+
 /// Reads the lock and its companions for every key in one round trip. MGET (not GET) so that a
 /// key of another type reads as nil; TYPE tells the two apart. A companion key of the wrong
 /// type reads as empty rather than failing the whole pipeline.
-pub fn inspect(con: &mut Conn, keys: &[Keys]) -> Result<Vec<Inspection>> {
+pub fn inspect(con: &mut Conn, keys: &[Keys], now_ms: i64) -> Result<Vec<Inspection>> {
     let cluster = matches!(con, Conn::Cluster(_));
     // A cluster routes a pipeline by its first key: one pipeline per lock (one slot each).
     if let Conn::Cluster(_) = con
@@ -78,7 +110,7 @@ pub fn inspect(con: &mut Conn, keys: &[Keys]) -> Result<Vec<Inspection>> {
     {
         let mut out = Vec::with_capacity(keys.len());
         for k in keys {
-            out.extend(inspect(con, std::slice::from_ref(k))?);
+            out.extend(inspect(con, std::slice::from_ref(k), now_ms)?);
         }
         return Ok(out);
     }
@@ -107,12 +139,19 @@ pub fn inspect(con: &mut Conn, keys: &[Keys]) -> Result<Vec<Inspection>> {
             .cmd("HGETALL")
             .arg(&k.paused)
             .cmd("HGETALL")
-            .arg(k.pause_all_for(cluster));
+            .arg(k.pause_all_for(cluster))
+            .cmd("ZRANGE")
+            .arg(&k.leases)
+            .arg(0)
+            .arg(-1)
+            .arg("WITHSCORES")
+            .cmd("HGETALL")
+            .arg(&k.holders);
     }
     pipe.ignore_errors();
     let replies: Vec<Value> = pipe.query(con).context("cannot read the lock state")?;
     let mut out = Vec::with_capacity(keys.len());
-    for (chunk, k) in replies.chunks(10).zip(keys) {
+    for (chunk, k) in replies.chunks(12).zip(keys) {
         let [
             key_type,
             values,
@@ -124,6 +163,8 @@ pub fn inspect(con: &mut Conn, keys: &[Keys]) -> Result<Vec<Inspection>> {
             waiters,
             paused,
             pause_all,
+            leases,
+            holders,
         ] = chunk
         else {
             anyhow::bail!("unexpected reply from the server");
@@ -145,6 +186,13 @@ pub fn inspect(con: &mut Conn, keys: &[Keys]) -> Result<Vec<Inspection>> {
             pairs.sort();
             Ok(pairs)
         };
+        let holders = pairs(holders)?;
+        let sharers = sharers_of(leases, &holders, now_ms);
+        let shape = holders
+            .iter()
+            .find(|(field, _)| field == "shape")
+            .and_then(|(_, v)| Shape::from_stored(v))
+            .filter(|_| !sharers.is_empty());
         out.push(Inspection {
             token: if key_type == "string" { token } else { None },
             key_type,
@@ -163,6 +211,13 @@ pub fn inspect(con: &mut Conn, keys: &[Keys]) -> Result<Vec<Inspection>> {
             .into_iter()
             .flatten()
             .collect(),
+            sharers_pttl_ms: sharers
+                .iter()
+                .filter_map(|s| s.deadline_ms)
+                .max()
+                .map_or(-2, |d| (d - now_ms).max(0)),
+            shape,
+            sharers,
         });
     }
     Ok(out)

@@ -9,15 +9,22 @@
 //!   are `L:redlock:NAME`, keeping L's tag. NAME is `fence` (a counter that only grows; the only
 //!   key redlock never expires), `holder` (hash: who holds the lock, expires with it), `last`
 //!   (hash: the last finished run) and `stats` (hash: counters); `last` and `stats` expire
-//!   [`RECORD_TTL`] after their last write; `queue`, `alive` and `waiters` (the `--wait`
-//!   queue); `paused` (hash: who paused the lock, why, until when; see `commands/pause.rs`);
-//!   `log` (stream: the audit log; see `scripts/audit.lua`).
-//!   What the hashes hold is `record.rs`.
+//!   [`RECORD_TTL`] after their last write. What the hashes hold is `record.rs`. The waiters'
+//!   queue is `queue`, `alive` and `waiters` (see `wait.rs`); `paused` (hash: who paused the
+//!   lock, why, until when; see `commands/pause.rs`); `log`
+//!   (stream: the audit log; see `scripts/audit.lua`).
 //! * The pause of every lock under a prefix P is the `paused` companion of the empty key under
 //!   P: `{P}:redlock:paused` (or `P:redlock:paused` when P has a hash tag). No lock has an empty
 //!   key, so it is nobody's lock. On Redis Cluster it lives in another slot than the locks
 //!   unless P carries a hash tag, and the acquire script (one slot) cannot read it: there it is
 //!   left out ([`Keys::pause_all_for`]) and `pause --all` is refused.
+//! * A shared or slotted lock (`--shared`, `--slots N`) leaves L absent: its holders are
+//!   `leases` (sorted set: token -> lease deadline, the server's clock in ms; Redis 7.0 cannot
+//!   expire one field of a hash) and `holders` (hash: token -> that holder's record, and
+//!   `shape` -> `shared` or N), both expiring with the latest lease. The scripts treat an entry
+//!   whose deadline has passed as gone. An exclusive taker checks `leases` (one EXISTS when
+//!   there is none), so the shapes exclude one another; a foreign `SET NX` client sees only
+//!   L, and does not see shared holds.
 //! * A release publishes on channel `{L}:redlock:released` (same naming rule) so waiters wake at
 //!   once instead of polling.
 //!
@@ -31,7 +38,8 @@ use redis::Value;
 
 use crate::error::usage;
 use crate::scripts::{
-    ALIVE, COMPANIONS, FENCE, HOLDER, LAST, LOG, PAUSED, QUEUE, RELEASED, STATS, WAITERS,
+    ALIVE, COMPANIONS, FENCE, HOLDER, HOLDERS, LAST, LEASES, LOG, ONCE, PAUSED, QUEUE, RELEASED,
+    STATS, WAITERS,
 };
 use crate::server::Conn;
 
@@ -58,6 +66,11 @@ pub struct Keys {
     pub log: String,
     /// The pause record of every lock under the prefix.
     pub pause_all: String,
+    /// A shared or slotted lock's holders' leases and records (see `scripts/shapes.lua`).
+    pub leases: String,
+    pub holders: String,
+    /// The `--once-per` window's record.
+    pub once: String,
     /// Where a release wakes waiters: this channel when nobody is queued, else this channel
     /// followed by `:TICKET` for the waiter at the head of the queue.
     pub channel: String,
@@ -96,6 +109,9 @@ impl Keys {
             queue: companion(QUEUE),
             alive: companion(ALIVE),
             waiters: companion(WAITERS),
+            leases: companion(LEASES),
+            holders: companion(HOLDERS),
+            once: companion(ONCE),
             channel: companion(RELEASED),
             paused: companion(PAUSED),
             log: companion(LOG),
@@ -109,8 +125,9 @@ impl Keys {
 impl Keys {
     /// The keys of every script that ends or leaves a hold (release, undo, leave, force a
     /// release), in the order their KEYS list them: lock, holder record, last-run record,
-    /// counters, queue, queue liveness, waiters, audit log.
-    pub fn of_an_ending(&self) -> [&str; 8] {
+    /// counters, queue, queue liveness, waiters, shared leases, shared holders, the `--once-per`
+    /// window's record, the audit log.
+    pub fn of_an_ending(&self) -> [&str; 11] {
         [
             &self.lock,
             &self.holder,
@@ -119,6 +136,9 @@ impl Keys {
             &self.queue,
             &self.alive,
             &self.waiters,
+            &self.leases,
+            &self.holders,
+            &self.once,
             &self.log,
         ]
     }
@@ -188,6 +208,8 @@ fn companion_role(name: &str) -> &'static str {
         LAST => "last-run record",
         QUEUE | ALIVE | WAITERS => "waiters' queue",
         PAUSED => "pause record",
+        LEASES | HOLDERS => "shared holders' record",
+        ONCE => "once-per window record",
         _ => "counters",
     }
 }

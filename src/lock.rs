@@ -70,6 +70,70 @@ static EXTEND: LazyLock<Script> = LazyLock::new(|| Script::new(crate::scripts::E
 /// simply not ours.
 static RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(crate::scripts::RELEASE));
 
+/// How a lock is held: by one holder (the lock key, a plain string), by any number of shared
+/// holders, or by up to N holders, each in its own slot. The shapes exclude one another: an
+/// exclusive holder excludes every shared one and the other way round, and two slot counts
+/// (or slots and shared) cannot share a key (78).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Shape {
+    #[default]
+    Exclusive,
+    Shared,
+    /// Two or more slots (one slot is the exclusive lock).
+    Slots(u32),
+}
+
+impl Shape {
+    /// The shape `--shared` / `--slots N` ask for. `--slots 1` is the exclusive lock;
+    /// `--slots 0` is a usage error (64).
+    pub fn from_flags(shared: bool, slots: Option<u32>) -> Result<Shape> {
+        match (shared, slots) {
+            (_, Some(0)) => Err(crate::error::usage(
+                "--slots must be at least 1 (it is how many holders may run at once)",
+            )),
+            (_, Some(1)) => Ok(Shape::Exclusive),
+            (_, Some(n)) => Ok(Shape::Slots(n)),
+            (true, None) => Ok(Shape::Shared),
+            (false, None) => Ok(Shape::Exclusive),
+        }
+    }
+
+    /// As the scripts spell it: '' (exclusive), 'shared', or the number of slots.
+    pub fn as_arg(self) -> String {
+        match self {
+            Shape::Exclusive => String::new(),
+            Shape::Shared => "shared".to_string(),
+            Shape::Slots(n) => n.to_string(),
+        }
+    }
+
+    /// The shape the holders hash records (`shared` or N); `None` for anything else.
+    pub fn from_stored(stored: &str) -> Option<Shape> {
+        match stored {
+            "shared" => Some(Shape::Shared),
+            n => n.parse().ok().filter(|n| *n >= 2).map(Shape::Slots),
+        }
+    }
+
+    /// "exclusive", "shared", "3 slots".
+    pub fn describe(self) -> String {
+        match self {
+            Shape::Exclusive => "exclusive".to_string(),
+            Shape::Shared => "shared".to_string(),
+            Shape::Slots(n) => format!("{n} slots"),
+        }
+    }
+
+    /// The spelling in `status --json` (`"shape"`).
+    pub fn kind(self) -> &'static str {
+        match self {
+            Shape::Exclusive => "exclusive",
+            Shape::Shared => "shared",
+            Shape::Slots(_) => "slots",
+        }
+    }
+}
+
 /// The answer to one acquire attempt.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Acquire {
@@ -77,8 +141,86 @@ pub enum Acquire {
         fence: i64,
         /// Server time (ms since the epoch) when the lock was taken.
         started_ms: i64,
+        /// The slot taken (`--slots N`: 0..N-1, unique among the current holders).
+        slot: Option<u32>,
     },
     Busy(Busy),
+    /// `--once-per`: this window of the server's clock was already taken by another run.
+    Skipped(Ran),
+    /// The key is held with another shape than the one asked for (slots with another count,
+    /// or slots and shared).
+    Mismatch(Shape),
+}
+
+/// `--once-per D`: one run per window of the server's clock (see acquire.lua).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Once {
+    pub every: Duration,
+    /// `--retry-failed`: a run whose window's first run failed may run in the same window.
+    pub retry_failed: bool,
+}
+
+/// The run that took a `--once-per` window, as the window's record has it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Ran {
+    /// Where the window starts on the server's clock (ms since the epoch), and its length.
+    pub window_start_ms: i64,
+    pub every_ms: i64,
+    pub host: String,
+    pub pid: Option<i64>,
+    pub user: Option<String>,
+    pub started_ms: Option<i64>,
+    pub ended_ms: Option<i64>,
+    pub exit: Option<i64>,
+    /// The record's outcome (`ok`, `failed`, …), `running`, or `vanished` (recorded as running
+    /// but no longer holding: it died without a release).
+    pub outcome: String,
+}
+
+impl Ran {
+    /// "already ran in the window 2026-01-02T11:30:00Z–2026-01-02T12:30:00Z (--once-per 1h):
+    /// host (pid 12, user bob) started 2026-01-02T12:00:03Z, ok (exit 0) after 2s".
+    pub fn describe(&self) -> String {
+        let at = |ms: i64| {
+            let t = std::time::UNIX_EPOCH + Duration::from_millis(ms.max(0) as u64);
+            humantime::format_rfc3339_seconds(t).to_string()
+        };
+        let mut who = self.host.clone();
+        let mut details = Vec::new();
+        if let Some(pid) = self.pid {
+            details.push(format!("pid {pid}"));
+        }
+        if let Some(user) = &self.user {
+            details.push(format!("user {user}"));
+        }
+        if !details.is_empty() {
+            who.push_str(&format!(" ({})", details.join(", ")));
+        }
+        let how = match self.outcome.as_str() {
+            "running" => "still running".to_string(),
+            "vanished" => "it ended without a release (its lease lapsed)".to_string(),
+            outcome => {
+                let mut how = outcome.to_string();
+                if let Some(exit) = self.exit {
+                    how.push_str(&format!(" (exit {exit})"));
+                }
+                if let (Some(s), Some(e)) = (self.started_ms, self.ended_ms) {
+                    how.push_str(&format!(
+                        " after {}",
+                        crate::lease::fmt(Duration::from_millis(e.saturating_sub(s).max(0) as u64))
+                    ));
+                }
+                how
+            }
+        };
+        format!(
+            "already ran in the window {}–{} (--once-per {}): {who} started {}, {how}",
+            at(self.window_start_ms),
+            at(self.window_start_ms + self.every_ms),
+            crate::lease::fmt(Duration::from_millis(self.every_ms.max(0) as u64)),
+            self.started_ms.map_or("at an unknown time".to_string(), at),
+        )
+    }
 }
 
 /// Who holds a busy lock, as far as Redis knows.
@@ -96,12 +238,26 @@ pub struct Busy {
     pub queued: usize,
     /// The pause in force, when the key is paused (`redlock pause`).
     pub pause: Option<Box<Pause>>,
+    /// Shared holders and their shape, when the lock is held that way.
+    pub sharers: Option<(Shape, usize)>,
+    /// Whether the refused taker is a waiter (then it is one of `queued`).
+    pub waiting: bool,
 }
 
 impl Busy {
     /// Free, but others were queued first.
     pub fn is_queue(&self) -> bool {
         self.pttl_ms == -2
+    }
+
+    /// Waiters queued before this taker: those ahead of it when it waits, all of them when
+    /// it does not.
+    fn others_queued(&self) -> usize {
+        if self.waiting {
+            self.ahead
+        } else {
+            self.queued
+        }
     }
 
     /// "held by host (pid 12, user bob, fence 7) for 3m 2s, expires in 25s"; a paused key
@@ -128,8 +284,25 @@ impl Busy {
                 }
             );
         }
-        let mut out = Holder::describe(self.holder.as_ref(), Some(self.server_now_ms));
-        if self.pttl_ms >= 0 {
+        let mut out = match self.sharers {
+            // A shared taker is refused by its shape's holders, or by waiters queued first.
+            Some((shape, n)) if self.others_queued() > 0 => format!(
+                "{}, and {} queued before this one",
+                describe_sharers(shape, n),
+                match self.others_queued() {
+                    1 => "a waiter is".to_string(),
+                    n => format!("{n} waiters are"),
+                }
+            ),
+            Some((shape, n)) => describe_sharers(shape, n),
+            None => Holder::describe(self.holder.as_ref(), Some(self.server_now_ms)),
+        };
+        if self.sharers.is_some() && self.pttl_ms >= 0 {
+            out.push_str(&format!(
+                ", the first lease expires in {}",
+                crate::lease::fmt(Duration::from_millis(self.pttl_ms as u64))
+            ));
+        } else if self.pttl_ms >= 0 {
             out.push_str(&format!(
                 ", expires in {}",
                 crate::lease::fmt(Duration::from_millis(self.pttl_ms as u64))
@@ -141,14 +314,30 @@ impl Busy {
     }
 }
 
-/// One holder's claim on a lock: who asks, for which key, for how long. Every script call on
-/// behalf of a holder takes it whole.
+/// "held shared by 3 holders", "held by 2 holders of 3 slots".
+pub fn describe_sharers(shape: Shape, n: usize) -> String {
+    let holders = if n == 1 {
+        "1 holder".to_string()
+    } else {
+        format!("{n} holders")
+    };
+    match shape {
+        Shape::Slots(slots) => format!("held by {holders} of {slots} slots"),
+        _ => format!("held shared by {holders}"),
+    }
+}
+
+/// One holder's claim on a lock: who asks, for which key, for how long, in which shape. Every
+/// script call on behalf of a holder takes it whole.
 #[derive(Clone, Copy)]
 pub struct Claim<'a> {
     pub keys: &'a Keys,
     pub token: &'a str,
     pub ttl: Duration,
     pub holder: &'a Holder,
+    pub shape: Shape,
+    /// `--once-per`: the window this run must be the first of.
+    pub once: Option<Once>,
 }
 
 /// Whether a refusal is counted in the lock's `busy` counter: once per run or `acquire` that
@@ -193,6 +382,8 @@ pub fn acquire(
         token,
         ttl,
         holder,
+        shape,
+        once,
     } = *claim;
     let mut call = ACQUIRE.prepare_invoke();
     call.key(&keys.lock)
@@ -202,8 +393,11 @@ pub fn acquire(
         .key(&keys.queue)
         .key(&keys.alive)
         .key(&keys.waiters)
+        .key(&keys.leases)
+        .key(&keys.holders)
         .key(&keys.paused)
         .key(keys.pause_all_for(cluster))
+        .key(&keys.once)
         .key(&keys.log)
         .arg(token)
         .arg(ttl.as_millis() as u64)
@@ -216,7 +410,19 @@ pub fn acquire(
                 .map_or(String::new(), |a| a.to_string()),
         )
         .arg(QUEUE_ENTRY_LIFE.as_millis() as u64)
-        .arg(queue.map_or(String::new(), |_| crate::record::Waiter::who(holder)));
+        .arg(if queue.is_some() || shape != Shape::Exclusive {
+            crate::record::Waiter::who(holder)
+        } else {
+            String::new()
+        })
+        .arg(shape.as_arg())
+        .arg(&keys.channel)
+        .arg(once.map_or(String::new(), |o| o.every.as_millis().to_string()))
+        .arg(if once.is_some_and(|o| o.retry_failed) {
+            "1"
+        } else {
+            "0"
+        });
     for (name, value) in holder.identity() {
         call.arg(name).arg(value);
     }
@@ -229,11 +435,41 @@ pub fn acquire(
             .and_then(|v| redis::from_redis_value_ref::<i64>(v).ok())
             .unwrap_or(0)
     };
-    if int(0) == 1 {
-        return Ok(Acquire::Acquired {
-            fence: int(1),
-            started_ms: int(2),
-        });
+    let text = |i: usize| -> String {
+        reply
+            .get(i)
+            .and_then(|v| redis::from_redis_value_ref::<String>(v).ok())
+            .unwrap_or_default()
+    };
+    match int(0) {
+        1 => {
+            return Ok(Acquire::Acquired {
+                fence: int(1),
+                started_ms: int(2),
+                slot: u32::try_from(int(3)).ok(),
+            });
+        }
+        -2 => {
+            let opt_int = |i: usize| text(i).parse::<i64>().ok();
+            let opt_text = |i: usize| Some(text(i)).filter(|t| !t.is_empty());
+            return Ok(Acquire::Skipped(Ran {
+                window_start_ms: int(1),
+                every_ms: int(2),
+                host: text(3),
+                pid: opt_int(4),
+                user: opt_text(5),
+                started_ms: opt_int(6),
+                ended_ms: opt_int(7),
+                exit: opt_int(8),
+                outcome: text(9),
+            }));
+        }
+        -1 => {
+            return Ok(Acquire::Mismatch(
+                Shape::from_stored(&text(1)).unwrap_or_default(),
+            ));
+        }
+        _ => {}
     }
     Ok(Acquire::Busy(Busy {
         pttl_ms: int(1),
@@ -242,10 +478,13 @@ pub fn acquire(
         ahead: usize::try_from(int(4)).unwrap_or(0),
         queued: usize::try_from(int(5)).unwrap_or(0),
         pause: reply
-            .get(6)
+            .get(8)
             .and_then(|v| redis::from_redis_value_ref::<Vec<Option<String>>>(v).ok())
             .and_then(Pause::decode_brief)
             .map(Box::new),
+        sharers: Shape::from_stored(&text(6))
+            .map(|shape| (shape, usize::try_from(int(7)).unwrap_or(0))),
+        waiting: queue.is_some(),
     }))
 }
 
@@ -348,6 +587,8 @@ pub fn extend(
     let renewed: i64 = EXTEND
         .key(&keys.lock)
         .key(&keys.holder)
+        .key(&keys.leases)
+        .key(&keys.holders)
         .arg(token)
         .arg(ttl.as_millis() as u64)
         .invoke(con)?;
@@ -542,8 +783,11 @@ static FORCE_RELEASE: LazyLock<Script> =
 /// What `release --force` removed.
 #[derive(Debug, Clone)]
 pub struct Removed {
-    /// `None`: the lock was taken by a client that keeps no holder record.
-    pub holder: Option<Holder>,
+    /// The exclusive holder, when there was one. `None` inside: the lock was taken by a client
+    /// that keeps no holder record.
+    pub holder: Option<Option<Holder>>,
+    /// The shared holders (`--shared`, `--slots`) it removed.
+    pub sharers: Vec<crate::record::Sharer>,
 }
 
 pub fn force_release(
@@ -557,8 +801,22 @@ pub fn force_release(
         .arg(by)
         .invoke(con)
         .with_context(|| format!("cannot release {}", keys.lock))?;
-    Ok(reply.map(|reply| Removed {
-        holder: brief(reply.get(1)),
+    Ok(reply.map(|reply| {
+        let token = reply
+            .first()
+            .and_then(|v| redis::from_redis_value_ref::<String>(v).ok())
+            .unwrap_or_default();
+        let sharers: Vec<String> = reply
+            .get(2)
+            .and_then(|v| redis::from_redis_value_ref(v).ok())
+            .unwrap_or_default();
+        Removed {
+            holder: (!token.is_empty()).then(|| brief(reply.get(1))),
+            sharers: sharers
+                .iter()
+                .map(|s| crate::record::Sharer::decode(s))
+                .collect(),
+        }
     }))
 }
 
@@ -594,6 +852,8 @@ pub fn held(con: &mut dyn ConnectionLike, keys: &Keys, token: &str) -> Result<Op
     let reply: Vec<i64> = HELD
         .key(&keys.lock)
         .key(&keys.holder)
+        .key(&keys.leases)
+        .key(&keys.holders)
         .arg(token)
         .invoke(con)
         .with_context(|| format!("cannot read {}", keys.lock))?;

@@ -113,6 +113,7 @@ fn dispatch(ctx: &Context, command: Command) -> Result<Exit> {
         Command::Resume(args) => commands::pause::resume(ctx, args),
         Command::Metrics(args) => commands::metrics::metrics(ctx, args),
         Command::Check(args) => commands::check::check(ctx, args),
+        Command::Log(args) => commands::log::log(ctx, args),
         Command::GenerateDocs(args) => commands::generate::generate_docs(&args),
     }
 }

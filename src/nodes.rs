@@ -279,13 +279,17 @@ impl Nodes {
         let mut errors = Vec::new();
         for (server, result) in self.servers().zip(&results) {
             match result {
-                Ok(Acquire::Acquired { fence, started_ms }) => {
+                Ok(Acquire::Acquired {
+                    fence, started_ms, ..
+                }) => {
                     fences.push(*fence);
                     started = Some(started.map_or(*started_ms, |s: i64| s.min(*started_ms)));
                 }
                 Ok(Acquire::Busy(b)) => {
                     busy.get_or_insert_with(|| b.clone());
                 }
+                // Shapes and --once-per are refused before a quorum is contacted (see `run`).
+                Ok(Acquire::Mismatch(_) | Acquire::Skipped(_)) => {}
                 Err(e) => errors.push(node_error(server, e)),
             }
         }
@@ -316,6 +320,7 @@ impl Nodes {
                 return Ok(Acquire::Acquired {
                     fence,
                     started_ms: started.unwrap_or(0),
+                    slot: None,
                 });
             }
             errors.push(format!(

@@ -352,6 +352,92 @@ pub fn rfc3339(ms: i64) -> String {
     humantime::format_rfc3339_seconds(t).to_string()
 }
 
+/// A holder of a shared or slotted lock (`--shared`, `--slots N`), as the holders hash keeps it:
+/// one value per token, the slot (empty when shared), fence, start (server ms) and lease length
+/// (ms) and then who holds it as [`Waiter::who`] writes it, separated by the ASCII unit
+/// separator. Its lease deadline is its score in the leases sorted set (see `keys.rs`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Sharer {
+    pub slot: Option<u32>,
+    pub fence: Option<i64>,
+    pub started_ms: Option<i64>,
+    pub ttl_ms: Option<i64>,
+    pub host: String,
+    pub pid: Option<u32>,
+    pub user: Option<String>,
+    pub command: Option<String>,
+    /// When its lease ends unless renewed (server ms); known to `status`, not to `release`.
+    pub deadline_ms: Option<i64>,
+    /// Its token; known to `status`, shown only with `--show-token`.
+    pub token: Option<String>,
+}
+
+impl Sharer {
+    pub fn decode(value: &str) -> Sharer {
+        let mut parts = value.splitn(8, SEPARATOR);
+        let mut next = || parts.next().filter(|p| !p.is_empty()).map(str::to_string);
+        Sharer {
+            slot: next().and_then(|v| v.parse().ok()),
+            fence: next().and_then(|v| v.parse().ok()),
+            started_ms: next().and_then(|v| v.parse().ok()),
+            ttl_ms: next().and_then(|v| v.parse().ok()),
+            host: next().unwrap_or_default(),
+            pid: next().and_then(|v| v.parse().ok()),
+            user: next(),
+            command: next(),
+            deadline_ms: None,
+            token: None,
+        }
+    }
+
+    /// "slot 2: web-3 (pid 12, user bob), fence 7".
+    pub fn describe(&self) -> String {
+        let mut out = String::new();
+        if let Some(slot) = self.slot {
+            out.push_str(&format!("slot {slot}: "));
+        }
+        out.push_str(&self.host);
+        let details: Vec<String> = [
+            self.pid.map(|p| format!("pid {p}")),
+            self.user.as_ref().map(|u| format!("user {u}")),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        if !details.is_empty() {
+            out.push_str(&format!(" ({})", details.join(", ")));
+        }
+        if let Some(f) = self.fence {
+            out.push_str(&format!(", fence {f}"));
+        }
+        out
+    }
+
+    /// One entry of `status --json`'s `holders`; ages against `now_ms`.
+    pub fn json(&self, now_ms: i64, show_token: bool) -> Json {
+        let mut fields = vec![
+            ("slot", Json::opt_num(self.slot.map(i64::from))),
+            ("host", Json::str(&self.host)),
+            ("pid", Json::opt_num(self.pid.map(i64::from))),
+            ("user", Json::opt_str(self.user.as_deref())),
+            ("command", Json::opt_str(self.command.as_deref())),
+            ("started_ms", Json::opt_num(self.started_ms)),
+            ("ttl_ms", Json::opt_num(self.ttl_ms)),
+            ("fence", Json::opt_num(self.fence)),
+            ("deadline_ms", Json::opt_num(self.deadline_ms)),
+            ("age_ms", Json::opt_num(self.started_ms.map(|s| now_ms - s))),
+            (
+                "ttl_left_ms",
+                Json::opt_num(self.deadline_ms.map(|d| (d - now_ms).max(0))),
+            ),
+        ];
+        if show_token {
+            fields.push(("token", Json::opt_str(self.token.as_deref())));
+        }
+        Json::Obj(fields)
+    }
+}
+
 /// How a run ended.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Outcome {
@@ -519,12 +605,21 @@ pub struct Counters {
     /// Server time (ms) when a run last ended ok (kept beside the counters: the last-run
     /// record is overwritten by the next run, whatever its outcome).
     pub last_ok_ms: Option<i64>,
+    /// Runs skipped by `--once-per`: their window had run already.
+    pub skipped: i64,
 }
 
 /// The counters' fields (the scripts increment them by these names).
-pub const COUNTER_FIELDS: [&str; 5] = ["runs", "busy", "lost", "failed", "forced"];
+pub const COUNTER_FIELDS: [&str; 6] = ["runs", "busy", "lost", "failed", "forced", "skipped"];
 /// The last successful run's end, in the counters' hash.
 pub const LAST_OK: &str = "last_ok";
+
+/// The fields of the `--once-per` window's record besides the holder's identity (acquire.lua
+/// writes it, release.lua records the run's end there).
+#[cfg(test)]
+pub const ONCE_FIELDS: [&str; 8] = [
+    "window", "every", "token", "fence", "started", "outcome", "ended", "exit",
+];
 
 impl Counters {
     pub fn decode(fields: &Fields) -> Counters {
@@ -536,11 +631,19 @@ impl Counters {
             failed: n("failed"),
             forced: n("forced"),
             last_ok_ms: num(fields, LAST_OK),
+            skipped: n("skipped"),
         }
     }
 
     pub fn json(&self) -> Json {
-        let values = [self.runs, self.busy, self.lost, self.failed, self.forced];
+        let values = [
+            self.runs,
+            self.busy,
+            self.lost,
+            self.failed,
+            self.forced,
+            self.skipped,
+        ];
         Json::Obj(
             COUNTER_FIELDS
                 .into_iter()
@@ -884,10 +987,12 @@ mod tests {
                     }
                     assert!(
                         HOLDER_FIELDS.contains(&quoted)
+                            || quoted == "shape"
                             || LAST_RUN_FIELDS.contains(&quoted)
                             || COUNTER_FIELDS.contains(&quoted)
                             || quoted == LAST_OK
-                            || PAUSE_FIELDS.contains(&quoted),
+                            || PAUSE_FIELDS.contains(&quoted)
+                            || ONCE_FIELDS.contains(&quoted),
                         "{name}.lua names field {quoted:?}"
                     );
                 }

@@ -12,16 +12,29 @@ use std::collections::BTreeSet;
 
 pub const ACQUIRE: &str = concat!(
     include_str!("scripts/queue.lua"),
+    include_str!("scripts/shapes.lua"),
     include_str!("scripts/audit.lua"),
     include_str!("scripts/acquire.lua")
 );
-pub const EXTEND: &str = include_str!("scripts/extend.lua");
+pub const EXTEND: &str = concat!(
+    include_str!("scripts/shapes.lua"),
+    include_str!("scripts/extend.lua")
+);
 /// `live_head(now)` and `wake(channel)`, shared by the scripts that use the waiters' queue (Lua
 /// scripts cannot load one another, so it is put in front of each).
 #[cfg(test)]
 const QUEUE_PRELUDE: &str = include_str!("scripts/queue.lua");
+/// The shared holders' bookkeeping (`sharers_live`, `sharers_expire`, `sharer`, `free_slot`),
+/// put in front of the scripts that take, renew, end or read a shared hold.
+#[cfg(test)]
+const SHAPES_PRELUDE: &str = include_str!("scripts/shapes.lua");
+/// `audit(stream, event, ...)`: appends to a lock's audit log, put in front of the scripts that
+/// write it.
+#[cfg(test)]
+const AUDIT_PRELUDE: &str = include_str!("scripts/audit.lua");
 pub const RELEASE: &str = concat!(
     include_str!("scripts/queue.lua"),
+    include_str!("scripts/shapes.lua"),
     include_str!("scripts/audit.lua"),
     include_str!("scripts/release.lua")
 );
@@ -32,7 +45,10 @@ pub const FORCE_RELEASE: &str = concat!(
 );
 pub const RAISE_FENCE: &str = include_str!("scripts/raise_fence.lua");
 pub const HEAL: &str = include_str!("scripts/heal.lua");
-pub const HELD: &str = include_str!("scripts/held.lua");
+pub const HELD: &str = concat!(
+    include_str!("scripts/shapes.lua"),
+    include_str!("scripts/held.lua")
+);
 pub const LEAVE: &str = concat!(
     include_str!("scripts/queue.lua"),
     include_str!("scripts/leave.lua")
@@ -79,15 +95,23 @@ pub const WAITERS: &str = "waiters";
 /// every lock under a prefix is the pause record of the empty key under it, `{PREFIX}:redlock:paused`
 /// (no lock can have an empty key).
 pub const PAUSED: &str = "paused";
-/// The audit log (a stream: acquires, busy refusals, releases, lost leases, forced releases,
-/// pauses and resumes; the last 1000 entries of 30 days at most). Pauses and resumes of every
-/// lock under a prefix go to the empty key's, `{PREFIX}:redlock:log`.
+/// The leases of a shared or slotted lock's holders (a sorted set: token -> lease deadline, ms).
+pub const LEASES: &str = "leases";
+/// Who holds a shared or slotted lock, and its shape (a hash: token -> the holder, `shape` ->
+/// `shared` or the number of slots).
+pub const HOLDERS: &str = "holders";
+/// The `--once-per` record: which window of the server's clock was taken, by whom, and how that
+/// run ended (a hash, expiring twice the window's length after the window was taken).
+pub const ONCE: &str = "once";
+/// The audit log (a stream: acquires, busy refusals, skips, releases, lost leases, forced
+/// releases, pauses and resumes; the last 1000 entries of 30 days at most). Pauses and resumes
+/// of every lock under a prefix go to the empty key's, `{PREFIX}:redlock:log`.
 pub const LOG: &str = "log";
 /// The channel a release publishes on (not a key: nothing is stored under it).
 pub const RELEASED: &str = "released";
 /// Every companion key's NAME.
-pub const COMPANIONS: [&str; 9] = [
-    FENCE, HOLDER, LAST, STATS, QUEUE, ALIVE, WAITERS, PAUSED, LOG,
+pub const COMPANIONS: [&str; 12] = [
+    FENCE, HOLDER, LAST, STATS, QUEUE, ALIVE, WAITERS, PAUSED, LEASES, HOLDERS, ONCE, LOG,
 ];
 
 /// The SCAN MATCH pattern of every lock's fence counter: the companion that never expires is
@@ -156,12 +180,15 @@ mod tests {
                 "PUBLISH",
                 "SET",
                 "TIME",
+                "XADD",
+                "XTRIM",
                 "ZADD",
                 "ZCARD",
                 "ZRANGE",
                 "ZRANGEBYSCORE",
                 "ZRANK",
-                "ZREM"
+                "ZREM",
+                "ZSCORE"
             ]
         );
     }
@@ -170,6 +197,8 @@ mod tests {
     fn every_script_starts_with_what_it_is() {
         for (name, source) in ALL {
             let own = source.strip_prefix(QUEUE_PRELUDE).unwrap_or(source);
+            let own = own.strip_prefix(SHAPES_PRELUDE).unwrap_or(own);
+            let own = own.strip_prefix(AUDIT_PRELUDE).unwrap_or(own);
             assert!(own.starts_with(&format!("-- {name}")), "{name}");
         }
     }

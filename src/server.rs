@@ -7,7 +7,20 @@
 //!   keys share its hash slot.
 //! * `redis+sentinel://HOST:PORT[,HOST:PORT...]/SERVICE[/DB]`: the master Sentinel names for
 //!   SERVICE, asked again at every (re)connection, so a failover is followed. A password (URL or
-//!   `--password-file`) is the master's; the sentinels are reached without one.
+//!   `--password-file`) is the master's; the sentinels' own credentials are separate
+//!   ([`SentinelAuth`]: `--sentinel-user`, `--sentinel-password-file`), because operators give
+//!   sentinels their own `requirepass` or ACL user.
+//! * `rediss+cluster://` and `rediss+sentinel://`: the same over TLS, with the TLS flags of
+//!   `rediss://` ([`Tls`]): to every cluster node; to the sentinels and to the master they name.
+//!   One TLS setting for both sides of Sentinel, as managed services and the Redis docs deploy
+//!   it (`tls-replication yes` on the sentinels).
+//!
+//! A failed TLS handshake is worded by `error::explain_tls` with a [`TlsTarget`]: the server that
+//! refused. The cluster client keeps only the text of a failed seed connection, so after a
+//! failure one seed is asked again on a plain TLS connection to learn why (failure path only).
+//! A Sentinel lookup that fails asks its sentinel whether it is the one refusing, or the master
+//! it names (and where that master is), so the message names the right server and the right
+//! password flag.
 //!
 //! Invariants: a password never leaves this module except inside the redis crate's
 //! `ConnectionInfo` (every message names the server by [`Server::name`], which is redacted);
@@ -21,13 +34,16 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow};
 use redis::cluster::{ClusterClientBuilder, ClusterConnection};
-use redis::sentinel::{Sentinel, SentinelNodeConnectionInfo};
+use redis::sentinel::{
+    SentinelClient, SentinelClientBuilder, SentinelNodeConnectionInfo, SentinelServerType::Master,
+};
 use redis::{
     Client, Cmd, Connection, ConnectionAddr, ConnectionInfo, ConnectionLike, IntoConnectionInfo,
-    RedisResult, TlsCertificates, Value,
+    RedisError, RedisResult, TlsCertificates, TlsMode, Value,
 };
 
-use crate::error::usage;
+use crate::error::{classify_redis, explain_tls, fail, is_timeout, usage};
+use crate::exit::Exit;
 
 pub const DEFAULT_URL: &str = "redis://127.0.0.1:6379";
 
@@ -35,7 +51,8 @@ pub const DEFAULT_URL: &str = "redis://127.0.0.1:6379";
 pub struct Server {
     target: Target,
     name: String,
-    /// For a `rediss://` server: what its TLS failures are explained with.
+    /// For a `rediss://` server or a `rediss+cluster://` seed: what its TLS failures are
+    /// explained with.
     tls: Option<TlsTarget>,
 }
 
@@ -55,13 +72,31 @@ enum Target {
         seeds: Vec<ConnectionInfo>,
         password: Option<String>,
         username: Option<String>,
+        /// `rediss+cluster://`: TLS to every node.
+        tls: Option<Tls>,
     },
     Sentinel {
         /// One client per sentinel, asked in parallel: a hung sentinel must not hide the others.
-        sentinels: Vec<Arc<Mutex<Sentinel>>>,
+        sentinels: Vec<SentinelNode>,
         service: String,
-        node: SentinelNodeConnectionInfo,
+        /// `Some` for `rediss+sentinel://`, holding `--tls-ca-file` if given (for messages).
+        ca_file: Option<Option<String>>,
     },
+}
+
+/// One sentinel: its address as given (for messages) and a client that asks it for the master.
+#[derive(Clone)]
+struct SentinelNode {
+    address: String,
+    client: Arc<Mutex<SentinelClient>>,
+}
+
+/// The sentinels' own credentials, apart from the master's (`--sentinel-user`,
+/// `--sentinel-password-file`).
+#[derive(Clone, Default)]
+pub struct SentinelAuth {
+    pub username: Option<String>,
+    pub password: Option<String>,
 }
 
 /// A connection to wherever the lock lives: one server, or a cluster that routes by key.
@@ -263,6 +298,35 @@ impl Tls {
     fn configured(&self) -> bool {
         self.ca.is_some() || self.identity.is_some()
     }
+
+    /// The CA and client certificate as the redis crate takes them.
+    fn certificates(&self) -> TlsCertificates {
+        TlsCertificates {
+            client_tls: self
+                .identity
+                .clone()
+                .map(|(cert, key)| redis::ClientTlsConfig {
+                    client_cert: cert,
+                    client_key: key,
+                }),
+            root_cert: self.ca.clone(),
+        }
+    }
+
+    fn mode(&self) -> TlsMode {
+        if self.insecure {
+            TlsMode::Insecure
+        } else {
+            TlsMode::Secure
+        }
+    }
+
+    fn target(&self, address: String) -> TlsTarget {
+        TlsTarget {
+            address,
+            ca_file: self.ca_file.clone(),
+        }
+    }
 }
 
 impl std::fmt::Debug for Server {
@@ -273,17 +337,36 @@ impl std::fmt::Debug for Server {
 
 impl Server {
     /// Parses one URL; `password` (from `--password-file`) wins over one in the URL.
-    pub fn parse(url: &str, password: Option<&str>, tls: &Tls) -> Result<Server> {
+    /// `sentinel` is for the sentinels of a `redis+sentinel://` URL, and refused with any other.
+    pub fn parse(
+        url: &str,
+        password: Option<&str>,
+        tls: &Tls,
+        sentinel: &SentinelAuth,
+    ) -> Result<Server> {
         let name = redact(url);
         let url = url.trim();
         if url.is_empty() {
             return Err(usage("--url is empty"));
         }
-        if let Some(rest) = url.strip_prefix("redis+cluster://") {
-            return Server::parse_cluster(rest, password, name);
+        for (scheme, tls) in [
+            ("redis+sentinel://", None),
+            ("rediss+sentinel://", Some(tls)),
+        ] {
+            if let Some(rest) = url.strip_prefix(scheme) {
+                return Server::parse_sentinel(rest, password, tls, sentinel, name);
+            }
         }
-        if let Some(rest) = url.strip_prefix("redis+sentinel://") {
-            return Server::parse_sentinel(rest, password, name);
+        if sentinel.password.is_some() {
+            return Err(usage(format!(
+                "--sentinel-password-file is for redis+sentinel:// and rediss+sentinel:// URLs, \
+                 not --url {name}"
+            )));
+        }
+        for (scheme, tls) in [("redis+cluster://", None), ("rediss+cluster://", Some(tls))] {
+            if let Some(rest) = url.strip_prefix(scheme) {
+                return Server::parse_cluster(rest, password, tls, name);
+            }
         }
         let scheme_ok = ["redis://", "rediss://", "redis+unix://", "unix://"]
             .iter()
@@ -291,8 +374,8 @@ impl Server {
         if !scheme_ok {
             return Err(usage(format!(
                 "--url {name}: unsupported scheme; use redis://HOST:PORT, rediss://HOST:PORT or \
-                 redis+unix:///PATH, redis+cluster://HOST:PORT or \
-                 redis+sentinel://HOST:PORT/SERVICE"
+                 redis+unix:///PATH, redis[s]+cluster://HOST:PORT or \
+                 redis[s]+sentinel://HOST:PORT/SERVICE"
             )));
         }
         let info = url
@@ -329,17 +412,7 @@ impl Server {
             });
         }
         let client = if is_tls && tls.configured() {
-            let certs = TlsCertificates {
-                client_tls: tls
-                    .identity
-                    .clone()
-                    .map(|(cert, key)| redis::ClientTlsConfig {
-                        client_cert: cert,
-                        client_key: key,
-                    }),
-                root_cert: tls.ca.clone(),
-            };
-            Client::build_with_tls(info, certs).map_err(|e| {
+            Client::build_with_tls(info, tls.certificates()).map_err(|e| {
                 usage(format!(
                     "--url {name}: cannot use the TLS certificate files: {}",
                     describe_url_error(&e)
@@ -356,8 +429,13 @@ impl Server {
         })
     }
 
-    /// `[user:pass@]host:port[,host:port...]` into one `redis://` URL per node.
-    fn nodes_of(rest: &str, name: &str) -> Result<(Vec<String>, Option<String>, Option<String>)> {
+    /// `[user:pass@]host:port[,host:port...]` into one address per node (`rediss://` ones when
+    /// `tls`), and the user and password of the URL.
+    fn nodes_of(
+        rest: &str,
+        tls: bool,
+        name: &str,
+    ) -> Result<(Vec<ConnectionInfo>, Option<String>, Option<String>)> {
         let (userinfo, hosts) = match rest.rsplit_once('@') {
             Some((u, h)) => (Some(u), h),
             None => (None, rest),
@@ -369,40 +447,52 @@ impl Server {
             ),
             None => (None, None),
         };
-        let urls: Vec<String> = hosts
+        let scheme = if tls { "rediss" } else { "redis" };
+        let nodes = hosts
             .split(',')
             .map(str::trim)
             .filter(|h| !h.is_empty())
-            .map(|h| format!("redis://{h}"))
-            .collect();
-        if urls.is_empty() {
-            return Err(usage(format!("--url {name}: no host:port given")));
-        }
-        Ok((urls, username, password))
-    }
-
-    fn parse_cluster(rest: &str, password: Option<&str>, name: String) -> Result<Server> {
-        let (urls, username, url_password) = Server::nodes_of(rest.trim_end_matches('/'), &name)?;
-        let seeds = urls
-            .iter()
-            .map(|u| {
-                u.as_str()
+            .map(|h| {
+                format!("{scheme}://{h}")
+                    .as_str()
                     .into_connection_info()
                     .map_err(|e| usage(format!("--url {name}: {}", describe_url_error(&e))))
             })
             .collect::<Result<Vec<_>>>()?;
+        if nodes.is_empty() {
+            return Err(usage(format!("--url {name}: no host:port given")));
+        }
+        Ok((nodes, username, password))
+    }
+
+    fn parse_cluster(
+        rest: &str,
+        password: Option<&str>,
+        tls: Option<&Tls>,
+        name: String,
+    ) -> Result<Server> {
+        let (seeds, username, url_password) =
+            Server::nodes_of(rest.trim_end_matches('/'), tls.is_some(), &name)?;
+        let target = tls.map(|tls| tls.target(address_of(&seeds[0])));
         Ok(Server {
             target: Target::Cluster {
                 seeds,
                 password: password.map(str::to_string).or(url_password),
                 username,
+                tls: tls.cloned(),
             },
             name,
-            tls: None,
+            tls: target,
         })
     }
 
-    fn parse_sentinel(rest: &str, password: Option<&str>, name: String) -> Result<Server> {
+    fn parse_sentinel(
+        rest: &str,
+        password: Option<&str>,
+        tls: Option<&Tls>,
+        auth: &SentinelAuth,
+        name: String,
+    ) -> Result<Server> {
         let (hosts, path) = rest.split_once('/').unwrap_or((rest, ""));
         let mut path = path.split('/').filter(|p| !p.is_empty());
         let service = path.next().ok_or_else(|| {
@@ -416,31 +506,49 @@ impl Server {
                 .map_err(|_| usage(format!("--url {name}: database {db:?} is not a number")))?,
             None => 0,
         };
-        let (urls, username, url_password) = Server::nodes_of(hosts, &name)?;
-        let sentinels = urls
-            .into_iter()
-            .map(|url| {
-                Sentinel::build(vec![url])
-                    .map(|s| Arc::new(Mutex::new(s)))
-                    .map_err(|e| usage(format!("--url {name}: {}", describe_url_error(&e))))
+        // With verification off the crate reaches the master without certificates, so a client
+        // certificate would be sent to the sentinels only: refused rather than half applied.
+        if let Some(tls) = tls
+            && tls.insecure
+            && tls.identity.is_some()
+        {
+            return Err(usage(format!(
+                "--url {name}: --tls-insecure cannot be combined with --tls-cert-file for \
+                 Sentinel (the master would be reached without the certificate); give \
+                 --tls-ca-file instead of --tls-insecure"
+            )));
+        }
+        let (nodes, username, url_password) = Server::nodes_of(hosts, tls.is_some(), &name)?;
+        let master_password = password.map(str::to_string).or(url_password);
+        let setup = SentinelSetup {
+            service,
+            db,
+            master: (username.as_deref(), master_password.as_deref()),
+            own: auth,
+            tls,
+        };
+        let sentinels = nodes
+            .iter()
+            .map(|node| {
+                let client = setup.client(node).map_err(|e| {
+                    let files = if tls.is_some_and(Tls::configured) {
+                        "cannot use the TLS certificate files: "
+                    } else {
+                        ""
+                    };
+                    usage(format!("--url {name}: {files}{}", describe_url_error(&e)))
+                })?;
+                Ok(SentinelNode {
+                    address: address_of(node),
+                    client: Arc::new(Mutex::new(client)),
+                })
             })
             .collect::<Result<Vec<_>>>()?;
-        let mut info = redis::RedisConnectionInfo::default()
-            .set_skip_set_lib_name()
-            .set_db(db);
-        if let Some(user) = username {
-            info = info.set_username(user);
-        }
-        if let Some(pw) = password.map(str::to_string).or(url_password) {
-            info = info.set_password(pw);
-        }
         Ok(Server {
             target: Target::Sentinel {
                 sentinels,
                 service: service.to_string(),
-                node: SentinelNodeConnectionInfo::default()
-                    .set_redis_connection_info(info)
-                    .set_tcp_settings(redis::io::tcp::TcpSettings::default().set_nodelay(true)),
+                ca_file: tls.map(|tls| tls.ca_file.clone()),
             },
             name,
             tls: None,
@@ -449,15 +557,13 @@ impl Server {
 
     pub fn is_tls(&self) -> bool {
         match &self.target {
-            Target::Direct(client) => matches!(
-                client.get_connection_info().addr(),
-                ConnectionAddr::TcpTls { .. }
-            ),
-            _ => false,
+            Target::Sentinel { ca_file, .. } => ca_file.is_some(),
+            _ => self.tls.is_some(),
         }
     }
 
-    /// For a `rediss://` server, what its TLS failures are explained with.
+    /// For a `rediss://` server or a `rediss+cluster://` one, what its TLS failures are
+    /// explained with. (A Sentinel lookup explains its own: it knows which server refused.)
     pub fn tls_target(&self) -> Option<&TlsTarget> {
         self.tls.as_ref()
     }
@@ -472,6 +578,20 @@ impl Server {
         matches!(self.target, Target::Direct(_))
     }
 
+    /// `err` in plain words when it is a TLS handshake this server (or cluster seed) refused,
+    /// as a 69; otherwise as it is. For callers that talk to a connection themselves (doctor);
+    /// `nodes.rs` does the same for the lock's operations.
+    pub fn explained(&self, err: anyhow::Error) -> anyhow::Error {
+        match self
+            .tls
+            .as_ref()
+            .and_then(|target| explain_tls(&err, target))
+        {
+            Some(text) => fail(Exit::Unavailable, text),
+            None => err,
+        }
+    }
+
     /// The URL as it may be shown to people: without its password.
     pub fn name(&self) -> &str {
         &self.name
@@ -484,6 +604,7 @@ impl Server {
             seeds,
             password,
             username,
+            tls,
         } = &self.target
         {
             let mut builder = ClusterClientBuilder::new(seeds.clone())
@@ -496,15 +617,92 @@ impl Server {
             if let Some(user) = username {
                 builder = builder.username(user);
             }
-            let con = builder
-                .build()
-                .and_then(|client| client.get_connection())
-                .with_context(|| format!("cannot connect to {}", self.name))?;
+            if let Some(tls) = tls {
+                builder = builder.tls(tls.mode());
+                if tls.configured() {
+                    builder = builder.certs(tls.certificates());
+                }
+            }
+            let con = match builder.build().and_then(|client| client.get_connection()) {
+                Ok(con) => con,
+                Err(e) => {
+                    let err = anyhow!(e).context(format!("cannot connect to {}", self.name));
+                    return Err(self.why_no_tls(err, timeout));
+                }
+            };
             let con = Conn::Cluster(Box::new(con));
             set_timeouts(&con, timeout)?;
             return Ok(con);
         }
         Ok(Conn::Single(self.connect_direct(timeout)?))
+    }
+
+    /// The cluster client words a failed seed connection as text only: for a TLS cluster, one
+    /// seed is asked again on a connection of our own (same TLS settings, one PING) to learn
+    /// what its handshake says. `err` stays as it is when that says nothing about TLS.
+    fn why_no_tls(&self, err: anyhow::Error, timeout: Duration) -> anyhow::Error {
+        let (Some(target), Ok(client)) = (&self.tls, self.seed_client()) else {
+            return err;
+        };
+        let probe = client
+            .get_connection_with_timeout(timeout)
+            .and_then(|mut con| {
+                set_timeouts_direct(&con, timeout)
+                    .map_err(|_| RedisError::from(std::io::Error::other("cannot set a timeout")))?;
+                redis::cmd("PING").query::<()>(&mut con)
+            });
+        let Err(probe) = probe else {
+            return err;
+        };
+        let probe = anyhow!(probe);
+        if let Some(text) = explain_tls(&probe, target) {
+            return fail(Exit::Unavailable, text);
+        }
+        if is_timeout(&probe) {
+            return err.context(format!(
+                "{} gave no TLS answer (is it the plain port? use redis+cluster:// or the \
+                 tls-port)",
+                target.address
+            ));
+        }
+        err
+    }
+
+    /// A plain client for a cluster's first seed, with the cluster's credentials and TLS.
+    fn seed_client(&self) -> Result<Client> {
+        let Target::Cluster {
+            seeds,
+            password,
+            username,
+            tls,
+        } = &self.target
+        else {
+            unreachable!("only a cluster has seeds");
+        };
+        let mut info = seeds[0].redis_settings().clone().set_skip_set_lib_name();
+        if let Some(pw) = password {
+            info = info.set_password(pw);
+        }
+        if let Some(user) = username {
+            info = info.set_username(user);
+        }
+        let mut seed = seeds[0].clone().set_redis_settings(info);
+        let Some(tls) = tls else {
+            return Ok(Client::open(seed)?);
+        };
+        if let ConnectionAddr::TcpTls { host, port, .. } = seed.addr().clone() {
+            seed = seed.set_addr(ConnectionAddr::TcpTls {
+                host,
+                port,
+                insecure: tls.insecure,
+                tls_params: None,
+            });
+        }
+        Ok(if tls.configured() {
+            Client::build_with_tls(seed, tls.certificates())?
+        } else {
+            Client::open(seed)?
+        })
     }
 
     /// A plain connection: to the server, to Sentinel's current master, or to one node of a
@@ -514,84 +712,286 @@ impl Server {
         let started = Instant::now();
         let client = match &self.target {
             Target::Direct(client) => client.clone(),
-            Target::Cluster {
-                seeds,
-                password,
-                username,
-            } => {
-                let mut info = seeds[0].redis_settings().clone().set_skip_set_lib_name();
-                if let Some(pw) = password {
-                    info = info.set_password(pw);
-                }
-                if let Some(user) = username {
-                    info = info.set_username(user);
-                }
-                Client::open(seeds[0].clone().set_redis_settings(info))?
-            }
+            Target::Cluster { .. } => self.seed_client()?,
             Target::Sentinel {
                 sentinels,
                 service,
-                node,
-            } => self.master(sentinels, service, node, timeout)?,
+                ca_file,
+            } => self.master(sentinels, service, ca_file.as_ref(), timeout)?,
         };
         let left = timeout
             .saturating_sub(started.elapsed())
             .max(Duration::from_millis(1));
-        let con = client
-            .get_connection_with_timeout(left)
-            .with_context(|| format!("cannot connect to {}", self.name))?;
+        let con = match client.get_connection_with_timeout(left) {
+            Ok(con) => con,
+            Err(e) => {
+                let err = anyhow!(e).context(format!("cannot connect to {}", self.name));
+                return Err(self.explained(err));
+            }
+        };
         set_timeouts_direct(&con, timeout)?;
         Ok(con)
     }
 
     /// Asks the sentinels where the master is, all at once; the first answer wins. The crate's
     /// lookup has no timeout of its own, so each runs in a thread that is abandoned if it does
-    /// not answer within `timeout`.
+    /// not answer within `timeout`. `ca_file` is `Some` for `rediss+sentinel://`.
     fn master(
         &self,
-        sentinels: &[Arc<Mutex<Sentinel>>],
+        sentinels: &[SentinelNode],
         service: &str,
-        node: &SentinelNodeConnectionInfo,
+        ca_file: Option<&Option<String>>,
         timeout: Duration,
     ) -> Result<Client> {
         let deadline = Instant::now() + timeout;
         let (tx, rx) = mpsc::channel();
         for sentinel in sentinels {
-            let (tx, sentinel) = (tx.clone(), Arc::clone(sentinel));
-            let (service, node) = (service.to_string(), node.clone());
+            let (tx, sentinel) = (tx.clone(), sentinel.clone());
+            let (ca_file, service) = (ca_file.cloned(), service.to_string());
             std::thread::Builder::new()
                 .name("sentinel".into())
                 .stack_size(256 * 1024)
                 .spawn(move || {
-                    let mut sentinel = sentinel
+                    let mut client = sentinel
+                        .client
                         .lock()
                         .unwrap_or_else(std::sync::PoisonError::into_inner);
-                    let _ = tx.send(sentinel.master_for(&service, Some(&node)));
+                    let answer = client.get_client().map_err(|e| {
+                        let asked = Asked {
+                            sentinel: &sentinel.address,
+                            service: &service,
+                            ca_file,
+                            timeout,
+                        };
+                        asked.refusal(&mut client, e)
+                    });
+                    let _ = tx.send(answer);
                 })
                 .context("cannot start a Sentinel lookup")?;
         }
         drop(tx);
-        let mut last_error = None;
+        let mut last_error: Option<anyhow::Error> = None;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
             match rx.recv_timeout(left) {
-                Ok(Ok(client)) => return Ok(client),
-                Ok(Err(e)) => last_error = Some(e),
+                Ok(Ok(client)) => return Ok(without_lib_name(&client)?),
+                // A refusal that says what to do (a password, a certificate) outranks one
+                // that does not.
+                Ok(Err(e)) => {
+                    if last_error.as_ref().is_none_or(|last| !decided(last)) {
+                        last_error = Some(e);
+                    }
+                }
                 // Every sentinel answered, none with a master.
                 Err(mpsc::RecvTimeoutError::Disconnected) => {
                     let e = last_error.expect("an answer");
+                    if decided(&e) {
+                        return Err(e);
+                    }
                     return Err(e)
                         .with_context(|| format!("Sentinel {} has no usable master", self.name));
                 }
                 Err(mpsc::RecvTimeoutError::Timeout) => {
-                    let timed_out = redis::RedisError::from(std::io::Error::new(
+                    if let Some(e) = last_error {
+                        return Err(e);
+                    }
+                    let hint = if ca_file.is_some() {
+                        " (is it the plain port? use redis+sentinel:// or the sentinels' tls-port)"
+                    } else {
+                        ""
+                    };
+                    return Err(anyhow!(redis::RedisError::from(std::io::Error::new(
                         std::io::ErrorKind::TimedOut,
-                        format!("no sentinel of {} answered within {timeout:?}", self.name),
-                    ));
-                    return Err(anyhow!(last_error.unwrap_or(timed_out)));
+                        format!(
+                            "no sentinel of {} answered within {timeout:?}{hint}",
+                            self.name
+                        ),
+                    ))));
                 }
             }
         }
+    }
+}
+
+/// What every sentinel of one URL is asked with.
+struct SentinelSetup<'a> {
+    service: &'a str,
+    db: i64,
+    /// The master's user and password.
+    master: (Option<&'a str>, Option<&'a str>),
+    /// The sentinels' own.
+    own: &'a SentinelAuth,
+    tls: Option<&'a Tls>,
+}
+
+impl SentinelSetup<'_> {
+    /// A client that asks the sentinel at `node` for the master, and checks what it names.
+    fn client(&self, node: &ConnectionInfo) -> RedisResult<SentinelClient> {
+        let mut addr = node.addr().clone();
+        if let (ConnectionAddr::TcpTls { insecure, .. }, Some(tls)) = (&mut addr, self.tls) {
+            *insecure = tls.insecure;
+        }
+        if let Some(tls) = self.tls.filter(|tls| tls.configured()) {
+            return self.client_with_certificates(addr, tls);
+        }
+        let (username, password) = self.master;
+        let mut master = redis::RedisConnectionInfo::default()
+            .set_skip_set_lib_name()
+            .set_db(self.db);
+        if let Some(user) = username {
+            master = master.set_username(user);
+        }
+        if let Some(pw) = password {
+            master = master.set_password(pw);
+        }
+        let mut to_master = SentinelNodeConnectionInfo::default()
+            .set_redis_connection_info(master)
+            .set_tcp_settings(nodelay());
+        if let Some(tls) = self.tls {
+            to_master = to_master.set_tls_mode(tls.mode());
+        }
+        let mut own = redis::RedisConnectionInfo::default().set_skip_set_lib_name();
+        if let Some(user) = &self.own.username {
+            own = own.set_username(user);
+        }
+        if let Some(pw) = &self.own.password {
+            own = own.set_password(pw);
+        }
+        let sentinel = node
+            .clone()
+            .set_addr(addr)
+            .set_redis_settings(own)
+            .set_tcp_settings(nodelay());
+        SentinelClient::build(vec![sentinel], self.service, Some(to_master), Master)
+    }
+
+    /// Sentinels and master verified against `--tls-ca-file` (or shown the client
+    /// certificate). Only the crate's builder hands certificates to the master's connections;
+    /// it cannot skip `CLIENT SETINFO`, so the crate's check of the master costs one round
+    /// trip more than on the other paths.
+    fn client_with_certificates(
+        &self,
+        addr: ConnectionAddr,
+        tls: &Tls,
+    ) -> RedisResult<SentinelClient> {
+        let mut builder = SentinelClientBuilder::new([addr], self.service, Master)?
+            .set_client_to_redis_db(self.db)
+            .set_client_to_redis_tcp_settings(nodelay())
+            .set_client_to_sentinel_tcp_settings(nodelay())
+            .set_client_to_sentinel_tls_mode(tls.mode())
+            .set_client_to_redis_tls_mode(tls.mode())
+            .set_client_to_sentinel_certificates(tls.certificates())
+            .set_client_to_redis_certificates(tls.certificates());
+        let (username, password) = self.master;
+        if let Some(user) = username {
+            builder = builder.set_client_to_redis_username(user);
+        }
+        if let Some(pw) = password {
+            builder = builder.set_client_to_redis_password(pw);
+        }
+        if let Some(user) = &self.own.username {
+            builder = builder.set_client_to_sentinel_username(user);
+        }
+        if let Some(pw) = &self.own.password {
+            builder = builder.set_client_to_sentinel_password(pw);
+        }
+        builder.build()
+    }
+}
+
+fn nodelay() -> redis::io::tcp::TcpSettings {
+    redis::io::tcp::TcpSettings::default().set_nodelay(true)
+}
+
+/// Whether an error already carries its status and words (a `Failure`).
+fn decided(err: &anyhow::Error) -> bool {
+    err.downcast_ref::<crate::error::Failure>().is_some()
+}
+
+/// One sentinel's lookup of the master, for explaining its failure.
+struct Asked<'a> {
+    sentinel: &'a str,
+    service: &'a str,
+    /// `Some` for `rediss+sentinel://`: `--tls-ca-file`, if given.
+    ca_file: Option<Option<String>>,
+    timeout: Duration,
+}
+
+impl Asked<'_> {
+    /// What a failed lookup means. The crate returns the sentinel's own error and the error
+    /// of the master it named alike; asking the sentinel again (failure path only) tells them
+    /// apart, so a refused password or certificate is blamed on the right server.
+    fn refusal(&self, client: &mut SentinelClient, err: RedisError) -> anyhow::Error {
+        let sentinel = self.sentinel;
+        let denied = classify_redis(&err) == Exit::Permission;
+        let Ok(sentinel_client) = client.get_sentinel_client() else {
+            // The sentinel itself refused.
+            if denied {
+                let text = if err.code() == Some("NOAUTH") {
+                    format!(
+                        "sentinel {sentinel} requires a password: give the sentinels' own \
+                         password with --sentinel-password-file"
+                    )
+                } else {
+                    format!(
+                        "sentinel {sentinel} refused the sentinels' password: check \
+                         --sentinel-password-file (and --sentinel-user)"
+                    )
+                };
+                return fail(Exit::Permission, text);
+            }
+            let err = anyhow!(err);
+            if let Some(text) = self.explain_tls(&err, sentinel.to_string()) {
+                return fail(Exit::Unavailable, text);
+            }
+            return err.context(format!("sentinel {sentinel}"));
+        };
+        let err = anyhow!(err);
+        if self.explain_tls(&err, String::new()).is_some() {
+            // The master refused the handshake: say where it is.
+            let address = self
+                .master_address(&sentinel_client)
+                .unwrap_or_else(|| format!("the master of {}", self.service));
+            if let Some(text) = self.explain_tls(&err, address) {
+                return fail(Exit::Unavailable, text);
+            }
+        }
+        err
+    }
+
+    fn explain_tls(&self, err: &anyhow::Error, address: String) -> Option<String> {
+        let ca_file = self.ca_file.clone()?;
+        explain_tls(err, &TlsTarget { address, ca_file })
+    }
+
+    /// `HOST:PORT` of the master the sentinel names now.
+    fn master_address(&self, sentinel: &Client) -> Option<String> {
+        let mut con = sentinel.get_connection_with_timeout(self.timeout).ok()?;
+        set_timeouts_direct(&con, self.timeout).ok()?;
+        let (host, port): (String, u16) = redis::cmd("SENTINEL")
+            .arg("GET-MASTER-ADDR-BY-NAME")
+            .arg(self.service)
+            .query(&mut con)
+            .ok()?;
+        Some(format!("{host}:{port}"))
+    }
+}
+
+/// The master's client as Sentinel builds it, without `CLIENT SETINFO` on connecting: one
+/// round trip less for every connection redlock opens.
+fn without_lib_name(client: &Client) -> RedisResult<Client> {
+    let info = client.get_connection_info().clone();
+    let settings = info.redis_settings().clone().set_skip_set_lib_name();
+    Client::open(info.set_redis_settings(settings))
+}
+
+/// `HOST:PORT` of a node, as messages show it.
+fn address_of(node: &ConnectionInfo) -> String {
+    match node.addr() {
+        ConnectionAddr::Tcp(host, port) | ConnectionAddr::TcpTls { host, port, .. } => {
+            format!("{host}:{port}")
+        }
+        other => other.to_string(),
     }
 }
 
@@ -635,19 +1035,13 @@ fn percent_decode(s: &str) -> String {
 
 /// Reads the first line of a password file. An unreadable or empty file is a usage error (64):
 /// the operator named it, so guessing another way to authenticate would only hide the mistake.
-pub fn read_password_file(path: &Path) -> Result<String> {
-    let text = std::fs::read_to_string(path).map_err(|e| {
-        usage(format!(
-            "cannot read --password-file {}: {e}",
-            path.display()
-        ))
-    })?;
+/// `flag` is the option that named the file, for the message.
+pub fn read_password_file(flag: &str, path: &Path) -> Result<String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| usage(format!("cannot read {flag} {}: {e}", path.display())))?;
     let password = text.lines().next().unwrap_or("").trim_end_matches('\r');
     if password.is_empty() {
-        return Err(usage(format!(
-            "--password-file {} is empty",
-            path.display()
-        )));
+        return Err(usage(format!("{flag} {} is empty", path.display())));
     }
     Ok(password.to_string())
 }
@@ -724,17 +1118,55 @@ mod tests {
             "",
             "localhost:6379",
         ] {
-            let err = Server::parse(url, None, &Tls::default()).unwrap_err();
+            let err =
+                Server::parse(url, None, &Tls::default(), &SentinelAuth::default()).unwrap_err();
             assert_eq!(classify(&err), Exit::Usage, "{url}: {err:#}");
             assert!(!format!("{err:#}").contains("hunter2"), "{err:#}");
         }
-        let tls = Tls::default();
-        assert!(Server::parse("redis://127.0.0.1:6379", None, &tls).is_ok());
-        assert!(Server::parse("redis+unix:///tmp/x.sock", None, &tls).is_ok());
+        let (tls, none) = (Tls::default(), SentinelAuth::default());
+        assert!(Server::parse("redis://127.0.0.1:6379", None, &tls, &none).is_ok());
+        assert!(Server::parse("redis+unix:///tmp/x.sock", None, &tls, &none).is_ok());
         assert!(
-            Server::parse("rediss://localhost:6380", None, &tls)
+            Server::parse("rediss://localhost:6380", None, &tls, &none)
                 .unwrap()
                 .is_tls()
         );
+    }
+
+    #[test]
+    fn tls_cluster_and_sentinel_urls_are_tls_and_plain_ones_are_not() {
+        let (tls, none) = (Tls::default(), SentinelAuth::default());
+        let parse = |url| Server::parse(url, None, &tls, &none).unwrap();
+        assert!(parse("rediss+cluster://127.0.0.1:7000,127.0.0.1:7001").is_tls());
+        assert!(parse("rediss+sentinel://127.0.0.1:26380/mymaster/2").is_tls());
+        assert!(!parse("redis+cluster://127.0.0.1:7000").is_tls());
+        assert!(!parse("redis+sentinel://127.0.0.1:26379/mymaster").is_tls());
+        let cluster = parse("rediss+cluster://127.0.0.1:7000,127.0.0.1:7001");
+        assert_eq!(
+            cluster.tls_target().map(|t| t.address.as_str()),
+            Some("127.0.0.1:7000")
+        );
+        assert!(!cluster.is_direct());
+    }
+
+    #[test]
+    fn a_sentinel_password_is_refused_with_urls_that_are_not_sentinel_ones() {
+        let tls = Tls::default();
+        let auth = SentinelAuth {
+            username: None,
+            password: Some("hunter2".into()),
+        };
+        for url in [
+            "redis://127.0.0.1:6379",
+            "rediss://127.0.0.1:6380",
+            "redis+cluster://127.0.0.1:7000",
+        ] {
+            let err = Server::parse(url, None, &tls, &auth).unwrap_err();
+            assert_eq!(classify(&err), Exit::Usage, "{url}: {err:#}");
+            let text = format!("{err:#}");
+            assert!(text.contains("--sentinel-password-file"), "{text}");
+            assert!(!text.contains("hunter2"), "{text}");
+        }
+        assert!(Server::parse("redis+sentinel://127.0.0.1:26379/m", None, &tls, &auth).is_ok());
     }
 }

@@ -5,7 +5,11 @@
 //! least every `lock::QUEUE_REFRESH`; an entry not refreshed for `lock::QUEUE_ENTRY_LIFE` is
 //! skipped, so a killed or cut-off waiter holds the queue up by at most the sum of the two
 //! (2 s). The lock goes to the head of the queue only: the acquire script refuses anyone else
-//! while waiters are queued, a non-waiting run included.
+//! while waiters are queued, a non-waiting run included. The queue is one per key, whatever
+//! the shape each waiter asks for (`lock::Shape`): once an exclusive run waits, shared runs that
+//! come later queue behind it, so a stream of them cannot starve it. A shared or slotted taker
+//! that heads the queue wakes the next waiter when it takes its share, since that waiter may
+//! fit beside it. A key held with another shape than asked for ends the wait at once (78).
 //!
 //! A waiter is *notified*, not polling: it subscribes (on a second connection, in a small
 //! thread) to its own channel, `{L}:redlock:released:TICKET`, on which a release wakes the head
@@ -41,10 +45,14 @@ pub enum Taken {
     Acquired {
         fence: i64,
         started_ms: i64,
+        /// The slot taken (`--slots N`).
+        slot: Option<u32>,
         /// When the successful acquire was sent: the lease is counted from here.
         sent: Moment,
     },
     Busy(Busy),
+    /// `--once-per`: another run already took this window; waiting longer changes nothing.
+    Skipped(lock::Ran),
     /// A signal arrived while waiting.
     Interrupted(libc::c_int),
 }
@@ -84,26 +92,16 @@ pub fn take(
         ticket,
         arrival_us: nodes.is_quorum().then(now_us),
     });
-    let first = nodes.acquire(&req.claim, refusal, queue.as_ref(), sent, Some(meanwhile))?;
+    let first = nodes.acquire(&req.claim, refusal, queue.as_ref(), sent, Some(meanwhile));
+    let first = first.and_then(|a| outcome(a, &req.claim, sent));
     let (Some(wait), Some(queue)) = (wait, queue) else {
-        return Ok(match first {
-            Acquire::Acquired { fence, started_ms } => Taken::Acquired {
-                fence,
-                started_ms,
-                sent,
-            },
-            Acquire::Busy(busy) => Taken::Busy(busy),
-        });
+        return first;
     };
     let taken = match first {
-        Acquire::Acquired { fence, started_ms } => Ok(Taken::Acquired {
-            fence,
-            started_ms,
-            sent,
-        }),
-        Acquire::Busy(busy) => {
+        Ok(Taken::Busy(busy)) => {
             wait_in_queue(nodes, req, signals, &queue, busy, start + wait.min(YEAR))
         }
+        other => other,
     };
     // A waiter that gives up leaves the queue at once, so the next one is not held up by it.
     // In a quorum a waiter also leaves once a majority granted it the lock: the nodes keep it
@@ -112,6 +110,40 @@ pub fn take(
         nodes.leave(req.claim.keys, queue.ticket);
     }
     taken
+}
+
+/// What an attempt's answer means for the run: taken, busy, or (a key held with another shape
+/// than the one asked for) a configuration error, 78, whatever the wait.
+fn outcome(attempt: Acquire, claim: &Claim, sent: Moment) -> Result<Taken> {
+    match attempt {
+        Acquire::Acquired {
+            fence,
+            started_ms,
+            slot,
+        } => Ok(Taken::Acquired {
+            fence,
+            started_ms,
+            slot,
+            sent,
+        }),
+        Acquire::Busy(busy) => Ok(Taken::Busy(busy)),
+        Acquire::Skipped(ran) => Ok(Taken::Skipped(ran)),
+        Acquire::Mismatch(held) => Err(crate::error::fail(crate::exit::Exit::Config, {
+            let held = match held {
+                lock::Shape::Slots(n) => format!("held with {n} slots"),
+                _ => "held shared".to_string(),
+            };
+            let asked = match claim.shape {
+                lock::Shape::Slots(n) => format!("asks for {n} slots"),
+                _ => "asks for a shared hold".to_string(),
+            };
+            format!(
+                "{} is {held}, and this {asked}; every holder of a key must ask for the same \
+                     shape (the same --slots N, or --shared)",
+                claim.keys.lock
+            )
+        })),
+    }
 }
 
 /// A wait longer than a year is a year: `start + wait` must not overflow.
@@ -190,7 +222,7 @@ fn wait_in_queue(
         }
         let sent = Moment::now();
         let attempt = match nodes.acquire(&req.claim, Refusal::Uncounted, Some(queue), sent, None) {
-            Ok(a) => a,
+            Ok(a) => outcome(a, &req.claim, sent)?,
             // A long wait may outlive one connection; the failed one was dropped, so this
             // attempt reconnects. Not after a timeout: that attempt's undoing is queued behind
             // it (nodes.rs), and would undo a retry with the same token.
@@ -198,26 +230,13 @@ fn wait_in_queue(
                 let sent = Moment::now();
                 let retry =
                     nodes.acquire(&req.claim, Refusal::Uncounted, Some(queue), sent, None)?;
-                if let Acquire::Acquired { fence, started_ms } = retry {
-                    return Ok(Taken::Acquired {
-                        fence,
-                        started_ms,
-                        sent,
-                    });
-                }
-                retry
+                outcome(retry, &req.claim, sent)?
             }
             Err(e) => return Err(e),
         };
         match attempt {
-            Acquire::Acquired { fence, started_ms } => {
-                return Ok(Taken::Acquired {
-                    fence,
-                    started_ms,
-                    sent,
-                });
-            }
-            Acquire::Busy(b) => busy = b,
+            Taken::Busy(b) => busy = b,
+            taken => return Ok(taken),
         }
         if busy.ahead != place {
             place = busy.ahead;

@@ -1,8 +1,11 @@
 //! `redlock acquire`: take a lock for a shell script that holds it across several steps.
 //!
 //! The first line of stdout is the token (keep it for `extend` and `release --token`); the
-//! fence follows on the second line. With `--json`, stdout is one object instead:
-//! `{"key", "redis_key", "token", "fence", "ttl_ms", "acquired_ms", "deadline_ms"}`, where
+//! fence follows on the second line, and with `--slots N` the slot (0..N-1) on a third. With
+//! `--shared` or `--slots N` the hold is one of several (see `lock::Shape`). With `--json`,
+//! stdout is one object instead:
+//! `{"key", "redis_key", "token", "fence", "ttl_ms", "acquired_ms", "deadline_ms"}` (and
+//! `"slot"` with `--slots`), where
 //! `acquired_ms` is the server's clock when the lock was taken and `deadline_ms` when it expires
 //! unless extended. Nothing renews the lease: the script calls `redlock extend` (the lock
 //! expires by itself if the script dies). The holder record names the calling process.
@@ -27,6 +30,7 @@ use crate::wait::{self, Request, Taken};
 pub fn acquire(ctx: &Context, args: AcquireArgs) -> Result<Exit> {
     lease::check_ttl(args.ttl)?;
     let keys = Keys::new(&ctx.prefix, &args.key)?;
+    let shape = ctx.shape(args.shared, args.slots)?;
     let signals = Signals::block();
     let mut nodes = ctx.nodes(ctx.timeout);
     nodes.connect()?;
@@ -37,6 +41,9 @@ pub fn acquire(ctx: &Context, args: AcquireArgs) -> Result<Exit> {
             &keys,
             &token,
             lease.fence,
+            std::env::var("REDLOCK_SLOT")
+                .ok()
+                .and_then(|s| s.parse().ok()),
             lease.started_ms,
             left,
             lease.server_now_ms + left,
@@ -53,20 +60,28 @@ pub fn acquire(ctx: &Context, args: AcquireArgs) -> Result<Exit> {
             token: &token,
             ttl: args.ttl,
             holder: &holder,
+            shape,
+            once: None,
         },
         wait: args.wait,
         timeout: ctx.timeout,
     };
     match wait::take(&mut nodes, &request, &signals, &mut || {})? {
         Taken::Acquired {
-            fence, started_ms, ..
+            fence,
+            started_ms,
+            slot,
+            ..
         } => {
+            // `--slots 1` is the exclusive lock, whose one slot is 0.
+            let slot = slot.or(args.slots.map(|_| 0));
             let ttl_ms = args.ttl.as_millis() as i64;
             let deadline_ms = started_ms + ttl_ms;
             let text = lease_text(
                 &keys,
                 &token,
                 fence,
+                slot,
                 started_ms,
                 ttl_ms,
                 deadline_ms,
@@ -87,24 +102,39 @@ pub fn acquire(ctx: &Context, args: AcquireArgs) -> Result<Exit> {
             );
             Ok(Exit::Busy(BUSY))
         }
+        // Not asked for by `acquire`; as busy if a server says so anyway.
+        Taken::Skipped(ran) => {
+            log::error(
+                "skipped",
+                &format!("{}: {}", keys.lock, ran.describe()),
+                &[("key", (&keys.lock).into())],
+            );
+            Ok(Exit::Busy(BUSY))
+        }
         Taken::Interrupted(sig) => Ok(wait::interrupted(sig, &keys)),
     }
 }
 
-/// What `acquire` prints: the token and the fence, or one JSON object.
+/// What `acquire` prints: the token, the fence and the slot (when there is one), or one JSON
+/// object.
+#[allow(clippy::too_many_arguments)]
 fn lease_text(
     keys: &Keys,
     token: &str,
     fence: i64,
+    slot: Option<u32>,
     acquired_ms: i64,
     ttl_ms: i64,
     deadline_ms: i64,
     json: bool,
 ) -> String {
     if !json {
-        return format!("{token}\n{fence}\n");
+        return match slot {
+            Some(slot) => format!("{token}\n{fence}\n{slot}\n"),
+            None => format!("{token}\n{fence}\n"),
+        };
     }
-    let doc = Json::Obj(vec![
+    let mut fields = vec![
         ("key", Json::str(&keys.name)),
         ("redis_key", Json::str(&keys.lock)),
         ("token", Json::str(token)),
@@ -112,7 +142,11 @@ fn lease_text(
         ("ttl_ms", Json::Num(ttl_ms.into())),
         ("acquired_ms", Json::Num(acquired_ms.into())),
         ("deadline_ms", Json::Num(deadline_ms.into())),
-    ]);
+    ];
+    if let Some(slot) = slot {
+        fields.push(("slot", Json::Num(slot.into())));
+    }
+    let doc = Json::Obj(fields);
     format!("{}\n", doc.render())
 }
 

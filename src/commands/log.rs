@@ -21,9 +21,8 @@ use redis::Value;
 use crate::Context;
 use crate::cli::LogArgs;
 use crate::exit::Exit;
-use crate::json::Json;
 use crate::keys::{self, Keys};
-use crate::log;
+use crate::log::{self, json_str};
 use crate::server::Conn;
 use crate::signals::{self, Event, Signals};
 
@@ -81,6 +80,11 @@ impl Entry {
         if let Some(fence) = self.get("fence") {
             line.push_str(&format!(", fence {fence}"));
         }
+        match (self.get("slot"), self.get("shape")) {
+            (Some(slot), _) => line.push_str(&format!(", slot {slot}")),
+            (None, Some("shared")) => line.push_str(", shared"),
+            _ => {}
+        }
         if let Some(outcome) = self.get("outcome") {
             line.push_str(&format!(", {outcome}"));
             if let Some(exit) = self.get("exit") {
@@ -112,22 +116,48 @@ impl Entry {
         line
     }
 
-    fn json(&self) -> Json {
-        let mut out = vec![
-            ("key", Json::str(&self.lock)),
-            ("id", Json::str(&self.id())),
-            ("time_ms", Json::Num(self.ms.into())),
-            ("time", Json::str(&time_text(self.ms))),
-        ];
-        let fields: Vec<(&str, Json)> = self
-            .fields
-            .iter()
-            .map(|(k, v)| (k.as_str(), Json::str(v)))
-            .collect();
-        out.extend(fields);
-        Json::Obj(out)
+    /// One JSON object: key, id, time_ms, time, then the entry's fields in their order
+    /// (numbers for the numeric ones: pid, fence, exit, duration_ms, until, started, ended, slot).
+    fn json(&self) -> String {
+        let mut out = String::from("{");
+        let field = |out: &mut String, name: &str| {
+            if out.len() > 1 {
+                out.push(',');
+            }
+            json_str(out, name);
+            out.push(':');
+        };
+        field(&mut out, "key");
+        json_str(&mut out, &self.lock);
+        field(&mut out, "id");
+        json_str(&mut out, &self.id());
+        field(&mut out, "time_ms");
+        out.push_str(&self.ms.to_string());
+        field(&mut out, "time");
+        json_str(&mut out, &time_text(self.ms));
+        for (name, value) in &self.fields {
+            field(&mut out, name);
+            match value.parse::<i64>() {
+                Ok(n) if NUMERIC.contains(&name.as_str()) => out.push_str(&n.to_string()),
+                _ => json_str(&mut out, value),
+            }
+        }
+        out.push('}');
+        out
     }
 }
+
+/// The fields written as JSON numbers (when they hold one).
+const NUMERIC: [&str; 8] = [
+    "pid",
+    "fence",
+    "exit",
+    "duration_ms",
+    "until",
+    "started",
+    "ended",
+    "slot",
+];
 
 /// RFC 3339 in UTC with milliseconds.
 fn time_text(ms: i64) -> String {
@@ -154,12 +184,14 @@ pub fn log(ctx: &Context, args: LogArgs) -> Result<Exit> {
     let mut shown: Vec<Entry> = Vec::new();
     let found = nodes.each(|con| {
         if args.all {
-            let mut all: Vec<(String, String)> = keys::scan_companions(con, &ctx.prefix, crate::scripts::LOG)?
-                .into_iter()
-                .map(|k| (k.lock.clone(), k.log.clone()))
-                .collect();
+            let mut all: Vec<(String, String)> =
+                keys::scan_companions(con, &ctx.prefix, crate::scripts::LOG)?
+                    .into_iter()
+                    .map(|k| (k.lock.clone(), k.log.clone()))
+                    .collect();
             all.push((String::new(), keys::prefix_log_key(&ctx.prefix)));
-            Ok((all, read_all(con, &all, since)?))
+            let entries = read_all(con, &all, since)?;
+            Ok((all, entries))
         } else {
             Ok((Vec::new(), read_all(con, &logs, since)?))
         }
@@ -230,27 +262,24 @@ fn first_answer<T>(results: Vec<Result<T>>) -> Result<T> {
 
 fn print(entry: &Entry, prefix: &str, json: bool) -> Result<()> {
     let line = if json {
-        entry.json().to_string()
+        entry.json()
     } else {
         entry.text(prefix)
     };
     log::stdout(&format!("{line}\n")).context("cannot print the log")
 }
 
-/// Every entry of `logs` since `since` ago (by the server's clock), merged oldest first.
+/// Every entry of `logs` since `since` ago (by this host's clock, so that a read-only user,
+/// without `TIME`, can ask), merged oldest first.
 fn read_all(
     con: &mut Conn,
     logs: &[(String, String)],
     since: Option<Duration>,
 ) -> Result<Vec<Entry>> {
     let start = match since {
-        Some(d) => {
-            let (secs, micros): (i64, i64) = redis::cmd("TIME")
-                .query(con)
-                .context("cannot read the server's clock")?;
-            let now = secs * 1000 + micros / 1000;
-            (now - d.as_millis() as i64).max(0).to_string()
-        }
+        Some(d) => (super::status::now_ms() - d.as_millis() as i64)
+            .max(0)
+            .to_string(),
         None => "-".to_string(),
     };
     let mut all = Vec::new();

@@ -6,6 +6,7 @@ pub mod check;
 pub mod doctor;
 pub mod extend;
 pub mod generate;
+pub mod log;
 pub mod metrics;
 pub mod pause;
 pub mod release;

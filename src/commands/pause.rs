@@ -175,6 +175,8 @@ pub fn resume(ctx: &Context, args: ResumeArgs) -> Result<Exit> {
     nodes.connect()?;
     if args.all {
         let record = keys::prefix_pause_key(&ctx.prefix);
+        let log_key = keys::prefix_log_key(&ctx.prefix);
+        let who = resumer();
         let cluster = ctx.servers.iter().any(Server::is_cluster);
         let results = nodes.each(|c| {
             if cluster && !keys::prefix_pause_in_slot(&ctx.prefix) {
@@ -184,6 +186,12 @@ pub fn resume(ctx: &Context, args: ResumeArgs) -> Result<Exit> {
                 .arg(&record)
                 .query(c)
                 .map_err(|e| anyhow::Error::new(e).context("cannot resume"))?;
+            if n == 1 {
+                let mut pipe = redis::pipe();
+                lock::audit_entry(&mut pipe, &log_key, "resumed", &who);
+                pipe.query::<()>(c)
+                    .map_err(|e| anyhow::Error::new(e).context("cannot log the resume"))?;
+            }
             Ok(n == 1)
         });
         let prefix_wide = nodes

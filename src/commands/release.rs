@@ -2,7 +2,8 @@
 //!
 //! `--token T` is compare-and-delete: it deletes only if T is the holder's token (0), and
 //! otherwise leaves the key untouched (1). `--force` deletes whatever holds the lock and says
-//! whom it removed; a `redlock run` that held it notices at its next renewal (within ttl/3),
+//! whom it removed (every holder of a shared or slotted lock, one line each; `--token T` ends
+//! only T's hold); a `redlock run` that held it notices at its next renewal (within ttl/3),
 //! stops its command and exits 76. Both publish the release, so waiters start at once.
 
 use anyhow::Result;
@@ -31,13 +32,26 @@ pub fn release(ctx: &Context, args: ReleaseArgs) -> Result<Exit> {
             } else {
                 String::new()
             };
-            // The token stays hidden: DESIGN §6 shows it only with --show-token or by acquire.
-            let _ = log::stdout(&format!(
-                "removed {}{on}: {}
-",
-                keys.lock,
-                Holder::describe(removed.holder.as_ref(), None)
-            ));
+            // The token stays hidden: it is shown only with --show-token or by acquire.
+            if let Some(holder) = &removed.holder {
+                let _ = log::stdout(&format!(
+                    "removed {}{on}: {}\n",
+                    keys.lock,
+                    Holder::describe(holder.as_ref(), None)
+                ));
+            }
+            for sharer in &removed.sharers {
+                let shape = if sharer.slot.is_some() {
+                    ""
+                } else {
+                    "shared holder "
+                };
+                let _ = log::stdout(&format!(
+                    "removed {}{on}: {shape}{}\n",
+                    keys.lock,
+                    sharer.describe()
+                ));
+            }
         }
         return match any {
             true => Ok(Exit::Success),

@@ -41,6 +41,37 @@ use crate::signals::{self, Event, Signals};
 use crate::tree::{Scratch, Tree};
 use crate::wait::{self, Request, Taken};
 
+/// The longest `--once-per` window: its record lives twice as long.
+const MAX_ONCE_PER: Duration = Duration::from_secs(366 * 24 * 3600);
+
+/// `--once-per D [--retry-failed]`, checked: D from 1s to 366 days, and one server, a Cluster
+/// or Sentinel, because a majority vote cannot keep one window's record: a run that reached a
+/// majority other than the first run's could take the window again.
+fn once_per(ctx: &Context, args: &RunArgs) -> Result<Option<lock::Once>> {
+    let Some(every) = args.once_per else {
+        if args.retry_failed {
+            return Err(usage("--retry-failed needs --once-per"));
+        }
+        return Ok(None);
+    };
+    if every < Duration::from_secs(1) || every > MAX_ONCE_PER {
+        return Err(usage(format!(
+            "--once-per {} is out of range: a window is from 1s to 366d long",
+            lease::fmt(every)
+        )));
+    }
+    if ctx.servers.len() > 1 {
+        return Err(usage(
+            "--once-per cannot be used with several --url (a quorum): a majority vote does not \
+             keep one record per window; use one server, a Cluster or Sentinel",
+        ));
+    }
+    Ok(Some(lock::Once {
+        every,
+        retry_failed: args.retry_failed,
+    }))
+}
+
 pub fn run(ctx: &Context, mut args: RunArgs) -> Result<Exit> {
     let Some(path) = args.metrics_file.take() else {
         return run_locked(ctx, args);
@@ -78,6 +109,8 @@ fn run_locked(ctx: &Context, args: RunArgs) -> Result<Exit> {
     // Under --max-runtime the lock is taken for no longer than the run can last.
     let first_ttl = lease.first_ttl(args.max_runtime);
     let keys = Keys::new(&ctx.prefix, &args.key)?;
+    let shape = ctx.shape(args.shared, args.slots)?;
+    let once = once_per(ctx, &args)?;
     let argv = command_line(&args)?;
     if let Some(hold) = args.hold_at_least
         && hold > lease::MAX_TTL
@@ -122,6 +155,8 @@ fn run_locked(ctx: &Context, args: RunArgs) -> Result<Exit> {
             token: &token,
             ttl: first_ttl,
             holder: &holder,
+            shape,
+            once,
         },
         wait: args.wait,
         timeout: ctx.timeout,
@@ -132,12 +167,13 @@ fn run_locked(ctx: &Context, args: RunArgs) -> Result<Exit> {
     let taken = wait::take(&mut nodes, &request, &signals, &mut || {
         guard = Some(Guard::prepare(args.contain));
     });
-    let (fence, started_ms, sent) = match taken? {
+    let (fence, started_ms, slot, sent) = match taken? {
         Taken::Acquired {
             fence,
             started_ms,
+            slot,
             sent,
-        } => (fence, started_ms, sent),
+        } => (fence, started_ms, slot, sent),
         Taken::Busy(busy) => {
             let code = args.conflict_exit_code.unwrap_or(BUSY);
             let waited = match args.wait {
@@ -156,15 +192,30 @@ fn run_locked(ctx: &Context, args: RunArgs) -> Result<Exit> {
             }
             return Ok(Exit::Busy(code));
         }
+        Taken::Skipped(ran) => {
+            let code = args.conflict_exit_code.unwrap_or(BUSY);
+            let msg = format!("{}: {}; not running the command", keys.lock, ran.describe());
+            if code == 0 {
+                log::warn("skipped", &msg, &[("key", (&keys.lock).into())]);
+            } else {
+                log::error("skipped", &msg, &[("key", (&keys.lock).into())]);
+            }
+            return Ok(Exit::Busy(code));
+        }
         Taken::Interrupted(sig) => return Ok(wait::interrupted(sig, &keys)),
     };
     let acquired_at = Moment::now();
     log::info(
         "acquired",
         &format!(
-            "acquired {} after {} ms with fence {fence}",
+            "acquired {} after {} ms with fence {fence}{}",
             keys.lock,
-            started.elapsed().as_millis()
+            started.elapsed().as_millis(),
+            match (shape, slot) {
+                (_, Some(slot)) => format!(" in slot {slot}"),
+                (lock::Shape::Shared, _) => " (shared)".to_string(),
+                _ => String::new(),
+            }
         ),
         &[
             ("key", (&keys.lock).into()),
@@ -201,11 +252,20 @@ fn run_locked(ctx: &Context, args: RunArgs) -> Result<Exit> {
     }
 
     let fence_text = fence.to_string();
-    let env = [
+    // `--slots 1` is the exclusive lock, whose one slot is 0.
+    let slot_text = match (args.slots, slot) {
+        (_, Some(slot)) => Some(slot.to_string()),
+        (Some(_), None) => Some("0".to_string()),
+        (None, None) => None,
+    };
+    let mut env = vec![
         ("REDLOCK_KEY", keys.name.as_str()),
         ("REDLOCK_TOKEN", token.as_str()),
         ("REDLOCK_FENCE", fence_text.as_str()),
     ];
+    if let Some(slot) = &slot_text {
+        env.push(("REDLOCK_SLOT", slot.as_str()));
+    }
     // The room and the keeper exist before the command does: from its first instruction, the
     // command is inside the tree and the keeper's kill point is armed.
     let Guard { tree, keeper } = guard.take().unwrap_or_else(|| Guard::prepare(args.contain));

@@ -16,8 +16,9 @@
 //!    "key": "report:daily",            // as given, without the prefix
 //!    "redis_key": "prod:report:daily", // what is in Redis
 //!    "state": "held" | "free" | "wrong_type" | "unknown" (quorum: not enough nodes answered),
-//!    "type": "string" | "none" | "hash" | ...,
-//!    "ttl_left_ms": 29000 | null,      // null when free or without expiry
+//!    "type": "string" | "none" | "hash" | ...,  // the lock key's; "none" for a shared hold
+//!    "ttl_left_ms": 29000 | null,      // null when free or without expiry; shared or slotted:
+//!                                      // until the last holder's lease ends
 //!    "fence": 17 | null,               // the fence counter's current value
 //!    "token": "…",                     // only with --show-token, and only when held
 //!    "holder": null | {"host", "pid", "user", "command", "started_ms", "renewed_ms",
@@ -25,6 +26,12 @@
 //!                      "pid_alive": true | false | null (null: not on this host)},
 //!    "last_run": null | {"outcome": "ok"|"failed"|"killed"|"lease lost"|"timed out", "exit", "host", "pid",
 //!                        "user", "command", "started_ms", "ended_ms", "duration_ms", "fence"},
+//!    "shape": "exclusive" | "shared" | "slots" | null,  // how it is held; null when not held
+//!    "slots": 1 | N | null,            // exclusive: 1; --slots N: N; shared or not held: null
+//!    "holders": [{"slot": 0 | null, "host", "pid", "user", "command", "started_ms", "ttl_ms",
+//!                 "fence", "deadline_ms", "age_ms", "ttl_left_ms",
+//!                 "token" (only with --show-token)}],  // shared/slot holders ([] otherwise),
+//!                                      // by slot, then fence; "holder" stays the exclusive one
 //!    "queue": [{"host", "pid", "user", "command", "since_ms"}],  // waiters, first in line first
 //!    "counters": {"runs", "busy", "lost", "failed", "forced"},
 //!    "last_ok_ms": 1795238551000 | null, // when a run last ended ok
@@ -50,6 +57,7 @@ use crate::inspect::{self, Inspection};
 use crate::json::Json;
 use crate::keys::{self, Keys};
 use crate::lease::fmt;
+use crate::lock::Shape;
 use crate::log;
 use crate::nodes::{Nodes, Tally};
 use crate::record::{Holder, LockState, Waiter};
@@ -72,6 +80,7 @@ pub fn status(ctx: &Context, args: StatusArgs) -> Result<Exit> {
     } else {
         keys
     };
+    let now_ms = now_ms();
     let per_node = inspect_on_each(&mut nodes, &keys);
     let names: Vec<String> = nodes.servers().map(|s| s.name().to_string()).collect();
     let majority = nodes.majority();
@@ -87,7 +96,6 @@ pub fn status(ctx: &Context, args: StatusArgs) -> Result<Exit> {
         vec![Ok(per_node.into_iter().next().expect("one node")?)]
     };
     let nothing = Inspection::nothing();
-    let now_ms = now_ms();
     let views: Vec<View> = keys
         .iter()
         .enumerate()
@@ -155,12 +163,13 @@ pub fn status(ctx: &Context, args: StatusArgs) -> Result<Exit> {
 
 /// Every node's inspections of `keys`, one pipeline per batch of 100 keys.
 pub fn inspect_on_each(nodes: &mut Nodes, keys: &[Keys]) -> Vec<Result<Vec<Inspection>>> {
+    let now_ms = now_ms();
     let mut per_node: Vec<Result<Vec<Inspection>>> =
         (0..nodes.len()).map(|_| Ok(Vec::new())).collect();
     for batch in keys.chunks(100) {
         for (node, result) in per_node
             .iter_mut()
-            .zip(nodes.each(|c| inspect::inspect(c, batch)))
+            .zip(nodes.each(|c| inspect::inspect(c, batch, now_ms)))
         {
             match (node.as_mut(), result) {
                 (Ok(all), Ok(mut some)) => all.append(&mut some),
@@ -273,7 +282,18 @@ impl<'a> View<'a> {
     }
 
     fn ttl_left_ms(&self) -> Option<i64> {
-        (self.state() == LockState::Held && self.i.pttl_ms >= 0).then_some(self.i.pttl_ms)
+        if self.state() != LockState::Held {
+            return None;
+        }
+        if self.i.shape.is_some() {
+            return Some(self.i.sharers_pttl_ms);
+        }
+        (self.i.pttl_ms >= 0).then_some(self.i.pttl_ms)
+    }
+
+    /// How the lock is held; `None` when it is not.
+    fn shape(&self) -> Option<Shape> {
+        (self.state() == LockState::Held).then(|| self.i.shape.unwrap_or_default())
     }
 
     fn json(&self, show_token: bool) -> Json {
@@ -296,6 +316,26 @@ impl<'a> View<'a> {
             json
         });
         fields.push(("holder", holder));
+        let shape = self.shape();
+        fields.push(("shape", shape.map_or(Json::Null, |s| Json::str(s.kind()))));
+        fields.push((
+            "slots",
+            match shape {
+                Some(Shape::Slots(n)) => Json::Num(n.into()),
+                Some(Shape::Exclusive) => Json::Num(1),
+                _ => Json::Null,
+            },
+        ));
+        fields.push((
+            "holders",
+            Json::Arr(
+                self.i
+                    .sharers
+                    .iter()
+                    .map(|h| h.json(self.now_ms, show_token))
+                    .collect(),
+            ),
+        ));
         fields.push((
             "last_run",
             self.i
@@ -371,6 +411,34 @@ impl<'a> View<'a> {
                 "{key}: UNKNOWN: held on fewer nodes than a majority, and the nodes that did not \
                  answer could complete one\n"
             )),
+            LockState::Held if self.i.shape.is_some() => {
+                let shape = self.i.shape.unwrap_or_default();
+                out.push_str(&format!(
+                    "{key}: {}; {}\n",
+                    crate::lock::describe_sharers(shape, self.i.sharers.len()),
+                    self.expiry().replace("expires", "the last lease ends")
+                ));
+                for h in &self.i.sharers {
+                    let mut line = format!("  holder    {}", h.describe());
+                    if let Some(started) = h.started_ms {
+                        line.push_str(&format!(", since {} ago", self.age(started)));
+                    }
+                    if let Some(deadline) = h.deadline_ms {
+                        line.push_str(&format!(
+                            ", expires in {}",
+                            fmt(Duration::from_millis((deadline - self.now_ms).max(0) as u64))
+                        ));
+                    }
+                    if let Some(cmd) = &h.command {
+                        line.push_str(&format!(": {cmd}"));
+                    }
+                    out.push_str(&line);
+                    out.push('\n');
+                    if show_token && let Some(token) = &h.token {
+                        out.push_str(&format!("            token {token}\n"));
+                    }
+                }
+            }
             LockState::Held => match self.holder() {
                 Some(h) => {
                     let mut who = format!("{key}: held by {}", h.host);
@@ -486,9 +554,13 @@ impl<'a> View<'a> {
         }
         let c = &self.i.counters;
         out.push_str(&format!(
-            "  counters  runs {}, busy {}, lease lost {}, failed {}, forced releases {}\n",
+            "  counters  runs {}, busy {}, lease lost {}, failed {}, forced releases {}",
             c.runs, c.busy, c.lost, c.failed, c.forced
         ));
+        if c.skipped > 0 {
+            out.push_str(&format!(", skipped (--once-per) {}", c.skipped));
+        }
+        out.push('\n');
         out
     }
 

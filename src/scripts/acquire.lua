@@ -3,21 +3,32 @@
 -- KEYS[1] lock (string: the token)    KEYS[2] fence counter    KEYS[3] holder record (hash)
 -- KEYS[4] counters (hash)   KEYS[5] queue (zset: ticket -> arrival)
 -- KEYS[6] queue liveness (zset: ticket -> deadline, ms)   KEYS[7] waiters (hash: ticket -> who)
--- KEYS[10] the audit log (stream; see audit.lua): taken, and a counted busy refusal, are logged
--- KEYS[8] the lock's pause record (hash)   KEYS[9] the prefix-wide pause record (hash; the same
---         key as KEYS[8] where it cannot share the lock's slot)
+-- KEYS[8] shared leases (zset: token -> lease deadline, ms)
+-- KEYS[9] shared holders (hash: 'shape' -> 'shared' | N; token -> the holder, see shapes.lua)
+-- KEYS[10] the lock's pause record (hash)   KEYS[11] the prefix-wide pause record (hash; the same
+--         key as KEYS[10] where it cannot share the lock's slot)
+-- KEYS[13] the audit log (stream; see audit.lua): a take, a counted busy refusal and a skip
+--         (--once-per) are logged
 -- ARGV[1] token   ARGV[2] ttl (ms)   ARGV[3] '1' to count a busy refusal   ARGV[4] record ttl (ms)
 -- ARGV[5] the waiter's ticket ('' when not waiting)   ARGV[6] its arrival ('' for the server's
---         clock in µs)   ARGV[7] how long an entry lives unrefreshed (ms)   ARGV[8] who waits
---         (record.rs writes it)
--- ARGV[9..] the holder's identity as field/value pairs (record.rs writes them); the script adds
---          started, renewed, ttl, fence and finished.
--- Reply: {1, fence, server time (ms)} when taken;
+--         clock in µs)   ARGV[7] how long an entry lives unrefreshed (ms)   ARGV[8] who waits or
+--         holds a shared lease (record.rs writes it; '' when neither)
+-- ARGV[9] the shape: '' exclusive (the lock key), 'shared', or a number of slots (>= 2)
+-- ARGV[10] release channel (a shared taker at the head of the queue wakes the next waiter)
+-- ARGV[11] --once-per's window length (ms; '' without it)   ARGV[12] '1' with --retry-failed
+-- ARGV[13..] the holder's identity as field/value pairs (record.rs writes them); the script
+--          adds started, renewed, ttl, fence and finished.
+-- KEYS[12] the record of the current --once-per window (hash; see below)
+-- Reply: {1, fence, server time (ms), slot (-1: none)} when taken;
 --        {0, pttl (ms; -2 when free but others are queued), server time (ms),
 --         {host, pid, user, started, fence}, waiters ahead of us, queue length,
---         pause} when refused (the holder record's fields record::BRIEF names, in its order;
---        pause: false, or {host, pid, user, reason, since, until, scope} of the pause in force,
---        the fields record::PAUSE_BRIEF names, scope 'key' or 'all').
+--         shared holders' shape ('' when none), shared holders, pause} when refused
+--        (the holder record's fields record::BRIEF names, in its order; pause: false, or
+--        {host, pid, user, reason, since, until, scope} of the pause in force, the fields
+--        record::PAUSE_BRIEF names, scope 'key' or 'all');
+--        {-1, the shape the key is held with} when a shared taker asks for another shape;
+--        {-2, window start (ms), window length (ms), host, pid, user, started, ended, exit,
+--         outcome} when --once-per finds this window's run already taken (see below).
 -- A paused key refuses every taker but its holder's own retry; a waiter stays queued.
 -- paused(key, now): the pause record `key` holds while it is in force (its until, ms, is 0
 -- or still ahead), else nil.
@@ -31,20 +42,71 @@ end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local ticket = ARGV[5]
+local shape = ARGV[9]
 local current = redis.call('GET', KEYS[1])
 if current == ARGV[1] then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
   local h = redis.call('HMGET', KEYS[3], 'fence', 'started')
-  return {1, tonumber(h[1]) or tonumber(redis.call('GET', KEYS[2])) or 0, tonumber(h[2]) or now}
+  return {1, tonumber(h[1]) or tonumber(redis.call('GET', KEYS[2])) or 0, tonumber(h[2]) or now, -1}
 end
-local pause = paused(KEYS[8], now)
+local pause = paused(KEYS[10], now)
 if pause then
   pause[7] = 'key'
-elseif KEYS[9] ~= KEYS[8] then
-  pause = paused(KEYS[9], now)
+elseif KEYS[11] ~= KEYS[10] then
+  pause = paused(KEYS[11], now)
   if pause then pause[7] = 'all' end
 end
-if not current and not pause then
+-- Shared holders: the exclusive taker looks only when the key exists (one EXISTS otherwise).
+local sharers, held_shape = 0, ''
+if shape ~= '' or redis.call('EXISTS', KEYS[8]) == 1 then
+  sharers = sharers_live(KEYS[8], KEYS[9], now)
+  if sharers > 0 then held_shape = redis.call('HMGET', KEYS[9], 'shape')[1] or '' end
+end
+if shape ~= '' then
+  local mine = redis.call('ZSCORE', KEYS[8], ARGV[1])
+  if mine then
+    -- An earlier attempt landed but its reply was lost: ours, renewed.
+    redis.call('ZADD', KEYS[8], 'GT', now + tonumber(ARGV[2]), ARGV[1])
+    sharers_expire(KEYS[8], KEYS[9], now)
+    local slot, fence, started = sharer(KEYS[9], ARGV[1])
+    return {1, fence, started, slot}
+  end
+  if held_shape ~= '' and held_shape ~= shape then return {-1, held_shape} end
+end
+-- Once per window (--once-per D): a run belongs to the boundary of the server's clock nearest
+-- its start (window w covers w*D - D/2 .. w*D + D/2), so hosts whose clocks differ by up to D/4
+-- firing the same schedule land in one window. The window's first taker records itself; a later
+-- run of the same window is skipped, unless it may retry (--retry-failed) a run that failed,
+-- timed out, lost its lease, or died without a release (still 'running' but no longer holding).
+local every = tonumber(ARGV[11])
+local window
+if every then
+  window = math.floor((now + every / 2) / every)
+  local r = redis.call('HMGET', KEYS[12], 'window', 'every', 'outcome', 'token',
+    'host', 'pid', 'user', 'started', 'ended', 'exit')
+  if tonumber(r[1]) == window and tonumber(r[2]) == every then
+    local outcome = r[3]
+    if outcome == 'running' and current ~= r[4] then
+      local deadline = tonumber(redis.call('ZSCORE', KEYS[8], r[4]))
+      if not deadline or deadline <= now then outcome = 'vanished' end
+    end
+    local failed = outcome == 'failed' or outcome == 'killed' or outcome == 'timed out'
+      or outcome == 'lease lost' or outcome == 'vanished'
+    if not (failed and ARGV[12] == '1') then
+      if ARGV[3] == '1' then
+        redis.call('HINCRBY', KEYS[4], 'skipped', 1)
+        redis.call('PEXPIRE', KEYS[4], ARGV[4])
+        audit(KEYS[13], 'skipped', unpack(ARGV, 13))
+      end
+      return {-2, window * every - math.floor(every / 2), every, r[5] or '', r[6] or '',
+        r[7] or '', r[8] or '', r[9] or '', r[10] or '', outcome or ''}
+    end
+  end
+end
+local free = not current and sharers == 0
+if shape == 'shared' then free = not current end
+if shape ~= '' and shape ~= 'shared' then free = not current and sharers < tonumber(shape) end
+if free and not pause then
   local head = redis.call('ZRANGE', KEYS[5], 0, 0)[1]
   if head and head ~= ticket then head = live_head(now) end
   if not head or head == ticket then
@@ -55,11 +117,34 @@ if not current and not pause then
     local fence = math.max((tonumber(redis.call('GET', KEYS[2])) or 0) + 1,
       tonumber(t[1]) * 1000000 + tonumber(t[2]))
     redis.call('SET', KEYS[2], fence)
-    redis.call('HSET', KEYS[3], 'started', now, 'renewed', now, 'ttl', ARGV[2], 'fence', fence,
-      'finished', 0, unpack(ARGV, 9))
-    redis.call('PEXPIRE', KEYS[3], ARGV[2])
-    redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-    audit(KEYS[10], 'acquired', 'fence', fence, unpack(ARGV, 9))
+    local slot = -1
+    if shape == '' then
+      redis.call('HSET', KEYS[3], 'started', now, 'renewed', now, 'ttl', ARGV[2], 'fence', fence,
+        'finished', 0, unpack(ARGV, 13))
+      redis.call('PEXPIRE', KEYS[3], ARGV[2])
+      redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+    else
+      if shape ~= 'shared' then slot = free_slot(KEYS[8], KEYS[9], tonumber(shape)) end
+      local own = ''
+      if slot >= 0 then own = slot end
+      redis.call('HSET', KEYS[9], 'shape', shape,
+        ARGV[1], string.format('%s\31%d\31%d\31%s\31%s', own, fence, now, ARGV[2], ARGV[8]))
+      redis.call('ZADD', KEYS[8], now + tonumber(ARGV[2]), ARGV[1])
+      sharers_expire(KEYS[8], KEYS[9], now)
+    end
+    if every then
+      redis.call('HSET', KEYS[12], 'window', window, 'every', every, 'token', ARGV[1],
+        'fence', fence, 'started', now, 'outcome', 'running', 'ended', '', 'exit', '',
+        unpack(ARGV, 13))
+      redis.call('PEXPIRE', KEYS[12], 2 * every)
+    end
+    if shape == '' then
+      audit(KEYS[13], 'acquired', 'fence', fence, unpack(ARGV, 13))
+    elseif slot >= 0 then
+      audit(KEYS[13], 'acquired', 'fence', fence, 'shape', shape, 'slot', slot, unpack(ARGV, 13))
+    else
+      audit(KEYS[13], 'acquired', 'fence', fence, 'shape', shape, unpack(ARGV, 13))
+    end
     -- A quorum waiter (its arrival given) stays queued here until a majority granted it the
     -- lock (it then leaves every node's queue): taken out here alone, it would lose its place
     -- on this node whenever the other nodes refused it, and two waiters could take turns at
@@ -68,18 +153,24 @@ if not current and not pause then
       redis.call('ZREM', KEYS[5], ticket)
       redis.call('ZREM', KEYS[6], ticket)
       redis.call('HDEL', KEYS[7], ticket)
+      -- A shared taker leaves room: the next waiter may be one too.
+      if shape ~= '' then wake(ARGV[10]) end
     end
-    return {1, fence, now}
+    return {1, fence, now, slot}
   end
 end
 local pttl = redis.call('PTTL', KEYS[1])
+if pttl == -2 and sharers > 0 then
+  local first = redis.call('ZRANGE', KEYS[8], 0, 0, 'WITHSCORES')
+  pttl = math.max(tonumber(first[2]) - now, 0)
+end
 if ARGV[3] == '1' then
   redis.call('HINCRBY', KEYS[4], 'busy', 1)
   redis.call('PEXPIRE', KEYS[4], ARGV[4])
   if pause then
-    audit(KEYS[10], 'busy', 'reason', 'paused', unpack(ARGV, 9))
+    audit(KEYS[13], 'busy', 'reason', 'paused', unpack(ARGV, 13))
   else
-    audit(KEYS[10], 'busy', unpack(ARGV, 9))
+    audit(KEYS[13], 'busy', unpack(ARGV, 13))
   end
 end
 local ahead = 0
@@ -95,4 +186,4 @@ if ticket ~= '' then
 end
 local h = redis.pcall('HMGET', KEYS[3], 'host', 'pid', 'user', 'started', 'fence')
 if h.err then h = {} end
-return {0, pttl, now, h, ahead, redis.call('ZCARD', KEYS[5]), pause or false}
+return {0, pttl, now, h, ahead, redis.call('ZCARD', KEYS[5]), held_shape, sharers, pause or false}

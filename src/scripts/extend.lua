@@ -2,13 +2,26 @@
 -- A renewal never shortens the key's life: it moves the expiry only later, so a late renewal
 -- cannot undo a longer hold (--hold-at-least, or an extend with a longer TTL), and once the
 -- command has finished (the release kept the key: 'finished' is set) it changes nothing.
--- KEYS[1] lock   KEYS[2] holder record
+-- A shared holder (--shared, --slots) renews its own entry in the leases, never past its end.
+-- KEYS[1] lock   KEYS[2] holder record   KEYS[3] shared leases   KEYS[4] shared holders
 -- ARGV[1] token   ARGV[2] ttl (ms)
 -- Reply: 1 renewed (or already living at least that long), 0 someone else's, -1 free (the key
 -- is gone: expired, released, or lost by the server).
 local current = redis.call('GET', KEYS[1])
-if not current then return -1 end
-if current ~= ARGV[1] then return 0 end
+if current ~= ARGV[1] then
+  local deadline = redis.call('ZSCORE', KEYS[3], ARGV[1])
+  if deadline then
+    local t = redis.call('TIME')
+    local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+    if tonumber(deadline) > now then
+      redis.call('ZADD', KEYS[3], 'GT', now + tonumber(ARGV[2]), ARGV[1])
+      sharers_expire(KEYS[3], KEYS[4], now)
+      return 1
+    end
+  end
+  if current then return 0 end
+  return -1
+end
 local h = redis.pcall('HMGET', KEYS[2], 'finished')
 if h[1] == '1' then return 1 end
 local ttl = tonumber(ARGV[2])

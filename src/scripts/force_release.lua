@@ -1,17 +1,38 @@
--- force_release (release --force): delete the lock whoever holds it.
+-- force_release (release --force): delete the lock whoever holds it, every shared holder too.
 -- KEYS[1] lock   KEYS[2] holder record   KEYS[3] last-run record (unused)   KEYS[4] counters
 -- KEYS[5] queue   KEYS[6] queue liveness   KEYS[7] waiters (see acquire.lua)
--- KEYS[8] the audit log (see audit.lua)
+-- KEYS[8] shared leases   KEYS[9] shared holders (see shapes.lua)
+-- KEYS[10] once-per record (unused)   KEYS[11] the audit log (see audit.lua): one 'forced' entry
+--          per holder removed
 -- ARGV[1] release channel   ARGV[2] record ttl (ms)   ARGV[3] who forced it (host, user)
--- Reply: false when there was no lock; otherwise {token, {host, pid, user, started, fence}} of
--- the holder it removed (the fields record::BRIEF names, in its order).
+-- Reply: false when there was no lock; otherwise {token ('' when none), {host, pid, user,
+-- started, fence} of the holder it removed (the fields record::BRIEF names, in its order),
+-- {each shared holder it removed, as the holders hash keeps it}}.
 local token = redis.call('GET', KEYS[1])
-if not token then return false end
-local h = redis.call('HMGET', KEYS[2], 'host', 'pid', 'user', 'started', 'fence')
-redis.call('DEL', KEYS[1], KEYS[2])
+local h = {}
+if token then
+  h = redis.call('HMGET', KEYS[2], 'host', 'pid', 'user', 'started', 'fence')
+  redis.call('DEL', KEYS[1], KEYS[2])
+end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local sharers = {}
+for _, holder in ipairs(redis.call('ZRANGEBYSCORE', KEYS[8], '(' .. now, '+inf')) do
+  sharers[#sharers + 1] = redis.call('HMGET', KEYS[9], holder)[1] or ''
+end
+redis.call('DEL', KEYS[8], KEYS[9])
+if not token and #sharers == 0 then return false end
 wake(ARGV[1])
 redis.call('HINCRBY', KEYS[4], 'forced', 1)
 redis.call('PEXPIRE', KEYS[4], ARGV[2])
-audit(KEYS[8], 'forced', 'host', h[1] or '', 'pid', h[2] or '', 'user', h[3] or '', 'fence',
-  h[5] or '', 'by', ARGV[3])
-return {token, h}
+if token then
+  audit(KEYS[11], 'forced', 'host', h[1] or '', 'pid', h[2] or '', 'user', h[3] or '', 'fence',
+    h[5] or '', 'by', ARGV[3])
+end
+for _, v in ipairs(sharers) do
+  local p = {}
+  for part in string.gmatch(v .. '\31', '(.-)\31') do p[#p + 1] = part end
+  audit(KEYS[11], 'forced', 'slot', p[1] or '', 'fence', p[2] or '', 'host', p[5] or '',
+    'pid', p[6] or '', 'user', p[7] or '', 'by', ARGV[3])
+end
+return {token or '', h, sharers}

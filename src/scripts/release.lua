@@ -2,7 +2,10 @@
 -- of the run and the counters.
 -- KEYS[1] lock   KEYS[2] holder record   KEYS[3] last-run record (hash)   KEYS[4] counters
 -- KEYS[5] queue   KEYS[6] queue liveness   KEYS[7] waiters (see acquire.lua)
--- KEYS[8] the audit log (see audit.lua): a recorded end is logged, 'released' or 'lost'
+-- KEYS[8] shared leases   KEYS[9] shared holders (see shapes.lua)
+-- KEYS[10] the --once-per window's record (see acquire.lua): the run that took the window
+--          records how it ended there; an acquire undone (no record) gives the window back.
+-- KEYS[11] the audit log (see audit.lua): a recorded end is logged, 'released' or 'lost'
 -- ARGV[1] token   ARGV[2] release channel ('' to publish nothing)   ARGV[3] keep (ms; 0 deletes)
 -- ARGV[4] outcome ('' records nothing)   ARGV[5] record ttl (ms)
 -- ARGV[6..] the last-run record as field/value pairs (record.rs writes them)
@@ -10,6 +13,8 @@
 -- record says 'lease lost', whatever the caller's outcome, and counts as lost. A run that
 -- ended 'ok' stamps the counters' last_ok with the server's clock (ms): when a run last
 -- succeeded, which the last-run record alone forgets at the next failure.
+-- A shared holder (--shared, --slots) ends only its own lease, and wakes the next waiter: a
+-- slot, or the last shared hold, may have become free.
 -- Reply: 1 released (or kept), 0 the lock was no longer ours.
 local released = 0
 if redis.pcall('GET', KEYS[1]) == ARGV[1] then
@@ -24,6 +29,24 @@ if redis.pcall('GET', KEYS[1]) == ARGV[1] then
     if ARGV[2] ~= '' then wake(ARGV[2]) end
   end
   released = 1
+elseif redis.call('EXISTS', KEYS[8]) == 1 then
+  local deadline = tonumber(redis.call('ZSCORE', KEYS[8], ARGV[1]))
+  if deadline then
+    local t = redis.call('TIME')
+    local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+    local keep = tonumber(ARGV[3])
+    if deadline > now and keep > 0 then
+      redis.call('ZADD', KEYS[8], 'XX', now + keep, ARGV[1])
+    else
+      redis.call('ZREM', KEYS[8], ARGV[1])
+      redis.call('HDEL', KEYS[9], ARGV[1])
+    end
+    sharers_expire(KEYS[8], KEYS[9], now)
+    if deadline > now then
+      if keep == 0 and ARGV[2] ~= '' then wake(ARGV[2]) end
+      released = 1
+    end
+  end
 end
 if ARGV[4] ~= '' then
   local outcome = ARGV[4]
@@ -48,6 +71,13 @@ if ARGV[4] ~= '' then
     f[#f + 1] = ARGV[i]
     if ARGV[i] == 'outcome' then f[#f + 1] = outcome else f[#f + 1] = ARGV[i + 1] end
   end
-  if released == 1 then audit(KEYS[8], 'released', unpack(f)) else audit(KEYS[8], 'lost', unpack(f)) end
+  if released == 1 then audit(KEYS[11], 'released', unpack(f)) else audit(KEYS[11], 'lost', unpack(f)) end
+  if redis.call('HMGET', KEYS[10], 'token')[1] == ARGV[1] then
+    local f = {}
+    for i = 6, #ARGV - 1, 2 do f[ARGV[i]] = ARGV[i + 1] end
+    redis.call('HSET', KEYS[10], 'outcome', outcome, 'ended', f.ended or '', 'exit', f.exit or '')
+  end
+elseif redis.call('HMGET', KEYS[10], 'token')[1] == ARGV[1] then
+  redis.call('DEL', KEYS[10])
 end
 return released

@@ -1,9 +1,9 @@
 -- resume: lifts a lock's pause (deletes its pause record) and, when the lock is free, wakes
 -- the head of its queue at once instead of at its next refresh.
--- KEYS[1..8] as in release.lua (KEYS[8] the audit log)   KEYS[9] the pause record (hash)
+-- KEYS[1..11] as in release.lua (KEYS[11] the audit log)   KEYS[12] the pause record (hash)
 -- ARGV[1] release channel   ARGV[2..] who resumes it, as field/value pairs (logged)
 -- Reply: 1 when a pause record was deleted, 0 when there was none.
-local removed = redis.call('DEL', KEYS[9])
-if removed == 1 then audit(KEYS[8], 'resumed', unpack(ARGV, 2)) end
+local removed = redis.call('DEL', KEYS[12])
+if removed == 1 then audit(KEYS[11], 'resumed', unpack(ARGV, 2)) end
 if removed == 1 and not redis.pcall('GET', KEYS[1]) then wake(ARGV[1]) end
 return removed

@@ -1,7 +1,8 @@
 //! `redis+sentinel://SENTINEL[,SENTINEL...]/SERVICE` URLs: the lock lives on whichever server
 //! the sentinels name as the service's master, reached through the redis crate's own Sentinel
 //! support (DESIGN.md §7). A password (in the URL or `--password-file`) is the master's; the
-//! sentinels are asked without one. A failover moves new runs to the new master; a run caught
+//! sentinels' own comes from `--sentinel-password-file` (§14), with `--sentinel-user` for an
+//! ACL user. A failover moves new runs to the new master; a run caught
 //! in one ends cleanly (0 or 76) and never leaves its command behind.
 
 use std::fs;
@@ -231,4 +232,136 @@ fn a_hung_sentinel_does_not_hide_a_working_one() {
         .args(["run", "--key", "job", "--ttl", "1s", "--", "true"])
         .exits_with(0);
     hung.resume();
+}
+
+/// The sentinels' own password in the tests that set one.
+const SENTINEL_PASSWORD: &str = "sentinel-own-pw";
+
+/// A file in `scratch` holding `text` as its first line.
+fn password_file(scratch: &TempDir, text: &str) -> std::path::PathBuf {
+    let file = scratch.join("sentinel-password");
+    fs::write(&file, format!("{text}\n")).expect("write the password file");
+    file
+}
+
+#[test]
+fn sentinels_with_a_password_are_asked_with_the_sentinel_password_file() {
+    let sentinel = RedisSentinel::start_with_sentinel_password(SENTINEL_PASSWORD);
+    let scratch = TempDir::new("sentinel-pw");
+    let file = password_file(&scratch, SENTINEL_PASSWORD);
+    let outcome = redlock(&sentinel.url())
+        .arg("--sentinel-password-file")
+        .arg(&file)
+        .args(["acquire", "--key", "job", "--ttl", "30s"])
+        .exits_with(0);
+    outcome.never_shows(SENTINEL_PASSWORD);
+    let token = outcome.stdout.lines().next().unwrap_or_default();
+    assert_eq!(sentinel.master().get("job").as_deref(), Some(token));
+}
+
+#[test]
+fn the_sentinel_password_file_can_come_from_the_environment() {
+    let sentinel = RedisSentinel::start_with_sentinel_password(SENTINEL_PASSWORD);
+    let scratch = TempDir::new("sentinel-pw");
+    let file = password_file(&scratch, SENTINEL_PASSWORD);
+    redlock(&sentinel.url())
+        .env("REDLOCK_SENTINEL_PASSWORD_FILE", &file)
+        .args(["run", "--key", "job", "--ttl", "2s", "--", "true"])
+        .exits_with(0);
+}
+
+#[test]
+fn a_wrong_sentinel_password_exits_77_naming_the_flag_and_not_the_password() {
+    let sentinel = RedisSentinel::start_with_sentinel_password(SENTINEL_PASSWORD);
+    let scratch = TempDir::new("sentinel-pw");
+    let file = password_file(&scratch, "not-the-sentinels-pw");
+    redlock(&sentinel.url())
+        .arg("--sentinel-password-file")
+        .arg(&file)
+        .args(["run", "--key", "job", "--ttl", "2s", "-c", "echo started"])
+        .exits_with(77)
+        .error_mentions(&["refused the sentinels' password"])
+        .error_mentions(&["--sentinel-password-file"])
+        .error_mentions(&[&format!("sentinel 127.0.0.1:{}", sentinel.port())])
+        .never_shows("not-the-sentinels-pw")
+        .never_shows(SENTINEL_PASSWORD)
+        .never_shows("started");
+    assert!(!sentinel.master().exists("job"));
+}
+
+#[test]
+fn sentinels_with_a_password_asked_without_one_exit_77() {
+    let sentinel = RedisSentinel::start_with_sentinel_password(SENTINEL_PASSWORD);
+    redlock(&sentinel.url())
+        .args(["run", "--key", "job", "--ttl", "2s", "-c", "echo started"])
+        .exits_with(77)
+        .error_mentions(&["requires a password"])
+        .error_mentions(&["--sentinel-password-file"])
+        .never_shows("started");
+}
+
+#[test]
+fn a_missing_sentinel_password_file_is_a_usage_error_naming_the_flag() {
+    let scratch = TempDir::new("sentinel-pw");
+    let url = format!("redis+sentinel://127.0.0.1:{}/mymaster", free_port());
+    redlock(&url)
+        .arg("--sentinel-password-file")
+        .arg(scratch.join("missing"))
+        .args(["run", "--key", "job", "--ttl", "2s", "-c", "echo started"])
+        .exits_with(64)
+        .error_mentions(&["--sentinel-password-file"])
+        .never_shows("started");
+}
+
+#[test]
+fn a_sentinel_password_file_with_another_kind_of_url_is_a_usage_error() {
+    let server = RedisServer::start();
+    let scratch = TempDir::new("sentinel-pw");
+    let file = password_file(&scratch, SENTINEL_PASSWORD);
+    let commands_before = server.info_number("stats", "total_commands_processed");
+    redlock(&server.url())
+        .arg("--sentinel-password-file")
+        .arg(&file)
+        .args(["run", "--key", "job", "--ttl", "2s", "-c", "echo started"])
+        .exits_with(64)
+        .error_mentions(&["--sentinel-password-file"])
+        .never_shows(SENTINEL_PASSWORD);
+    // Only the harness's own INFO reached the server.
+    assert_eq!(
+        server.info_number("stats", "total_commands_processed"),
+        commands_before + 1
+    );
+}
+
+#[test]
+fn a_sentinel_user_needs_the_sentinel_password_file() {
+    let url = format!("redis+sentinel://127.0.0.1:{}/mymaster", free_port());
+    redlock(&url)
+        .args(["--sentinel-user", "redlock"])
+        .args(["run", "--key", "job", "--ttl", "2s", "-c", "echo started"])
+        .exits_with(64)
+        .never_shows("started");
+}
+
+#[test]
+fn sentinels_with_an_acl_user_are_asked_as_the_sentinel_user() {
+    let sentinel = RedisSentinel::start_with_sentinel_user("locker", SENTINEL_PASSWORD);
+    let scratch = TempDir::new("sentinel-pw");
+    let file = password_file(&scratch, SENTINEL_PASSWORD);
+    redlock(&sentinel.url())
+        .arg("--sentinel-password-file")
+        .arg(&file)
+        .env("REDLOCK_SENTINEL_USER", "locker")
+        .args(["run", "--key", "job", "--ttl", "2s", "--", "true"])
+        .exits_with(0)
+        .never_shows(SENTINEL_PASSWORD);
+    redlock(&sentinel.url())
+        .arg("--sentinel-password-file")
+        .arg(&file)
+        .args(["--sentinel-user", "someone-else"])
+        .args(["run", "--key", "job", "--ttl", "2s", "-c", "echo started"])
+        .exits_with(77)
+        .error_mentions(&["--sentinel-user"])
+        .never_shows(SENTINEL_PASSWORD)
+        .never_shows("started");
 }

@@ -3,124 +3,9 @@
 //! says so; a wrong certificate fails fast with 69. The certificates are made by `openssl` for
 //! each test, and the server is a real `redis-server --tls-port`.
 
-use std::path::PathBuf;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
-use crate::support::{RedisServer, Redlock, TempDir, free_port};
-
-/// A CA, a server certificate for localhost/127.0.0.1 and a client certificate, all signed by
-/// that CA, plus an unrelated CA that signed nothing.
-struct Certs {
-    dir: TempDir,
-}
-
-impl Certs {
-    fn new() -> Certs {
-        let dir = TempDir::new("tls");
-        let certs = Certs { dir };
-        certs.openssl(&[
-            "req",
-            "-x509",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:prime256v1",
-            "-nodes",
-            "-keyout",
-            "ca.key",
-            "-out",
-            "ca.crt",
-            "-days",
-            "2",
-            "-subj",
-            "/CN=redlock test CA",
-        ]);
-        certs.openssl(&[
-            "req",
-            "-x509",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:prime256v1",
-            "-nodes",
-            "-keyout",
-            "other.key",
-            "-out",
-            "other.crt",
-            "-days",
-            "2",
-            "-subj",
-            "/CN=another CA",
-        ]);
-        std::fs::write(
-            certs.dir.join("server.ext"),
-            "subjectAltName=DNS:localhost,IP:127.0.0.1\nextendedKeyUsage=serverAuth\n",
-        )
-        .expect("write extension file");
-        // X.509 v3 (any extension makes it so): TLS libraries reject v1 certificates.
-        std::fs::write(
-            certs.dir.join("client.ext"),
-            "extendedKeyUsage=clientAuth\n",
-        )
-        .expect("write extension file");
-        for (name, ext) in [("server", "server.ext"), ("client", "client.ext")] {
-            let key = format!("{name}.key");
-            let csr = format!("{name}.csr");
-            let crt = format!("{name}.crt");
-            certs.openssl(&[
-                "req",
-                "-newkey",
-                "ec",
-                "-pkeyopt",
-                "ec_paramgen_curve:prime256v1",
-                "-nodes",
-                "-keyout",
-                &key,
-                "-out",
-                &csr,
-                "-subj",
-                &format!("/CN={name}"),
-            ]);
-            certs.openssl(&[
-                "x509",
-                "-req",
-                "-in",
-                &csr,
-                "-CA",
-                "ca.crt",
-                "-CAkey",
-                "ca.key",
-                "-CAcreateserial",
-                "-out",
-                &crt,
-                "-days",
-                "2",
-                "-extfile",
-                ext,
-            ]);
-        }
-        certs
-    }
-
-    fn openssl(&self, args: &[&str]) {
-        let out = Command::new("openssl")
-            .args(args)
-            .current_dir(self.dir.path())
-            .output()
-            .expect("openssl must be installed (apt-get install openssl)");
-        assert!(
-            out.status.success(),
-            "openssl {args:?} failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-
-    fn path(&self, name: &str) -> String {
-        let path: PathBuf = self.dir.join(name);
-        path.to_str().expect("utf-8 path").to_owned()
-    }
-}
+use crate::support::{Certs, RedisServer, Redlock, free_port};
 
 /// A redis-server that also listens with TLS; `clients` is `no`, `yes` or `optional`.
 fn tls_server(certs: &Certs, clients: &str) -> (RedisServer, String) {
@@ -377,12 +262,12 @@ fn an_expired_certificate_says_when_it_expired() {
     let certs = Certs::new();
     // `openssl x509 -days` cannot go back in time; `openssl ca` takes explicit dates.
     for dir in ["db", "db/new"] {
-        std::fs::create_dir_all(certs.dir.join(dir)).expect("mkdir");
+        std::fs::create_dir_all(certs.join(dir)).expect("mkdir");
     }
-    std::fs::write(certs.dir.join("db/index.txt"), "").expect("index");
-    std::fs::write(certs.dir.join("db/serial"), "01\n").expect("serial");
+    std::fs::write(certs.join("db/index.txt"), "").expect("index");
+    std::fs::write(certs.join("db/serial"), "01\n").expect("serial");
     std::fs::write(
-        certs.dir.join("ca.cnf"),
+        certs.join("ca.cnf"),
         "[ca]\ndefault_ca = test\n[test]\ndir = db\ndatabase = db/index.txt\n\
          new_certs_dir = db/new\nserial = db/serial\ncertificate = ca.crt\nprivate_key = ca.key\n\
          default_md = sha256\npolicy = any\ncopy_extensions = copy\nunique_subject = no\n\

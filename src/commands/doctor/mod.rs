@@ -52,14 +52,14 @@ mod permissions;
 pub fn doctor(ctx: &Context) -> Result<Exit> {
     let mut report = Report::default();
     if let [server] = ctx.servers.as_slice() {
-        check_server(ctx, server, &mut report)?;
+        check_server(ctx, server, &mut report).map_err(|e| server.explained(e))?;
         return Ok(report.finish());
     }
     // A quorum: every node is checked, under a header line of its own; a node that cannot be
     // reached is a failed check, not the end of the report.
     for server in &ctx.servers {
         let _ = log::stdout(&format!("server {}\n", server.name()));
-        if let Err(e) = check_server(ctx, server, &mut report) {
+        if let Err(e) = check_server(ctx, server, &mut report).map_err(|e| server.explained(e)) {
             report.fail(
                 crate::error::classify(&e),
                 "connection",

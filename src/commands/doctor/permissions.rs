@@ -33,6 +33,8 @@ fn claim<'a>(keys: &'a Keys, token: &'a str, holder: &'a Holder) -> Claim<'a> {
         token,
         ttl: PROBE_TTL,
         holder,
+        shape: lock::Shape::Exclusive,
+        once: None,
     }
 }
 
@@ -271,7 +273,10 @@ fn probe(
             cluster,
         ),
     )? {
-        Some(Acquire::Acquired { fence, started_ms }) => Some((fence, started_ms)),
+        Some(Acquire::Acquired {
+            fence, started_ms, ..
+        }) => Some((fence, started_ms)),
+        Some(Acquire::Mismatch(_) | Acquire::Skipped(_)) => None,
         Some(Acquire::Busy(busy)) => {
             probe.odd.push(format!(
                 "the fresh probe key {} was already {}",
@@ -298,7 +303,7 @@ fn probe(
                 "a second contender also acquired {}: the first holder's key vanished",
                 keys.lock
             )),
-            Some(Acquire::Busy(_)) | None => {}
+            Some(Acquire::Busy(_) | Acquire::Mismatch(_) | Acquire::Skipped(_)) | None => {}
         }
         probe.step("count busy", lock::count_busy(con, keys, &holder))?;
         if probe
@@ -312,9 +317,10 @@ fn probe(
             ));
         }
     }
-    if let Some(inspection) =
-        probe.step("status", inspect::inspect(con, std::slice::from_ref(keys)))?
-        && acquired.is_some()
+    if let Some(inspection) = probe.step(
+        "status",
+        inspect::inspect(con, std::slice::from_ref(keys), 0),
+    )? && acquired.is_some()
         && let Some(i) = inspection.first()
         && (i.key_type != "string" || i.token.as_deref() != Some(token))
     {
@@ -428,10 +434,17 @@ fn tries<'a>(
         (Need::Run, "ZRANGE", vec![&keys.queue, "0", "0"]),
         (Need::Run, "ZRANGEBYSCORE", vec![&keys.alive, "-inf", "0"]),
         (Need::Run, "ZRANK", vec![&keys.queue, "doctor"]),
+        (Need::Run, "ZSCORE", vec![&keys.leases, "doctor"]),
         (Need::Run, "ZCARD", vec![&keys.queue]),
         (Need::Run, "ZREM", vec![&keys.queue, "doctor"]),
         (Need::Run, "HSETNX", vec![&keys.waiters, "doctor", "1"]),
         (Need::Run, "HDEL", vec![&keys.waiters, "doctor"]),
+        (
+            Need::Run,
+            "XADD",
+            vec![&keys.log, "MAXLEN", "1000", "*", "event", "doctor"],
+        ),
+        (Need::Run, "XTRIM", vec![&keys.log, "MAXLEN", "1000"]),
         (Need::Status, "TYPE", vec![&keys.lock]),
         (Need::Status, "MGET", vec![&keys.lock, &keys.fence]),
         (Need::Status, "HGETALL", vec![&keys.holder]),
@@ -645,7 +658,11 @@ mod tests {
                     keys.queue.clone(),
                     keys.alive.clone(),
                     keys.waiters.clone(),
-                    keys.paused.clone()
+                    keys.paused.clone(),
+                    keys.leases.clone(),
+                    keys.holders.clone(),
+                    keys.once.clone(),
+                    keys.log.clone()
                 ]
             );
         }

@@ -25,6 +25,7 @@ const SEE_ALSO_ALL: &[&str] = &[
     "redlock-resume(1)",
     "redlock-metrics(1)",
     "redlock-check(1)",
+    "redlock-log(1)",
     "crontab(5)",
 ];
 
@@ -43,6 +44,7 @@ pub(super) fn prose(sub: Option<&str>) -> Prose {
             "resume" => &SEE_ALSO_RESUME,
             "metrics" => &SEE_ALSO_METRICS,
             "check" => &SEE_ALSO_CHECK,
+            "log" => &SEE_ALSO_LOG,
             _ => &SEE_ALSO_ALL[1..],
         }
     };
@@ -55,12 +57,27 @@ pub(super) fn prose(sub: Option<&str>) -> Prose {
                     "REDLOCK_URL",
                     "Redis URL(s), comma-separated: redis://, rediss:// (certificates are \
                      verified) or redis+unix://. Several URLs form a quorum over independent \
-                     masters. Default redis://127.0.0.1:6379. Same as --url.",
+                     masters. Or one redis+cluster://HOST:PORT[,HOST:PORT...] or \
+                     redis+sentinel://HOST:PORT[,HOST:PORT...]/SERVICE[/DB], over TLS as \
+                     rediss+cluster:// and rediss+sentinel:// (TLS to the sentinels and to the \
+                     master). Default redis://127.0.0.1:6379. Same as --url.",
                 ),
                 (
                     "REDLOCK_PASSWORD_FILE",
                     "A file whose first line is the Redis password, kept out of argv, crontabs \
-                     and ps; it wins over a password in the URL. Same as --password-file.",
+                     and ps; it wins over a password in the URL. With Sentinel, the master's. \
+                     Same as --password-file.",
+                ),
+                (
+                    "REDLOCK_SENTINEL_PASSWORD_FILE",
+                    "A file whose first line is the sentinels' own password (their \
+                     requirepass), apart from the master's; Sentinel URLs only. A wrong one \
+                     exits 77. Same as --sentinel-password-file.",
+                ),
+                (
+                    "REDLOCK_SENTINEL_USER",
+                    "The ACL user the sentinels know redlock as, with \
+                     REDLOCK_SENTINEL_PASSWORD_FILE. Same as --sentinel-user.",
                 ),
                 (
                     "REDLOCK_PREFIX",
@@ -150,6 +167,11 @@ pub(super) fn prose(sub: Option<&str>) -> Prose {
                     "The fencing token: a decimal integer that only grows with each acquisition \
                      of the key.",
                 ),
+                (
+                    "REDLOCK_SLOT",
+                    "With --slots N: this holder's slot, 0 to N-1, unique among the key's \
+                     current holders (0 with --slots 1). Not set otherwise.",
+                ),
             ],
             examples: &[
                 (
@@ -169,6 +191,18 @@ pub(super) fn prose(sub: Option<&str>) -> Prose {
                      seconds: the lock stays taken for four minutes, so a host whose clock lags \
                      finds it busy, and is free again for the next tick.",
                     "*/5 * * * * redlock run --key heartbeat-mail --ttl 30s --hold-at-least 4m -- send-heartbeat",
+                ),
+                (
+                    "A rolling restart across hosts: at most two hosts restart at once, each \
+                     waiting its turn; REDLOCK_SLOT says which of the two places it has:",
+                    "redlock run --key restart:web --slots 2 --ttl 1m --wait 30m -- \\\n    \
+                     sh -c 'echo \"slot $REDLOCK_SLOT\"; systemctl restart web && ./wait-healthy'",
+                ),
+                (
+                    "Readers share a lock; the backup takes it alone (it waits for the readers \
+                     to finish, and readers that come later wait for it):",
+                    "redlock run --key db:prod --shared --ttl 30s -- ./report.sh\n\
+                     redlock run --key db:prod --ttl 30s --wait 1h -- ./backup.sh",
                 ),
                 (
                     "As a Kubernetes CronJob's entrypoint, configured from the environment and \
@@ -218,6 +252,11 @@ pub(super) fn prose(sub: Option<&str>) -> Prose {
                      it removed:",
                     "redlock status billing-sync\nredlock release billing-sync --force",
                 ),
+                (
+                    "A shared or slotted lock: --force removes every holder (one line each); \
+                     --token ends only that holder's hold:",
+                    "redlock release render --force\nredlock release render --token \"$token\"",
+                ),
             ],
             see_also: see_also("release"),
         },
@@ -238,6 +277,11 @@ pub(super) fn prose(sub: Option<&str>) -> Prose {
                 (
                     "The token, fence and deadline as JSON:",
                     "redlock acquire --key deploy --ttl 10m --json | jq -r .token",
+                ),
+                (
+                    "Take one of three slots; the slot is the third line:",
+                    "lock=$(redlock acquire --key render --slots 3 --ttl 10m) || exit\n\
+                     slot=$(echo \"$lock\" | sed -n 3p)",
                 ),
             ],
             see_also: see_also("acquire"),
@@ -366,6 +410,25 @@ pub(super) fn prose(sub: Option<&str>) -> Prose {
             ],
             see_also: see_also("check"),
         },
+        Some("log") => Prose {
+            env_intro: "",
+            env: &[],
+            examples: &[
+                (
+                    "During an incident, what happened to a lock in the last two hours:",
+                    "redlock log report:daily --since 2h",
+                ),
+                (
+                    "Watch every lock under a prefix as things happen (Ctrl-C to stop):",
+                    "redlock --prefix prod: log --all --follow",
+                ),
+                (
+                    "Feed a log shipper one JSON object per line:",
+                    "redlock log --all --follow --json | vector --config ship.toml",
+                ),
+            ],
+            see_also: see_also("log"),
+        },
         Some(_) => Prose {
             env_intro: "",
             env: &[],
@@ -395,6 +458,7 @@ const SEE_ALSO_PAUSE: [&str; 4] = [
 const SEE_ALSO_RESUME: [&str; 3] = ["redlock(1)", "redlock-pause(1)", "redlock-status(1)"];
 const SEE_ALSO_METRICS: [&str; 3] = ["redlock(1)", "redlock-status(1)", "redlock-check(1)"];
 const SEE_ALSO_CHECK: [&str; 3] = ["redlock(1)", "redlock-metrics(1)", "redlock-pause(1)"];
+const SEE_ALSO_LOG: [&str; 3] = ["redlock(1)", "redlock-status(1)", "redlock-release(1)"];
 
 #[cfg(test)]
 mod tests {

@@ -27,6 +27,7 @@ use std::time::{Duration, Instant};
 
 use redis::Value;
 
+use super::certs::Certs;
 use super::poll::{POLL_INTERVAL, wait_until};
 use super::redis_server::{RedisServer, free_port};
 use super::temp::TempDir;
@@ -49,21 +50,29 @@ pub struct RedisCluster {
     nodes: Vec<RedisServer>,
     /// Replicas per master: 0 or 1.
     replicas: usize,
+    /// For a TLS-only cluster: the CA `redis-cli` verifies the nodes with.
+    ca_file: Option<String>,
 }
 
 impl RedisCluster {
     /// Three masters sharing the 16384 slots, every node agreeing the cluster is up.
     pub fn start() -> RedisCluster {
-        RedisCluster::launch(0, "2000")
+        RedisCluster::launch(0, "2000", None)
+    }
+
+    /// Three masters that speak TLS only, to clients and on the cluster bus, with `certs`'s
+    /// server certificate; [`RedisServer::port`] is each node's TLS port.
+    pub fn start_tls(certs: &Certs) -> RedisCluster {
+        RedisCluster::launch(0, "2000", Some(certs))
     }
 
     /// Three masters sharing the 16384 slots and one replica of each (six nodes): every node
     /// agrees on the cluster and on every node's role, and every replica is in sync.
     pub fn start_with_replicas() -> RedisCluster {
-        RedisCluster::launch(1, REPLICATED_NODE_TIMEOUT)
+        RedisCluster::launch(1, REPLICATED_NODE_TIMEOUT, None)
     }
 
-    fn launch(replicas: usize, node_timeout: &str) -> RedisCluster {
+    fn launch(replicas: usize, node_timeout: &str, tls: Option<&Certs>) -> RedisCluster {
         let nodes: Vec<RedisServer> = (0..MASTERS * (1 + replicas))
             .map(|_| {
                 let bus_port = free_port().to_string();
@@ -82,10 +91,17 @@ impl RedisCluster {
                     // replicas come; a replica's first sync should not.
                     args.extend(["--repl-diskless-sync-delay", "0"]);
                 }
-                RedisServer::start_with(&args)
+                match tls {
+                    Some(certs) => RedisServer::start_tls_only(certs, &args),
+                    None => RedisServer::start_with(&args),
+                }
             })
             .collect();
-        let cluster = RedisCluster { nodes, replicas };
+        let cluster = RedisCluster {
+            nodes,
+            replicas,
+            ca_file: tls.map(|certs| certs.path("ca.crt")),
+        };
         cluster.create();
         cluster.wait_until_converged();
         if replicas > 0 {
@@ -315,6 +331,9 @@ impl RedisCluster {
         let output = scratch.join("redis-cli.out");
         let file = fs::File::create(&output).expect("create the redis-cli output file");
         let mut command = Command::new("redis-cli");
+        if let Some(ca_file) = &self.ca_file {
+            command.args(["--tls", "--cacert", ca_file]);
+        }
         command.arg("--cluster").arg("create");
         for node in &self.nodes {
             command.arg(format!("127.0.0.1:{}", node.port()));

@@ -3,6 +3,7 @@
 
 #![allow(dead_code)] // not every test file uses every helper
 
+pub mod certs;
 pub mod cluster;
 pub mod json;
 pub mod monitor;
@@ -19,6 +20,7 @@ pub mod temp;
 
 use std::time::Duration;
 
+pub use certs::Certs;
 pub use cluster::RedisCluster;
 pub use monitor::Monitor;
 pub use poll::{holds_throughout, wait_until};

@@ -23,6 +23,7 @@ use std::{fs, io};
 
 use redis::FromRedisValue;
 
+use super::certs::Certs;
 use super::poll::POLL_INTERVAL;
 use super::process::{Pid, send_signal};
 use super::temp::TempDir;
@@ -37,6 +38,9 @@ pub struct RedisServer {
     port: u16,
     extra_args: Vec<String>,
     password: Option<String>,
+    /// Listens with TLS only (`--port 0`, `--tls-port PORT`): the harness talks to it over
+    /// its unix socket.
+    tls_only: bool,
     process: Option<Child>,
     admin: Mutex<Option<redis::Connection>>,
 }
@@ -50,6 +54,29 @@ impl RedisServer {
     /// A fresh server with extra `redis-server` arguments, e.g. `["--requirepass", "pw"]`.
     /// When `--requirepass` is among them, the harness's own connections authenticate.
     pub fn start_with(extra_args: &[&str]) -> RedisServer {
+        RedisServer::start_inner(extra_args, false)
+    }
+
+    /// A server whose only TCP listener is TLS, on [`RedisServer::port`], with `certs`'s
+    /// server certificate and CA (no client certificate required; replication and the
+    /// cluster bus over TLS too), plus `extra_args`. The harness uses its unix socket.
+    pub fn start_tls_only(certs: &Certs, extra_args: &[&str]) -> RedisServer {
+        let mut args = certs.server_args("no");
+        args.extend(["--tls-replication", "yes", "--tls-cluster", "yes"].map(String::from));
+        // A node dialling another's cluster bus must present a client certificate (the bus
+        // requires one whatever `--tls-auth-clients` says).
+        args.extend([
+            "--tls-client-cert-file".to_string(),
+            certs.path("client.crt"),
+            "--tls-client-key-file".to_string(),
+            certs.path("client.key"),
+        ]);
+        args.extend(extra_args.iter().map(|a| (*a).to_string()));
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        RedisServer::start_inner(&args, true)
+    }
+
+    fn start_inner(extra_args: &[&str], tls_only: bool) -> RedisServer {
         let extra_args: Vec<String> = extra_args
             .iter()
             .map(std::string::ToString::to_string)
@@ -63,6 +90,7 @@ impl RedisServer {
             port: free_port(),
             extra_args,
             password,
+            tls_only,
             process: None,
             admin: Mutex::new(None),
         };
@@ -119,6 +147,8 @@ impl RedisServer {
     /// the test.
     pub fn client(&self) -> redis::Connection {
         let url = match &self.password {
+            Some(password) if self.tls_only => format!("{}?pass={password}", self.unix_url()),
+            None if self.tls_only => self.unix_url(),
             Some(password) => self.url_with_password(password),
             None => self.url(),
         };
@@ -292,8 +322,15 @@ impl RedisServer {
     fn launch(&mut self) -> Result<(), String> {
         let _ = fs::remove_file(self.log_path());
         let mut command = Command::new("redis-server");
+        let port = self.port.to_string();
+        let ports = if self.tls_only {
+            ["--port", "0", "--tls-port", &port]
+        } else {
+            ["--port", &port, "", ""]
+        };
         command
-            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
+            .args(ports.iter().filter(|a| !a.is_empty()))
+            .args(["--bind", "127.0.0.1"])
             .arg("--unixsocket")
             .arg(self.socket_path())
             .args(["--unixsocketperm", "700"])
@@ -344,11 +381,15 @@ impl RedisServer {
                 stream.set_read_timeout(Some(PING_TIMEOUT))?;
                 answers_ping(stream)
             });
-            let tcp = TcpStream::connect(("127.0.0.1", self.port)).and_then(|stream| {
-                stream.set_read_timeout(Some(PING_TIMEOUT))?;
-                answers_ping(stream)
-            });
-            if unix.is_ok() && tcp.is_ok() {
+            // A TLS-only server's port is checked by the unix socket's answer: it is up.
+            let tcp_ok = self.tls_only
+                || TcpStream::connect(("127.0.0.1", self.port))
+                    .and_then(|stream| {
+                        stream.set_read_timeout(Some(PING_TIMEOUT))?;
+                        answers_ping(stream)
+                    })
+                    .is_ok();
+            if unix.is_ok() && tcp_ok {
                 return Ok(());
             }
             if Instant::now() >= deadline {

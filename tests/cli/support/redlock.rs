@@ -254,6 +254,13 @@ impl Running {
         })
     }
 
+    /// Waits for the next stdout line that contains `part` and returns it.
+    pub fn expect_line_containing(&mut self, part: &str) -> String {
+        self.next_line_where(&format!("a line containing {part:?}"), |line| {
+            line.contains(part).then(|| line.to_owned())
+        })
+    }
+
     /// Waits for a line `NAME PID` and returns the pid, e.g. for `echo "child $$"`.
     pub fn expect_pid(&mut self, name: &str) -> Pid {
         let rest = self.expect_line_starting(&format!("{name} "));

@@ -8,6 +8,10 @@
 //! the replica's link to the master is up, and the sentinel names the master and knows the
 //! replica, so a failover can pick it.
 //!
+//! [`RedisSentinel::start_tls`] makes all three speak TLS only (the sentinel to its clients
+//! and to the servers, the replica to the master), and can give the sentinel its own
+//! `requirepass`; the harness then asks the sentinel over TLS, with that password.
+//!
 //! [`RedisSentinel::failover`] asks the sentinel to fail over, waits until it names the
 //! replica and has ended the failover, and then turns the old master into a replica of the
 //! new one (the sentinel would do the same about ten seconds later): afterwards `master()`
@@ -21,6 +25,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 use std::{fs, thread};
 
+use super::certs::Certs;
 use super::poll::{POLL_INTERVAL, wait_until};
 use super::redis_server::{RedisServer, free_port};
 use super::temp::TempDir;
@@ -39,31 +44,87 @@ pub struct RedisSentinel {
     dir: TempDir,
     port: u16,
     process: Option<Child>,
+    setup: Setup,
+}
+
+/// How the three are set up beyond the defaults.
+#[derive(Default)]
+struct Setup {
+    /// The master's and replica's password (`auth-pass` for the sentinel).
+    password: Option<String>,
+    /// The sentinel's own `requirepass`.
+    sentinel_password: Option<String>,
+    /// An ACL user on the sentinel, its only user (`default` is off), with its password.
+    sentinel_user: Option<(String, String)>,
+    /// TLS only, everywhere: the server certificate's file, its key and the CA's.
+    tls: Option<[String; 3]>,
 }
 
 impl RedisSentinel {
     /// Master, replica and sentinel, without passwords.
     pub fn start() -> RedisSentinel {
-        RedisSentinel::start_inner(None)
+        RedisSentinel::start_inner(Setup::default(), None)
+    }
+
+    /// Master, replica and sentinel speaking TLS only with `certs`'s server certificate
+    /// (no client certificates required); the sentinel requires `sentinel_password` if given.
+    pub fn start_tls(certs: &Certs, sentinel_password: Option<&str>) -> RedisSentinel {
+        let setup = Setup {
+            sentinel_password: sentinel_password.map(String::from),
+            tls: Some([
+                certs.path("server.crt"),
+                certs.path("server.key"),
+                certs.path("ca.crt"),
+            ]),
+            ..Setup::default()
+        };
+        RedisSentinel::start_inner(setup, Some(certs))
+    }
+
+    /// Plain master, replica and sentinel; the sentinel knows only the ACL user `user`, with
+    /// `password`.
+    pub fn start_with_sentinel_user(user: &str, password: &str) -> RedisSentinel {
+        let setup = Setup {
+            sentinel_user: Some((user.to_string(), password.to_string())),
+            ..Setup::default()
+        };
+        RedisSentinel::start_inner(setup, None)
+    }
+
+    /// Plain master, replica and sentinel; the sentinel requires `sentinel_password`.
+    pub fn start_with_sentinel_password(sentinel_password: &str) -> RedisSentinel {
+        let setup = Setup {
+            sentinel_password: Some(sentinel_password.to_string()),
+            ..Setup::default()
+        };
+        RedisSentinel::start_inner(setup, None)
     }
 
     /// Master and replica both require `password` (the sentinel authenticates to them with
     /// `auth-pass`); the sentinel itself requires none.
     pub fn start_with_password(password: &str) -> RedisSentinel {
-        RedisSentinel::start_inner(Some(password))
+        let setup = Setup {
+            password: Some(password.to_string()),
+            ..Setup::default()
+        };
+        RedisSentinel::start_inner(setup, None)
     }
 
-    fn start_inner(password: Option<&str>) -> RedisSentinel {
+    fn start_inner(setup: Setup, certs: Option<&Certs>) -> RedisSentinel {
         // A master waits 5 s by default before a diskless sync, in case more replicas come.
         let mut args = vec!["--repl-diskless-sync-delay", "0"];
-        if let Some(pw) = password {
+        if let Some(pw) = &setup.password {
             args.extend(["--requirepass", pw, "--masterauth", pw]);
         }
-        let master = RedisServer::start_with(&args);
+        let start = |args: &[&str]| match certs {
+            Some(certs) => RedisServer::start_tls_only(certs, args),
+            None => RedisServer::start_with(args),
+        };
+        let master = start(&args);
         let master_port = master.port().to_string();
         let mut replica_args = args.clone();
         replica_args.extend(["--replicaof", "127.0.0.1", &master_port]);
-        let replica = RedisServer::start_with(&replica_args);
+        let replica = start(&replica_args);
         wait_until_linked(&replica);
 
         let mut sentinel = RedisSentinel {
@@ -72,10 +133,11 @@ impl RedisSentinel {
             dir: TempDir::new("sentinel"),
             port: free_port(),
             process: None,
+            setup,
         };
         let mut failures = Vec::new();
         for _ in 0..START_ATTEMPTS {
-            match sentinel.launch(password) {
+            match sentinel.launch() {
                 Ok(()) => break,
                 Err(failure) => failures.push(failure),
             }
@@ -91,9 +153,14 @@ impl RedisSentinel {
         sentinel
     }
 
-    /// `redis+sentinel://127.0.0.1:PORT/mymaster`.
+    /// `redis+sentinel://127.0.0.1:PORT/mymaster` (`rediss+sentinel://` with TLS).
     pub fn url(&self) -> String {
-        format!("redis+sentinel://127.0.0.1:{}/{SERVICE}", self.port)
+        let scheme = if self.setup.tls.is_some() {
+            "rediss"
+        } else {
+            "redis"
+        };
+        format!("{scheme}+sentinel://127.0.0.1:{}/{SERVICE}", self.port)
     }
 
     /// `redis+sentinel://:PASSWORD@127.0.0.1:PORT/mymaster`: the password is the master's.
@@ -142,8 +209,21 @@ impl RedisSentinel {
 
     /// Runs one command on the sentinel.
     pub fn query<T: redis::FromRedisValue>(&self, args: &[&str]) -> redis::RedisResult<T> {
-        let url = format!("redis://127.0.0.1:{}", self.port);
-        let client = redis::Client::open(url.as_str())?;
+        let auth = match (&self.setup.sentinel_user, &self.setup.sentinel_password) {
+            (Some((user, pw)), _) => format!("{user}:{pw}@"),
+            (None, Some(pw)) => format!(":{pw}@"),
+            (None, None) => String::new(),
+        };
+        let client = match &self.setup.tls {
+            Some([_, _, ca]) => redis::Client::build_with_tls(
+                format!("rediss://{auth}127.0.0.1:{}", self.port).as_str(),
+                redis::TlsCertificates {
+                    client_tls: None,
+                    root_cert: Some(fs::read(ca)?),
+                },
+            )?,
+            None => redis::Client::open(format!("redis://{auth}127.0.0.1:{}", self.port).as_str())?,
+        };
         let mut con = client.get_connection_with_timeout(CLIENT_TIMEOUT)?;
         con.set_read_timeout(Some(CLIENT_TIMEOUT))?;
         con.set_write_timeout(Some(CLIENT_TIMEOUT))?;
@@ -213,19 +293,32 @@ impl RedisSentinel {
         self.dir.join("sentinel.log")
     }
 
-    fn launch(&mut self, password: Option<&str>) -> Result<(), String> {
+    fn launch(&mut self) -> Result<(), String> {
+        let ports = match &self.setup.tls {
+            Some([cert, key, ca]) => format!(
+                "port 0\ntls-port {port}\ntls-cert-file {cert}\ntls-key-file {key}\n\
+                 tls-ca-cert-file {ca}\ntls-auth-clients no\ntls-replication yes\n",
+                port = self.port
+            ),
+            None => format!("port {}\n", self.port),
+        };
         let mut config = format!(
-            "port {port}\nbind 127.0.0.1\ndaemonize no\ndir {dir}\nlogfile {log}\n\
+            "{ports}bind 127.0.0.1\ndaemonize no\ndir {dir}\nlogfile {log}\n\
              sentinel monitor {SERVICE} 127.0.0.1 {master} 1\n\
              sentinel down-after-milliseconds {SERVICE} 1000\n\
              sentinel failover-timeout {SERVICE} 3000\n",
-            port = self.port,
             dir = self.dir.path().display(),
             log = self.log_path().display(),
             master = self.master.port(),
         );
-        if let Some(pw) = password {
+        if let Some(pw) = &self.setup.password {
             config.push_str(&format!("sentinel auth-pass {SERVICE} {pw}\n"));
+        }
+        if let Some(pw) = &self.setup.sentinel_password {
+            config.push_str(&format!("requirepass {pw}\n"));
+        }
+        if let Some((user, pw)) = &self.setup.sentinel_user {
+            config.push_str(&format!("user default off\nuser {user} on >{pw} +@all\n"));
         }
         fs::write(self.config_path(), config).expect("write sentinel.conf");
         let _ = fs::remove_file(self.log_path());

@@ -1,0 +1,257 @@
+//! The audit log: every acquire, busy refusal, skip, release, lost lease, forced release, pause
+//! and resume is appended by the scripts that already run to a capped stream per lock, and
+//! `redlock log` prints it (text or JSON Lines), merged by time, and follows it.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use crate::support::process::host_name;
+use crate::support::{RedisServer, Redlock, companion_key};
+
+fn log_key(lock: &str) -> String {
+    companion_key(lock, "log")
+}
+
+/// The events of a key's log, oldest first, as `redlock log --json` prints them.
+fn events(server: &RedisServer, key: &str) -> Vec<serde_json::Value> {
+    let out = Redlock::new(server)
+        .args(["log", key, "--json"])
+        .exits_with(0);
+    out.stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| out.fail(&format!("{e}: {l}"))))
+        .collect()
+}
+
+fn names(events: &[serde_json::Value]) -> Vec<&str> {
+    events
+        .iter()
+        .map(|e| e["event"].as_str().unwrap())
+        .collect()
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+}
+
+#[test]
+fn every_kind_of_event_is_logged_with_who_and_how() {
+    let server = RedisServer::start();
+    // A run that ends ok, one that fails.
+    Redlock::new(&server)
+        .args(["run", "--key", "job", "--ttl", "5s", "--", "true"])
+        .exits_with(0);
+    Redlock::new(&server)
+        .args(["run", "--key", "job", "--ttl", "5s", "-c", "exit 3"])
+        .exits_with(3);
+    // A busy refusal, then a forced release of the holder.
+    Redlock::new(&server)
+        .args(["acquire", "--key", "job", "--ttl", "1m"])
+        .exits_with(0);
+    Redlock::new(&server)
+        .args(["run", "--key", "job", "--ttl", "5s", "--", "true"])
+        .exits_with(75);
+    Redlock::new(&server)
+        .args(["release", "job", "--force"])
+        .exits_with(0);
+    // A lease lost: the key vanishes under a running command.
+    let mut lost = Redlock::new(&server)
+        .args([
+            "run",
+            "--key",
+            "job",
+            "--ttl",
+            "1500ms",
+            "-c",
+            "echo ready; sleep 30",
+        ])
+        .spawn();
+    lost.expect_line("ready");
+    let _: i64 = server.query(&["DEL", "job"]);
+    lost.wait().expect_code(76);
+    // A pause and a resume.
+    Redlock::new(&server)
+        .args(["pause", "job", "--reason", "db upgrade"])
+        .exits_with(0);
+    Redlock::new(&server).args(["resume", "job"]).exits_with(0);
+
+    let log = events(&server, "job");
+    assert_eq!(
+        names(&log),
+        [
+            "acquired", "released", "acquired", "released", "acquired", "busy", "forced",
+            "acquired", "lost", "paused", "resumed"
+        ],
+        "{log:#?}"
+    );
+    let host = host_name();
+    for e in &log {
+        assert_eq!(e["key"], "job", "{e}");
+        assert_eq!(e["host"], host.as_str(), "{e}");
+        assert!(e["time_ms"].as_u64().unwrap() <= now_ms() + 1000, "{e}");
+    }
+    assert_eq!(log[1]["outcome"], "ok");
+    assert_eq!(log[1]["exit"], 0);
+    assert_eq!(log[1]["fence"], log[0]["fence"]);
+    assert_eq!(log[3]["outcome"], "failed");
+    assert_eq!(log[3]["exit"], 3);
+    assert_eq!(log[5]["cmd"], "true");
+    assert_eq!(
+        log[6]["fence"], log[4]["fence"],
+        "the forced entry names the holder removed"
+    );
+    assert!(log[6]["by"].as_str().unwrap().contains(&host), "{}", log[6]);
+    assert_eq!(log[8]["outcome"], "lease lost");
+    assert_eq!(log[9]["reason"], "db upgrade");
+    // Fences grow along the log.
+    let fences: Vec<i64> = log
+        .iter()
+        .filter(|e| e["event"] == "acquired")
+        .map(|e| e["fence"].as_i64().unwrap())
+        .collect();
+    assert!(fences.windows(2).all(|w| w[0] < w[1]), "{fences:?}");
+
+    // The text form: one line per entry, with the same facts.
+    let text = Redlock::new(&server).args(["log", "job"]).exits_with(0);
+    let lines: Vec<&str> = text.stdout.lines().collect();
+    assert_eq!(lines.len(), log.len(), "{text}");
+    assert!(
+        lines[3].contains("  job  released  ") && lines[3].contains("failed (exit 3)"),
+        "{text}"
+    );
+    assert!(
+        lines[9].contains("paused") && lines[9].contains("reason: db upgrade"),
+        "{text}"
+    );
+}
+
+#[test]
+fn the_log_is_capped_in_length_and_age_and_expires() {
+    let server = RedisServer::start();
+    let stream = log_key("job");
+    // An entry older than 30 days, then 1000 more: one run must trim both.
+    let old = format!("{}-0", now_ms() - 31 * 24 * 3600 * 1000);
+    let _: String = server.query(&["XADD", &stream, &old, "event", "ancient"]);
+    for _ in 0..1000 {
+        let _: String = server.query(&["XADD", &stream, "*", "event", "filler"]);
+    }
+    Redlock::new(&server)
+        .args(["run", "--key", "job", "--ttl", "5s", "--", "true"])
+        .exits_with(0);
+    let len: i64 = server.query(&["XLEN", &stream]);
+    assert_eq!(len, 1000, "the log keeps its last 1000 entries");
+    let first: Vec<(String, Vec<String>)> =
+        server.query(&["XRANGE", &stream, "-", "+", "COUNT", "1"]);
+    assert_ne!(
+        first[0].1[1], "ancient",
+        "an entry older than 30 days was kept"
+    );
+    let life = server.pttl(&stream).expect("the log expires");
+    assert!(life <= Duration::from_secs(30 * 24 * 3600), "{life:?}");
+}
+
+#[test]
+fn since_leaves_out_older_entries_and_all_merges_keys_by_time() {
+    let server = RedisServer::start();
+    let two_hours_ago = format!("{}-0", now_ms() - 2 * 3600 * 1000);
+    let _: String = server.query(&[
+        "XADD",
+        &log_key("a"),
+        &two_hours_ago,
+        "event",
+        "acquired",
+        "host",
+        "old",
+    ]);
+    let _: String = server.query(&["SET", &companion_key("a", "fence"), "1"]);
+    for key in ["a", "b", "a"] {
+        Redlock::new(&server)
+            .args(["run", "--key", key, "--ttl", "5s", "--", "true"])
+            .exits_with(0);
+    }
+    Redlock::new(&server)
+        .args(["pause", "--all", "--for", "1m"])
+        .exits_with(0);
+
+    let recent = Redlock::new(&server)
+        .args(["log", "a", "--since", "1h"])
+        .exits_with(0);
+    assert!(!recent.stdout.contains(" old"), "{recent}");
+    assert_eq!(recent.stdout.lines().count(), 4, "{recent}");
+    let all = Redlock::new(&server).args(["log", "a"]).exits_with(0);
+    assert_eq!(all.stdout.lines().count(), 5, "{all}");
+
+    let merged = Redlock::new(&server)
+        .args(["log", "--all", "--since", "1h", "--json"])
+        .exits_with(0);
+    let keys: Vec<String> = merged
+        .stdout
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(l).unwrap()["key"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    assert_eq!(keys, ["a", "a", "b", "b", "a", "a", ""], "{merged}");
+}
+
+#[test]
+fn follow_prints_new_entries_until_interrupted() {
+    let server = RedisServer::start();
+    Redlock::new(&server)
+        .args(["run", "--key", "job", "--ttl", "5s", "--", "true"])
+        .exits_with(0);
+    let mut follow = Redlock::new(&server)
+        .args(["log", "job", "--follow"])
+        .spawn();
+    follow.expect_line_containing("  acquired  ");
+    follow.expect_line_containing("  released  ");
+    // Nothing new yet; then a busy refusal and a forced release appear as they happen.
+    Redlock::new(&server)
+        .args(["acquire", "--key", "job", "--ttl", "1m"])
+        .exits_with(0);
+    follow.expect_line_containing("  acquired  ");
+    Redlock::new(&server)
+        .args(["release", "job", "--force"])
+        .exits_with(0);
+    follow.expect_line_containing("  forced  ");
+    follow.signal(libc::SIGTERM);
+    follow.wait().expect_code(0);
+}
+
+#[test]
+fn skips_and_slots_are_logged() {
+    let server = RedisServer::start();
+    for expected in [0, 75] {
+        Redlock::new(&server)
+            .args([
+                "run",
+                "--key",
+                "job",
+                "--ttl",
+                "5s",
+                "--once-per",
+                "1h",
+                "--",
+                "true",
+            ])
+            .exits_with(expected);
+    }
+    Redlock::new(&server)
+        .args([
+            "run", "--key", "pool", "--ttl", "5s", "--slots", "3", "--", "true",
+        ])
+        .exits_with(0);
+    assert_eq!(
+        names(&events(&server, "job")),
+        ["acquired", "released", "skipped"]
+    );
+    let pool = events(&server, "pool");
+    assert_eq!(names(&pool), ["acquired", "released"]);
+    assert_eq!(pool[0]["slot"], 0, "{pool:?}");
+    assert_eq!(pool[0]["shape"], "3", "{pool:?}");
+}

@@ -1,0 +1,228 @@
+//! `rediss+cluster://` and `rediss+sentinel://`: Redis Cluster and Sentinel over TLS, with the
+//! TLS flags of `rediss://` (DESIGN.md §14). The cluster's nodes and the Sentinel setup's
+//! servers listen with TLS only (`--port 0`), so nothing can reach them in plain text; the
+//! certificates are made by `openssl` for each test.
+
+use std::time::{Duration, Instant};
+
+use crate::support::redlock::Running;
+use crate::support::{Certs, RedisCluster, RedisSentinel, Redlock, child, says};
+
+/// `redlock --url URL --tls-ca-file CA`.
+fn redlock(url: &str, certs: &Certs) -> Redlock {
+    Redlock::without_url().args(["--url", url, "--tls-ca-file", &certs.path("ca.crt")])
+}
+
+/// `rediss+cluster://127.0.0.1:P1,127.0.0.1:P2,127.0.0.1:P3`.
+fn cluster_url(cluster: &RedisCluster) -> String {
+    cluster
+        .url()
+        .replacen("redis+cluster://", "rediss+cluster://", 1)
+}
+
+/// Starts a run on `key`, its command printing its token and `ready`, then holding until the
+/// test closes stdin. Returns the run and the token.
+fn hold(redlock: Redlock, key: &str) -> (Running, String) {
+    let mut holder = redlock
+        .args(["run", "--key", key, "--ttl", "3s"])
+        .args(["-c", child::HOLD_AND_PRINT_TOKEN])
+        .spawn();
+    let token = holder.expect_line_starting("token=");
+    holder.expect_line("ready");
+    (holder, token)
+}
+
+#[test]
+fn run_status_and_release_work_on_a_tls_only_cluster() {
+    let certs = Certs::new();
+    let cluster = RedisCluster::start_tls(&certs);
+    let url = cluster_url(&cluster);
+    let (mut holder, token) = hold(redlock(&url, &certs), "job");
+    assert_eq!(
+        cluster.owner_node("job").get("job").as_deref(),
+        Some(token.as_str())
+    );
+    redlock(&url, &certs).args(["status", "job"]).exits_with(0);
+    redlock(&url, &certs)
+        .args(["run", "--key", "job", "--ttl", "2s", "--", "true"])
+        .exits_with(75);
+    holder.close_stdin();
+    holder.exits_with(0);
+    assert!(!cluster.owner_node("job").exists("job"));
+
+    let token = redlock(&url, &certs)
+        .args(["acquire", "--key", "script", "--ttl", "30s"])
+        .exits_with(0)
+        .stdout
+        .lines()
+        .next()
+        .expect("a token")
+        .to_owned();
+    redlock(&url, &certs)
+        .args(["release", "script", "--token", &token])
+        .exits_with(0);
+    assert!(!cluster.owner_node("script").exists("script"));
+}
+
+#[test]
+fn a_tls_cluster_with_another_ca_is_refused_in_plain_words_with_69() {
+    let certs = Certs::new();
+    let cluster = RedisCluster::start_tls(&certs);
+    let other = certs.path("other.crt");
+    let started = Instant::now();
+    Redlock::without_url()
+        .args(["--url", &cluster_url(&cluster), "--tls-ca-file", &other])
+        .args(["run", "--key", "job", "--ttl", "2s", "--", "true"])
+        .exits_with(69)
+        .error_mentions(&["not signed by any CA in --tls-ca-file"])
+        .error_mentions(&[&other]);
+    assert!(started.elapsed() < Duration::from_secs(10));
+    assert!(!cluster.owner_node("job").exists("job"));
+}
+
+#[test]
+fn a_tls_cluster_is_reached_without_verification_under_tls_insecure() {
+    let certs = Certs::new();
+    let cluster = RedisCluster::start_tls(&certs);
+    let outcome = Redlock::without_url()
+        .args(["--url", &cluster_url(&cluster), "--tls-insecure"])
+        .args(["run", "--key", "job", "--ttl", "2s", "--", "true"])
+        .exits_with(0);
+    assert!(
+        outcome.stderr.contains("not verified"),
+        "no warning about --tls-insecure:\n{outcome}"
+    );
+}
+
+#[test]
+fn a_plain_cluster_url_to_a_tls_cluster_exits_69() {
+    let certs = Certs::new();
+    let cluster = RedisCluster::start_tls(&certs);
+    Redlock::without_url()
+        .args(["--timeout", "1s", "--url", &cluster.url()])
+        .args(["run", "--key", "job", "--ttl", "2s", "--", "true"])
+        .exits_with(69)
+        .error_mentions(says::UNAVAILABLE);
+}
+
+#[test]
+fn run_status_and_release_work_through_tls_sentinels_to_a_tls_master() {
+    let certs = Certs::new();
+    let sentinel = RedisSentinel::start_tls(&certs, None);
+    let url = sentinel.url();
+    assert!(url.starts_with("rediss+sentinel://"), "{url}");
+    let (mut holder, token) = hold(redlock(&url, &certs), "job");
+    assert_eq!(
+        sentinel.master().get("job").as_deref(),
+        Some(token.as_str())
+    );
+    redlock(&url, &certs).args(["status", "job"]).exits_with(0);
+    redlock(&url, &certs)
+        .args(["release", "job", "--force"])
+        .exits_with(0);
+    assert!(!sentinel.master().exists("job"));
+    holder.close_stdin();
+    // The lock was taken from under the run: its release finds it gone.
+    holder.exits_with(76);
+}
+
+#[test]
+fn tls_sentinels_with_another_ca_are_refused_in_plain_words_with_69() {
+    let certs = Certs::new();
+    let sentinel = RedisSentinel::start_tls(&certs, None);
+    let other = certs.path("other.crt");
+    let outcome = Redlock::without_url()
+        .args(["--url", &sentinel.url(), "--tls-ca-file", &other])
+        .args(["run", "--key", "job", "--ttl", "2s", "--", "true"])
+        .exits_with(69);
+    outcome
+        .error_mentions(&["not signed by any CA in --tls-ca-file"])
+        .error_mentions(&[&other])
+        .error_mentions(&[&format!("127.0.0.1:{}", sentinel.port())]);
+    assert!(!sentinel.master().exists("job"));
+}
+
+#[test]
+fn tls_sentinels_are_reached_without_verification_under_tls_insecure() {
+    let certs = Certs::new();
+    let sentinel = RedisSentinel::start_tls(&certs, None);
+    let outcome = Redlock::without_url()
+        .args(["--url", &sentinel.url(), "--tls-insecure"])
+        .args(["run", "--key", "job", "--ttl", "2s", "--", "true"])
+        .exits_with(0);
+    assert!(
+        outcome.stderr.contains("not verified"),
+        "no warning about --tls-insecure:\n{outcome}"
+    );
+}
+
+#[test]
+fn tls_sentinels_with_their_own_password_take_it_from_the_file() {
+    let certs = Certs::new();
+    let sentinel = RedisSentinel::start_tls(&certs, Some("sentinel-secret"));
+    let file = certs.join("sentinel.pw");
+    std::fs::write(&file, "sentinel-secret\n").expect("write the password file");
+    redlock(&sentinel.url(), &certs)
+        .arg("--sentinel-password-file")
+        .arg(&file)
+        .args(["run", "--key", "job", "--ttl", "2s", "--", "true"])
+        .exits_with(0)
+        .never_shows("sentinel-secret");
+}
+
+#[test]
+fn doctor_checks_the_master_through_tls_sentinels() {
+    let certs = Certs::new();
+    let sentinel = RedisSentinel::start_tls(&certs, None);
+    // No persistence in the harness: warnings only, 1.
+    let outcome = redlock(&sentinel.url(), &certs).arg("doctor").exits_with(1);
+    assert!(
+        outcome
+            .stdout
+            .lines()
+            .any(|line| line.starts_with("ok") && line.contains("permissions")),
+        "the probe lock did not pass:\n{outcome}"
+    );
+}
+
+#[test]
+fn doctor_on_a_tls_cluster_with_another_ca_says_so_with_69() {
+    let certs = Certs::new();
+    let cluster = RedisCluster::start_tls(&certs);
+    Redlock::without_url()
+        .args(["--url", &cluster_url(&cluster)])
+        .args(["--tls-ca-file", &certs.path("other.crt"), "doctor"])
+        .exits_with(69)
+        .error_mentions(&["not signed by any CA in --tls-ca-file"]);
+}
+
+#[test]
+fn a_tls_sentinel_url_to_plain_sentinels_exits_69_asking_about_the_port() {
+    let sentinel = RedisSentinel::start();
+    let url = sentinel.url().replacen("redis+", "rediss+", 1);
+    let outcome = Redlock::without_url()
+        .args(["--timeout", "1s", "--url", &url])
+        .args(["run", "--key", "job", "--ttl", "2s", "-c", "echo started"])
+        .exits_with(69);
+    outcome
+        .error_mentions(&["plain port"])
+        .never_shows("started");
+    assert!(!sentinel.master().exists("job"));
+}
+
+#[test]
+fn tls_insecure_with_a_client_certificate_over_sentinel_is_a_usage_error() {
+    let certs = Certs::new();
+    Redlock::without_url()
+        .args([
+            "--url",
+            "rediss+sentinel://127.0.0.1:1/mymaster",
+            "--tls-insecure",
+        ])
+        .args(["--tls-cert-file", &certs.path("client.crt")])
+        .args(["--tls-key-file", &certs.path("client.key")])
+        .args(["run", "--key", "job", "--ttl", "2s", "-c", "echo started"])
+        .exits_with(64)
+        .error_mentions(&["--tls-insecure"])
+        .never_shows("started");
+}
