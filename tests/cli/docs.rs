@@ -10,9 +10,9 @@ use crate::support::{Redlock, TempDir};
 
 const REGENERATE: &str = "cargo run -- generate-docs .";
 
-const SUBCOMMANDS: [&str; 10] = [
+const SUBCOMMANDS: [&str; 11] = [
     "run", "status", "release", "acquire", "extend", "doctor", "pause", "resume", "metrics",
-    "check",
+    "check", "log",
 ];
 
 /// Runs `redlock generate-docs` into a fresh directory.
