@@ -11,6 +11,7 @@ mod doctor;
 mod harness;
 mod integrity;
 mod logging;
+mod model;
 mod nested;
 mod package;
 mod queue;
