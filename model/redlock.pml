@@ -354,8 +354,9 @@ end:
   :: atomic {
        /* a restart without persistence: the node forgets its keys and its fence counter,
           and the requests queued on it. A quorum restarts one node at a time, each only
-          once a renewal since the last restart and the last acquire reached every node and
-          found no other holder there (README: each restart between two renewals). */
+          when the last renewal came after the last restart and the last acquire, reached
+          every node and found no other holder's key there (README: each restart between
+          two renewals). */
        restarts < MAXRESTARTS && (NODES == 1 || settled) ->
        restarts++;
        settled = 0;
@@ -589,21 +590,16 @@ proctype Holder(byte h) {
           if
           :: yes >= MAJ ->
              ps[h] = 1;   /* confirmed: stored below, maybe after a freeze */
-             if
-             :: answered == NODES && refused == 0 -> settled = 1
-             :: answered == NODES && refused > 0 && NODES > 1 ->
-                /* a node answered, lacking the key: fine for the restart rule unless
-                   another holder's key is there */
-                settled = 1;
-                i = 0;
-                do
-                :: i < NODES -> if :: res[i] == TAKEN -> settled = 0 :: else fi; i++
-                :: else -> break
-                od
-             :: else
-             fi
-          :: yes < MAJ && NODES - refused < MAJ -> hblost = 1   /* lost for certain */
-          :: else                                               /* failed: retry */
+             /* the restart rule: this renewal reached every node, and no node holds
+                another holder's key (a node lacking the key is fine: healing's job) */
+             settled = (answered == NODES);
+             i = 0;
+             do
+             :: i < NODES -> if :: res[i] == TAKEN -> settled = 0 :: else fi; i++
+             :: else -> break
+             od
+          :: yes < MAJ && NODES - refused < MAJ -> hblost = 1; settled = 0   /* lost */
+          :: else -> settled = 0                                /* failed: retry */
           fi;
           i = 0; o = 0; r = 0; yes = 0; refused = 0; answered = 0;
           res[0] = 0;
