@@ -14,6 +14,7 @@ mod harness;
 mod integrity;
 mod logging;
 mod metrics;
+mod model;
 mod nested;
 mod once;
 mod package;

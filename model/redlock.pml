@@ -1,0 +1,675 @@
+/*
+ * redlock's safety-relevant behaviour, for SPIN.
+ *
+ * Two holders take turns at one lock. Each holder is a `redlock run`: a supervisor (with its
+ * heartbeat), the command it runs, and the keeper, the dead man's switch that kills the
+ * command at the kill point whatever the supervisor does. The lock lives on one Redis server
+ * (NODES 1) or on a quorum of three independent masters (NODES 3). A discrete clock ticks;
+ * keys expire by it. Faults are chosen by the checker: a supervisor frozen or starved for any
+ * number of ticks (nothing it does is on time), requests and replies lost, requests run late
+ * by a stalled server, a server restarted without its data, an operator's forced release.
+ *
+ * Properties (asserts):
+ *   exclusion  a command starts only when no other holder's command runs, unless one of
+ *              the two holders' lease was taken away by an override (a forced release, or a
+ *              single server that lost its data): such a holder is "overridden" and excluded;
+ *   fences     every fence granted is above every fence granted before (overrides
+ *              included), and fences strictly increase in the order commands start (but
+ *              for a holder overridden between its acquire and its start);
+ *   lease      no command runs past its holder's kill point plus the keeper's lateness,
+ *              overridden or not: a holder whose lease is lost stops within it.
+ *
+ * Switches (-D...), each turning one safety mechanism off; the checker must then find a
+ * counterexample:
+ *   NO_KEEPER       no dead man's switch: only the supervisor kills;
+ *   NO_DRIFT        the lease timeline without the drift allowance;
+ *   NO_FLOOR        the kill margin without the scheduling floor;
+ *   NO_HEAL         quorum renewals do not re-establish a key on a node that lost it;
+ *   NO_FENCE_FLOOR  a fence is the counter plus one, not floored by the server's clock.
+ *
+ * The constants and the code they come from are listed in the README ("The safety model").
+ */
+
+#ifndef NODES
+#define NODES 1
+#endif
+#define MAJ (NODES / 2 + 1)
+#define H 2
+
+/* Bounds of the search. */
+#ifndef TURNS
+#define TURNS 2          /* runs per holder */
+#endif
+#ifndef MAXFAULTS
+#define MAXFAULTS 1      /* lost requests or replies */
+#endif
+#ifndef MAXSTALLS
+#define MAXSTALLS 1      /* requests a stalled server runs late */
+#endif
+#ifndef MAXRESTARTS
+#define MAXRESTARTS 1    /* server restarts that lose the data */
+#endif
+#ifndef MAXFORCES
+#define MAXFORCES 1      /* forced releases (release --force) */
+#endif
+
+/* The lease, in ticks (lease.rs); one tick is ttl/12. */
+#define TTL 12
+#define INTERVAL 4       /* Lease::interval: ttl/3 */
+#ifdef NO_DRIFT
+#define DRIFT 0
+#else
+#define DRIFT 1          /* lease::drift: ttl/100 + 2 ms */
+#endif
+#ifdef NO_FLOOR
+#define FLOOR 0
+#else
+#define FLOOR 1          /* lease::SCHED_FLOOR */
+#endif
+#define MARGIN (DRIFT + FLOOR)   /* lease::margin */
+#define KILL_AFTER 1     /* --kill-after: the longest accepted, ttl/3 - drift - margin */
+
+/* The world the lease must survive. */
+#define FAST 1           /* a server's clock runs fast: keys expire up to one drift early */
+#define LATE 1           /* the keeper kills up to one scheduling floor after its kill point */
+
+/* Lease::timeline, as ages: ticks since the acquire or renewal it counts from was sent. */
+#define DEADLINE_AGE (TTL - DRIFT)
+#define KILL_AGE (DEADLINE_AGE - MARGIN)
+#define TERM_AGE (KILL_AGE - KILL_AFTER)
+#define AGE_CAP (KILL_AGE + LATE + 1)   /* older ages are all alike */
+
+/* What a request to one node became. */
+#define OK 0             /* ran, and the reply came in time */
+#define NOREPLY 1        /* ran, the reply was lost or late (a timeout) */
+#define LOST 2           /* never ran (connection broke, or the server restarted) */
+#define STALL 3          /* runs later, once a stalled server resumes; a timeout meanwhile */
+
+/* Replies to a renewal. */
+#define NONE 0
+#define YES 1
+#define MISSING 2
+#define TAKEN 3
+
+/* Requests a stalled server runs late. */
+#define P_ACQ 1          /* acquire, with the caller's undo queued behind it (lock::abandon) */
+#define P_EXT 2
+#define P_HEAL 3
+#define P_REL 4
+#define P_ACQ_KEEP 5     /* acquire of a quorum that was taken: the key is left for us */
+
+/* Time is kept as ages and countdowns, which the clock moves: no absolute time, so the
+   search covers runs of any length. */
+byte server_clock = 1;   /* the servers' clocks in "microseconds": they agree, and move on
+                            between any two acquires */
+byte key[NODES];         /* the lock key: a token, 0 when absent */
+byte left[NODES];        /* ticks until it expires */
+byte ctr[NODES];         /* the fence counter */
+
+bool running[H];         /* the holder's command (its whole tree) runs */
+byte cur[H];             /* the token of the holder's current turn, 0 between turns */
+bool overridden[H];      /* its key was removed by a forced release or a lost single server */
+bool armed[H];           /* the keeper is armed */
+bool fired[H];
+bool dismissed[H];
+byte age[H];             /* age of the holder's current timeline (run.rs, heartbeat.rs): the
+                            keeper's kill point is the same timeline's, moved by the same store */
+bool ps[H];              /* a confirmed renewal not yet stored (the heartbeat may be frozen) */
+byte psage[H];           /* its age */
+byte last_fence;         /* the fence of the command started last */
+byte last_granted;       /* the fence granted last */
+
+byte faults, stalls, restarts, forces;
+bool settled = 1;        /* quorum: the next restart may come (see Faults) */
+
+byte pend_op[H * NODES]; /* a request a stalled node runs late, per holder and node */
+byte pend_tok[H * NODES];
+byte pend_fence[H * NODES];
+
+/* ---- the scripts, as each node runs them (src/scripts/*.lua) ---- */
+
+/* acquire.lua: SET NX PX; fence = max(counter + 1, TIME in microseconds). f: fence, 0 busy */
+inline acquire(n, t, f) {
+  if
+  :: key[n] == 0 ->
+     f = ctr[n] + 1;
+#ifndef NO_FENCE_FLOOR
+     if
+     :: f < server_clock -> f = server_clock
+     :: else
+     fi;
+#endif
+     ctr[n] = f;
+     key[n] = t;
+     left[n] = TTL - FAST
+  :: else -> f = 0
+  fi;
+  server_clock++
+}
+
+/* extend.lua: compare-and-pexpire, never shortening. r: YES, MISSING or TAKEN */
+inline extend(n, t, r) {
+  if
+  :: key[n] == t ->
+     if
+     :: left[n] < TTL - FAST -> left[n] = TTL - FAST
+     :: else
+     fi;
+     r = YES
+  :: key[n] == 0 -> r = MISSING
+  :: else -> r = TAKEN
+  fi
+}
+
+/* heal.lua: write our key back where it is missing, and the fence counter up to ours. */
+inline heal(n, t, fn, r) {
+  if
+  :: key[n] == t -> r = YES
+  :: key[n] == 0 ->
+     if
+     :: ctr[n] < fn -> ctr[n] = fn
+     :: else
+     fi;
+     key[n] = t;
+     left[n] = TTL - FAST;
+     r = YES
+  :: else -> r = TAKEN
+  fi
+}
+
+/* raise_fence.lua */
+inline raise(n, fn) {
+  if
+  :: ctr[n] < fn -> ctr[n] = fn
+  :: else
+  fi
+}
+
+/* release.lua (and the undo of an acquire): compare-and-delete. */
+inline release(n, t) {
+  if
+  :: key[n] == t -> key[n] = 0
+  :: else
+  fi
+}
+
+/* ---- the network ---- */
+
+inline network(o, h, n) {
+  if
+  :: o = OK
+  :: faults < MAXFAULTS -> faults++; o = NOREPLY
+  :: faults < MAXFAULTS -> faults++; o = LOST
+  :: stalls < MAXSTALLS && pend_op[h * NODES + n] == 0 -> stalls++; o = STALL
+  fi
+}
+
+/* a request whose fate is decided at once: lost or run, never run late */
+inline network_now(o) {
+  if
+  :: o = OK
+  :: faults < MAXFAULTS -> faults++; o = NOREPLY
+  :: faults < MAXFAULTS -> faults++; o = LOST
+  fi
+}
+
+inline later(h, n, op, t, fn) {
+  pend_op[h * NODES + n] = op;
+  pend_tok[h * NODES + n] = t;
+  pend_fence[h * NODES + n] = fn
+}
+
+/* ---- the keeper (keeper.rs) ---- */
+
+/* The keeper has not killed although its kill point passed LATE ticks ago: time cannot go on
+   without it (its timer fires; at real-time priority, or as an ordinary process, it runs
+   within the scheduling floor). */
+#ifdef NO_KEEPER
+#define OVERDUE(h) false
+#else
+#define OVERDUE(h) (armed[h] && !dismissed[h] && !fired[h] && age[h] >= KILL_AGE + LATE)
+
+proctype Keeper(byte h) {
+end:
+  do
+  :: atomic {
+       armed[h] && !dismissed[h] && !fired[h] && age[h] >= KILL_AGE ->
+       fired[h] = 1;       /* tree.fired: a command spawned from now on does not start */
+       running[h] = 0      /* freeze, then SIGKILL to the whole tree */
+     }
+  od
+}
+#endif
+
+/* ---- the clock, and Redis expiring keys by it ---- */
+
+/* Only the ages in use grow; the others stay 0, so that states that differ only in an
+   unused age are one state. */
+inline tick(h) {
+  if
+  :: cur[h] != 0 && age[h] < AGE_CAP -> age[h]++
+  :: else
+  fi;
+  if
+  :: ps[h] && psage[h] < AGE_CAP -> psage[h]++
+  :: else
+  fi;
+  /* lease: no command runs past its kill point plus the keeper's lateness */
+  assert(!running[h] || age[h] <= KILL_AGE + LATE)
+}
+
+active proctype Clock() {
+  byte n;
+end:
+  do
+  :: atomic {
+       !OVERDUE(0) && !OVERDUE(1) ->
+       tick(0);
+       tick(1);
+       n = 0;
+       do
+       :: n < NODES ->
+          if
+          :: key[n] != 0 ->
+             left[n]--;
+             if
+             :: left[n] == 0 -> key[n] = 0
+             :: else
+             fi
+          :: else
+          fi;
+          n++
+       :: else -> break
+       od;
+       n = 0
+     }
+  od
+}
+
+/* ---- a stalled server resuming: it runs what was queued, in any order ---- */
+
+inline run_late(k) {
+  atomic {
+    pend_op[k] != 0 ->
+    if
+    :: pend_op[k] == P_ACQ -> acquire(k % NODES, pend_tok[k], f); release(k % NODES, pend_tok[k])
+    :: pend_op[k] == P_ACQ_KEEP -> acquire(k % NODES, pend_tok[k], f)
+    :: pend_op[k] == P_EXT -> extend(k % NODES, pend_tok[k], r)
+    :: pend_op[k] == P_HEAL -> heal(k % NODES, pend_tok[k], pend_fence[k], r)
+    :: pend_op[k] == P_REL -> release(k % NODES, pend_tok[k])
+    fi;
+    pend_op[k] = 0; pend_tok[k] = 0; pend_fence[k] = 0;
+    r = 0; f = 0
+  }
+}
+
+active proctype Stalled() {
+  byte r, f;
+end:
+  do
+  :: run_late(0)
+  :: run_late(1)
+#if NODES > 1
+  :: run_late(2)
+  :: run_late(3)
+  :: run_late(4)
+  :: run_late(5)
+#endif
+  od
+}
+
+/* ---- the operator and the servers' restarts ---- */
+
+inline override_holders() {
+  /* whoever held a key that was just removed lost its lease by an override */
+  i = 0;
+  do
+  :: i < NODES ->
+     if
+     :: key[i] != 0 && key[i] == cur[0] -> overridden[0] = 1
+     :: key[i] != 0 && key[i] == cur[1] -> overridden[1] = 1
+     :: else
+     fi;
+     i++
+  :: else -> break
+  od
+}
+
+active proctype Faults() {
+  byte i, n;
+end:
+  do
+  :: atomic {
+       /* release --force: the key is deleted on every node, whoever holds it */
+       forces < MAXFORCES ->
+       forces++;
+       override_holders();
+       i = 0;
+       do
+       :: i < NODES -> key[i] = 0; left[i] = 0; i++
+       :: else -> break
+       od;
+       i = 0
+     }
+  :: atomic {
+       /* a restart without persistence: the node forgets its keys and its fence counter,
+          and the requests queued on it. A quorum restarts one node at a time, each only
+          when the last renewal came after the last restart and the last acquire, reached
+          every node and found no other holder's key there (README: each restart between
+          two renewals). */
+       restarts < MAXRESTARTS && (NODES == 1 || settled) ->
+       restarts++;
+       settled = 0;
+       n = 0;
+       do
+       :: n < NODES - 1 -> n++
+       :: break
+       od;
+       if
+       :: NODES == 1 -> override_holders()
+       :: else
+       fi;
+       key[n] = 0;
+       left[n] = 0;
+       ctr[n] = 0;
+       i = 0;
+       do
+       :: i < H -> pend_op[i * NODES + n] = 0; pend_tok[i * NODES + n] = 0; pend_fence[i * NODES + n] = 0; i++
+       :: else -> break
+       od;
+       i = 0; n = 0
+     }
+  od
+}
+
+/* ---- a holder: redlock run (commands/run.rs, heartbeat.rs, nodes.rs) ---- */
+
+#define STOP_RUNNING 0
+#define STOP_TERM 1      /* SIGTERM sent; SIGKILL to follow */
+#define STOP_KILLED 2
+
+proctype Holder(byte h) {
+  byte turn, tok, stop, got, yes, refused, answered, i, o, r, fence, f;
+  bool hblost;
+  byte res[NODES];
+  byte acq[NODES];
+
+  do
+  :: turn == TURNS -> break
+  :: turn < TURNS ->
+     /* ---- acquire (nodes.rs Nodes::acquire): one request to every node ---- */
+     atomic {
+       tok = h * TURNS + turn + 1;
+       cur[h] = tok; overridden[h] = 0;
+       armed[h] = 0; fired[h] = 0; dismissed[h] = 0;
+       hblost = 0; stop = STOP_RUNNING;
+       age[h] = 0; ps[h] = 0; psage[h] = 0;
+       got = 0; fence = 0;
+       i = 0;
+       do
+       :: i < NODES ->
+          network(o, h, i);
+          acq[i] = o;
+          if
+          :: o == OK ->
+             acquire(i, tok, f);
+             if
+             :: f > 0 -> got++; if :: f > fence -> fence = f :: else fi
+             :: else
+             fi
+          :: o == NOREPLY -> acquire(i, tok, f)
+          :: o == LOST
+          :: o == STALL -> later(h, i, P_ACQ, tok, 0)
+          fi;
+          i++
+       :: else -> break
+       od;
+       /* a quorum: raise every node's counter to the fence (raise_fence.lua); a majority
+          must take it */
+       if
+       :: NODES > 1 && got >= MAJ ->
+          r = 0; i = 0;
+          do
+          :: i < NODES ->
+             network_now(o);
+             if
+             :: o == OK -> raise(i, fence); r++
+             :: o == NOREPLY -> raise(i, fence)
+             :: o == LOST
+             fi;
+             i++
+          :: else -> break
+          od;
+          if
+          :: r < MAJ -> got = 0
+          :: else
+          fi
+       :: else
+       fi;
+       if
+       :: got >= MAJ ->
+          /* every fence granted is above every fence granted before, overrides included */
+          assert(fence > last_granted);
+          last_granted = fence;
+          settled = 0;
+          /* a node that took the key late holds it for us (nodes.rs) */
+          i = 0;
+          do
+          :: i < NODES ->
+             if
+             :: pend_op[h * NODES + i] == P_ACQ -> pend_op[h * NODES + i] = P_ACQ_KEEP
+             :: else
+             fi;
+             i++
+          :: else -> break
+          od
+       :: else ->
+          /* not taken: undo what landed, on every node (lock::abandon behind a request that
+             timed out; lock::undo on the others, which may be lost too) */
+          i = 0;
+          do
+          :: i < NODES ->
+             if
+             :: acq[i] == NOREPLY -> release(i, tok)
+             :: else ->
+                network_now(o);
+                if
+                :: o == OK || o == NOREPLY -> release(i, tok)
+                :: o == LOST
+                fi
+             fi;
+             i++
+          :: else -> break
+          od;
+          cur[h] = 0; turn++
+       fi;
+       i = 0; o = 0; f = 0; r = 0; got = 0;
+       acq[0] = 0;
+#if NODES > 1
+       acq[1] = 0; acq[2] = 0;
+#endif
+     }
+     if
+     :: cur[h] == 0 -> goto next_turn   /* busy or failed: next turn */
+     :: else
+     fi;
+
+     /* ---- run.rs: a grant that came after term_at runs nothing; else arm, spawn ---- */
+     atomic {
+       if
+       :: age[h] >= TERM_AGE ->
+          i = 0;
+          do
+          :: i < NODES -> release(i, tok); i++
+          :: else -> break
+          od;
+          i = 0;
+          cur[h] = 0; turn++;
+          goto next_turn
+       :: else ->
+          armed[h] = 1   /* keeper.arm() before the spawn */
+       fi
+     }
+     atomic {
+       if
+       :: fired[h] ->
+          /* child.rs: the keeper fired before the command could start; it does not */
+          skip
+       :: else ->
+          /* exclusion: nobody else's command runs, unless one of the two was overridden */
+          assert(!running[1 - h] || overridden[1 - h] || overridden[h]);
+          /* fences grow in the order commands start; a holder overridden between its
+             acquire and its start may start after a newer holder (its fence is the older) */
+          assert(fence > last_fence || overridden[h]);
+          last_fence = fence;
+          running[h] = 1
+       fi
+     }
+
+     /* ---- supervise: the heartbeat, the supervisor, the command ---- */
+     do
+     :: atomic {
+          /* heartbeat: renew an interval after the last confirmed renewal, or retry after a
+             failure (at any time: retries come every interval/10, well within a tick), and
+             only before term_at (heartbeat.rs) */
+          !hblost && !ps[h] && age[h] >= INTERVAL && age[h] < TERM_AGE ->
+          psage[h] = 0; yes = 0; refused = 0; answered = 0;
+          i = 0;
+          do
+          :: i < NODES ->
+             network(o, h, i);
+             res[i] = NONE;
+             if
+             :: o == OK -> extend(i, tok, r); res[i] = r; answered++
+             :: o == NOREPLY -> extend(i, tok, r)
+             :: o == LOST
+             :: o == STALL -> later(h, i, P_EXT, tok, 0)
+             fi;
+             if
+             :: res[i] == YES -> yes++
+             :: else
+             fi;
+             i++
+          :: else -> break
+          od;
+#ifndef NO_HEAL
+          /* a quorum node that lost the key while a majority renewed it is healed */
+          if
+          :: NODES > 1 && yes >= MAJ ->
+             i = 0;
+             do
+             :: i < NODES ->
+                if
+                :: res[i] == MISSING ->
+                   network(o, h, i);
+                   if
+                   :: o == OK -> heal(i, tok, fence, r); res[i] = r
+                   :: o == NOREPLY -> heal(i, tok, fence, r); res[i] = NONE; answered--
+                   :: o == LOST -> res[i] = NONE; answered--
+                   :: o == STALL -> later(h, i, P_HEAL, tok, fence); res[i] = NONE; answered--
+                   fi
+                :: else
+                fi;
+                i++
+             :: else -> break
+             od
+          :: else
+          fi;
+#endif
+          yes = 0; i = 0;
+          do
+          :: i < NODES ->
+             if
+             :: res[i] == YES -> yes++
+             :: res[i] == MISSING || res[i] == TAKEN -> refused++
+             :: else
+             fi;
+             i++
+          :: else -> break
+          od;
+          if
+          :: yes >= MAJ ->
+             ps[h] = 1;   /* confirmed: stored below, maybe after a freeze */
+             /* the restart rule: this renewal reached every node, and no node holds
+                another holder's key (a node lacking the key is fine: healing's job) */
+             settled = (answered == NODES);
+             i = 0;
+             do
+             :: i < NODES -> if :: res[i] == TAKEN -> settled = 0 :: else fi; i++
+             :: else -> break
+             od
+          :: yes < MAJ && NODES - refused < MAJ -> hblost = 1; settled = 0   /* lost */
+          :: else -> settled = 0                                /* failed: retry */
+          fi;
+          i = 0; o = 0; r = 0; yes = 0; refused = 0; answered = 0;
+          res[0] = 0;
+#if NODES > 1
+          res[1] = 0; res[2] = 0;
+#endif
+        }
+     :: atomic {
+          /* heartbeat: store the confirmed timeline, move the keeper's kill point */
+          ps[h] ->
+          age[h] = psage[h];   /* a newer timeline; the keeper's kill point moves with it */
+          ps[h] = 0; psage[h] = 0
+        }
+     :: atomic {
+          /* supervisor: lease news, term_at, kill_at (run.rs supervise) */
+          stop == STOP_RUNNING && (hblost || age[h] >= TERM_AGE) ->
+          if
+          :: age[h] >= KILL_AGE ->
+             running[h] = 0; stop = STOP_KILLED
+          :: else ->
+             stop = STOP_TERM
+          fi
+        }
+     :: atomic {
+          /* supervisor: SIGKILL once the grace after SIGTERM is over: at kill_at, or,
+             after a certain loss, kill_after after SIGTERM (when that comes sooner; the
+             model lets it come at any time: the command may have exited on SIGTERM anyway) */
+          stop == STOP_TERM && (age[h] >= KILL_AGE || hblost) ->
+          running[h] = 0; stop = STOP_KILLED
+        }
+     :: atomic {
+          /* the command ends by itself, or on SIGTERM */
+          running[h] -> running[h] = 0
+        }
+     :: !running[h] -> break   /* the tree is empty */
+     od;
+
+     /* ---- dismiss the keeper, stop the heartbeat, release on every node ---- */
+     atomic {
+       dismissed[h] = 1;
+       i = 0;
+       do
+       :: i < NODES ->
+          network(o, h, i);
+          if
+          :: o == OK || o == NOREPLY -> release(i, tok)
+          :: o == LOST
+          :: o == STALL -> later(h, i, P_REL, tok, 0)
+          fi;
+          i++
+       :: else -> break
+       od;
+       cur[h] = 0; turn++;
+       i = 0; o = 0; stop = 0; hblost = 0
+     }
+next_turn:
+     atomic {
+       i = 0; o = 0; tok = 0; fence = 0;
+       armed[h] = 0; age[h] = 0; ps[h] = 0; psage[h] = 0
+     }
+  od
+}
+
+init {
+  atomic {
+    run Holder(0);
+    run Holder(1);
+#ifndef NO_KEEPER
+    run Keeper(0);
+    run Keeper(1);
+#endif
+  }
+}
