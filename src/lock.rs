@@ -537,7 +537,8 @@ pub fn count_busy(con: &mut dyn ConnectionLike, keys: &Keys, holder: &Holder) ->
         .context("cannot count the busy refusal")
 }
 
-/// How many entries an audit log keeps, and for how long (`scripts/audit.lua` says the same).
+/// How many entries an audit log keeps (at least; up to 99 more, as the stream is trimmed a node
+/// at a time), and for how long (`scripts/audit.lua` says the same).
 pub const AUDIT_MAX_ENTRIES: usize = 1000;
 pub const AUDIT_MAX_AGE: Duration = Duration::from_secs(30 * 24 * 3600);
 
@@ -553,6 +554,7 @@ pub fn audit_entry(
     let mut xadd = redis::cmd("XADD");
     xadd.arg(stream)
         .arg("MAXLEN")
+        .arg("~")
         .arg(AUDIT_MAX_ENTRIES)
         .arg("*")
         .arg("event")

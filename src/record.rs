@@ -492,11 +492,15 @@ pub struct LastRun {
     pub ended_ms: Option<i64>,
     pub duration_ms: Option<i64>,
     pub fence: Option<i64>,
+    /// The run's `--once-per` window length (ms): the release script then records how the
+    /// window's run ended in its record.
+    pub once_per_ms: Option<i64>,
 }
 
 /// The last-run record's fields.
 #[cfg(test)]
-const LAST_RUN_FIELDS: [&str; 10] = [
+const LAST_RUN_FIELDS: [&str; 11] = [
+    "once_per",
     "outcome",
     "exit",
     "host",
@@ -531,6 +535,7 @@ impl LastRun {
             ended_ms: Some(started_ms + duration_ms),
             duration_ms: Some(duration_ms),
             fence: Some(fence),
+            once_per_ms: None,
         }
     }
 
@@ -544,6 +549,7 @@ impl LastRun {
             ("ended", self.ended_ms),
             ("duration_ms", self.duration_ms),
             ("fence", self.fence),
+            ("once_per", self.once_per_ms),
         ];
         let texts = [
             ("host", &self.host),
@@ -575,6 +581,7 @@ impl LastRun {
             ended_ms: num(fields, "ended"),
             duration_ms: num(fields, "duration_ms"),
             fence: num(fields, "fence"),
+            once_per_ms: num(fields, "once_per"),
         })
     }
 

@@ -232,6 +232,7 @@ fn run_locked(ctx: &Context, args: RunArgs) -> Result<Exit> {
         started_ms,
         acquired_at,
         hold_at_least: args.hold_at_least,
+        once_per: once.map(|o| o.every),
         idle_limit: lease.interval(),
     };
 
@@ -473,6 +474,8 @@ struct Session<'a> {
     started_ms: i64,
     acquired_at: Moment,
     hold_at_least: Option<Duration>,
+    /// `--once-per`: the record says so, for the release script.
+    once_per: Option<Duration>,
     /// A connection idle longer than this (one renewal interval) is replaced before the
     /// release: a server or a middlebox may have dropped it without a word.
     idle_limit: Duration,
@@ -480,14 +483,16 @@ struct Session<'a> {
 
 impl Session<'_> {
     fn record(&self, outcome: Outcome, exit: u8, duration: Duration) -> LastRun {
-        LastRun::new(
+        let mut record = LastRun::new(
             outcome,
             exit,
             self.holder,
             self.started_ms,
             duration,
             self.fence,
-        )
+        );
+        record.once_per_ms = self.once_per.map(|d| d.as_millis() as i64);
+        record
     }
 
     /// Releases the lock (or, when the command `ran` under `--hold-at-least`, leaves it to

@@ -49,16 +49,21 @@ if current == ARGV[1] then
   local h = redis.call('HMGET', KEYS[3], 'fence', 'started')
   return {1, tonumber(h[1]) or tonumber(redis.call('GET', KEYS[2])) or 0, tonumber(h[2]) or now, -1}
 end
-local pause = paused(KEYS[10], now)
-if pause then
-  pause[7] = 'key'
-elseif KEYS[11] ~= KEYS[10] then
-  pause = paused(KEYS[11], now)
-  if pause then pause[7] = 'all' end
+-- Pauses and shared holders: an exclusive taker finds neither in the common case with one
+-- EXISTS, and looks closer only when one of the keys is there.
+local rare = shape ~= '' or redis.call('EXISTS', KEYS[8], KEYS[10], KEYS[11]) > 0
+local pause
+if rare then
+  pause = paused(KEYS[10], now)
+  if pause then
+    pause[7] = 'key'
+  elseif KEYS[11] ~= KEYS[10] then
+    pause = paused(KEYS[11], now)
+    if pause then pause[7] = 'all' end
+  end
 end
--- Shared holders: the exclusive taker looks only when the key exists (one EXISTS otherwise).
 local sharers, held_shape = 0, ''
-if shape ~= '' or redis.call('EXISTS', KEYS[8]) == 1 then
+if rare then
   sharers = sharers_live(KEYS[8], KEYS[9], now)
   if sharers > 0 then held_shape = redis.call('HMGET', KEYS[9], 'shape')[1] or '' end
 end

@@ -4,7 +4,8 @@
 -- KEYS[5] queue   KEYS[6] queue liveness   KEYS[7] waiters (see acquire.lua)
 -- KEYS[8] shared leases   KEYS[9] shared holders (see shapes.lua)
 -- KEYS[10] the --once-per window's record (see acquire.lua): the run that took the window
---          records how it ended there; an acquire undone (no record) gives the window back.
+--          (its record has once_per) records how it ended there; an acquire undone (no record)
+--          gives the window back.
 -- KEYS[11] the audit log (see audit.lua): a recorded end is logged, 'released' or 'lost'
 -- ARGV[1] token   ARGV[2] release channel ('' to publish nothing)   ARGV[3] keep (ms; 0 deletes)
 -- ARGV[4] outcome ('' records nothing)   ARGV[5] record ttl (ms)
@@ -56,25 +57,31 @@ if ARGV[4] ~= '' then
     redis.call('HSET', KEYS[3], 'outcome', outcome)
   end
   redis.call('PEXPIRE', KEYS[3], ARGV[5])
-  redis.call('HINCRBY', KEYS[4], 'runs', 1)
+  local pairs, f = {}, {}
+  for i = 6, #ARGV - 1, 2 do
+    local value = ARGV[i + 1]
+    if ARGV[i] == 'outcome' then value = outcome end
+    pairs[#pairs + 1] = ARGV[i]
+    pairs[#pairs + 1] = value
+    f[ARGV[i]] = value
+  end
+  local event = 'released'
+  if released == 0 then event = 'lost' end
+  -- The entry's ID is the server's clock: when a run last succeeded, without a TIME call.
+  local id = audit(KEYS[11], event, unpack(pairs))
+  local runs = redis.call('HINCRBY', KEYS[4], 'runs', 1)
+  if runs % 64 == 0 then audit_age(KEYS[11], id) end
   if outcome == 'lease lost' then redis.call('HINCRBY', KEYS[4], 'lost', 1) end
   if outcome == 'ok' then
-    local t = redis.call('TIME')
-    redis.call('HSET', KEYS[4], 'last_ok', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
+    local ms = string.match(id, '^(%d+)')
+    redis.call('HSET', KEYS[4], 'last_ok', ms)
   end
   if outcome == 'failed' or outcome == 'killed' or outcome == 'timed out' then
     redis.call('HINCRBY', KEYS[4], 'failed', 1)
   end
   redis.call('PEXPIRE', KEYS[4], ARGV[5])
-  local f = {}
-  for i = 6, #ARGV - 1, 2 do
-    f[#f + 1] = ARGV[i]
-    if ARGV[i] == 'outcome' then f[#f + 1] = outcome else f[#f + 1] = ARGV[i + 1] end
-  end
-  if released == 1 then audit(KEYS[11], 'released', unpack(f)) else audit(KEYS[11], 'lost', unpack(f)) end
-  if redis.call('HMGET', KEYS[10], 'token')[1] == ARGV[1] then
-    local f = {}
-    for i = 6, #ARGV - 1, 2 do f[ARGV[i]] = ARGV[i + 1] end
+  -- The --once-per window's run (its record says once_per) records how it ended.
+  if f.once_per and redis.call('HMGET', KEYS[10], 'token')[1] == ARGV[1] then
     redis.call('HSET', KEYS[10], 'outcome', outcome, 'ended', f.ended or '', 'exit', f.exit or '')
   end
 elseif redis.call('HMGET', KEYS[10], 'token')[1] == ARGV[1] then

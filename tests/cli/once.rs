@@ -120,7 +120,10 @@ fn runs_around_a_boundary_share_one_window_and_the_next_window_runs_again() {
     assert_eq!(early.stdout.trim(), "early", "{early}");
     let record = server.hgetall(&companion_key("daily", "once"));
     let started: i64 = record["started"].parse().expect("started");
-    assert!(started < boundary, "the early run started after the boundary: {record:?}");
+    assert!(
+        started < boundary,
+        "the early run started after the boundary: {record:?}"
+    );
 
     // Two late hosts: 2 s after the same boundary, done well before the window ends (+5 s).
     wait_until("the late hosts' start", Duration::from_secs(5), || {
