@@ -537,7 +537,7 @@ pub fn count_busy(con: &mut dyn ConnectionLike, keys: &Keys, holder: &Holder) ->
         .context("cannot count the busy refusal")
 }
 
-/// How many entries an audit log keeps (at least; up to 99 more, as the stream is trimmed a node
+/// How many entries an audit log keeps (at least; up to 100 more, as the stream is trimmed a node
 /// at a time), and for how long (`scripts/audit.lua` says the same).
 pub const AUDIT_MAX_ENTRIES: usize = 1000;
 pub const AUDIT_MAX_AGE: Duration = Duration::from_secs(30 * 24 * 3600);

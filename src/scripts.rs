@@ -104,7 +104,7 @@ pub const HOLDERS: &str = "holders";
 /// run ended (a hash, expiring twice the window's length after the window was taken).
 pub const ONCE: &str = "once";
 /// The audit log (a stream: acquires, busy refusals, skips, releases, lost leases, forced
-/// releases, pauses and resumes; 1000 to 1099 entries of 30 days at most). Pauses and resumes
+/// releases, pauses and resumes; at most 1100 entries of 30 days at most). Pauses and resumes
 /// of every lock under a prefix go to the empty key's, `{PREFIX}:redlock:log`.
 pub const LOG: &str = "log";
 /// The channel a release publishes on (not a key: nothing is stored under it).

@@ -1,16 +1,22 @@
 -- audit (put in front of every script that writes the audit log): the lock's audit log is a
--- stream, KEYS named by each script. Entry IDs are the server's clock. It keeps 1000 to 1099
--- entries (trimmed a stream node of 100 at a time, which costs far less than an exact trim),
--- the key expires 30 days after the last entry, and every 64th run's release drops entries
--- older than 30 days (audit_age; it needs Redis 6.2, older servers keep the other two bounds).
+-- stream, KEYS named by each script. Entry IDs are the server's clock. Every entry but a
+-- release's trims the log to 1000 entries, a stream node of 100 at a time (far cheaper than an
+-- exact trim), so it holds at most 1100; a release's entry instead drops every entry more than
+-- 30 days older than the run's end (XADD MINID, Redis 6.2; older servers trim by length there
+-- too); and the key expires 30 days after the last entry.
 -- audit(stream, event, ...): appends {event, field/value pairs...}; returns the entry's ID.
 local function audit(stream, event, ...)
   local id = redis.call('XADD', stream, 'MAXLEN', '~', 1000, '*', 'event', event, ...)
   redis.call('PEXPIRE', stream, 2592000000)
   return id
 end
--- audit_age(stream, id): drops the entries more than 30 days older than entry `id`.
-local function audit_age(stream, id)
-  local ms = tonumber(string.match(id, '^(%d+)'))
-  redis.pcall('XTRIM', stream, 'MINID', ms - 2592000000)
+-- audit_aged(stream, now, event, ...): the same, dropping the entries older than 30 days
+-- before `now` (ms) instead.
+local function audit_aged(stream, now, event, ...)
+  local id = redis.pcall('XADD', stream, 'MINID', now - 2592000000, '*', 'event', event, ...)
+  if type(id) == 'table' and id.err then
+    id = redis.call('XADD', stream, 'MAXLEN', '~', 1000, '*', 'event', event, ...)
+  end
+  redis.call('PEXPIRE', stream, 2592000000)
+  return id
 end

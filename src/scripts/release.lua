@@ -67,10 +67,10 @@ if ARGV[4] ~= '' then
   end
   local event = 'released'
   if released == 0 then event = 'lost' end
-  -- The entry's ID is the server's clock: when a run last succeeded, without a TIME call.
-  local id = audit(KEYS[11], event, unpack(pairs))
-  local runs = redis.call('HINCRBY', KEYS[4], 'runs', 1)
-  if runs % 64 == 0 then audit_age(KEYS[11], id) end
+  -- The entry's ID is the server's clock: when a run last succeeded, without a TIME call. The
+  -- age trim is counted back from the run's end (this host's clock: days do not mind seconds).
+  local id = audit_aged(KEYS[11], tonumber(f.ended) or 0, event, unpack(pairs))
+  redis.call('HINCRBY', KEYS[4], 'runs', 1)
   if outcome == 'lease lost' then redis.call('HINCRBY', KEYS[4], 'lost', 1) end
   if outcome == 'ok' then
     local ms = string.match(id, '^(%d+)')
