@@ -181,7 +181,6 @@ mod tests {
                 "SET",
                 "TIME",
                 "XADD",
-                "XTRIM",
                 "ZADD",
                 "ZCARD",
                 "ZRANGE",

@@ -36,7 +36,6 @@ const LEAST_PRIVILEGE: &[&str] = &[
     "+zrem",
     "+zscore",
     "+xadd",
-    "+xtrim",
     "+hincrby",
     "+pexpire",
     "+del",

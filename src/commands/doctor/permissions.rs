@@ -444,7 +444,6 @@ fn tries<'a>(
             "XADD",
             vec![&keys.log, "MAXLEN", "1000", "*", "event", "doctor"],
         ),
-        (Need::Run, "XTRIM", vec![&keys.log, "MAXLEN", "1000"]),
         (Need::Status, "TYPE", vec![&keys.lock]),
         (Need::Status, "MGET", vec![&keys.lock, &keys.fence]),
         (Need::Status, "HGETALL", vec![&keys.holder]),
