@@ -370,13 +370,13 @@ pub struct Queueing<'a> {
 ///
 /// `cluster`: the connection is a Redis Cluster's, where the prefix-wide pause record can be
 /// read only when it shares the lock's slot ([`Keys::pause_all_for`]).
-pub fn acquire(
-    con: &mut dyn ConnectionLike,
+/// The acquire script's keys and arguments for one attempt.
+fn acquire_call(
     claim: &Claim,
     refusal: Refusal,
     queue: Option<&Queueing>,
     cluster: bool,
-) -> Result<Acquire> {
+) -> (Vec<String>, Vec<String>) {
     let Claim {
         keys,
         token,
@@ -385,50 +385,120 @@ pub fn acquire(
         shape,
         once,
     } = *claim;
-    let mut call = ACQUIRE.prepare_invoke();
-    call.key(&keys.lock)
-        .key(&keys.fence)
-        .key(&keys.holder)
-        .key(&keys.stats)
-        .key(&keys.queue)
-        .key(&keys.alive)
-        .key(&keys.waiters)
-        .key(&keys.leases)
-        .key(&keys.holders)
-        .key(&keys.paused)
-        .key(keys.pause_all_for(cluster))
-        .key(&keys.once)
-        .key(&keys.log)
-        .arg(token)
-        .arg(ttl.as_millis() as u64)
-        .arg(if refusal == Refusal::Count { "1" } else { "0" })
-        .arg(RECORD_TTL.as_millis() as u64)
-        .arg(queue.map_or("", |q| q.ticket))
-        .arg(
-            queue
-                .and_then(|q| q.arrival_us)
-                .map_or(String::new(), |a| a.to_string()),
-        )
-        .arg(QUEUE_ENTRY_LIFE.as_millis() as u64)
-        .arg(if queue.is_some() || shape != Shape::Exclusive {
+    let names = vec![
+        keys.lock.clone(),
+        keys.fence.clone(),
+        keys.holder.clone(),
+        keys.stats.clone(),
+        keys.queue.clone(),
+        keys.alive.clone(),
+        keys.waiters.clone(),
+        keys.leases.clone(),
+        keys.holders.clone(),
+        keys.paused.clone(),
+        keys.pause_all_for(cluster).to_string(),
+        keys.once.clone(),
+        keys.log.clone(),
+    ];
+    let mut args = vec![
+        token.to_string(),
+        ttl.as_millis().to_string(),
+        if refusal == Refusal::Count { "1" } else { "0" }.to_string(),
+        RECORD_TTL.as_millis().to_string(),
+        queue.map_or(String::new(), |q| q.ticket.to_string()),
+        queue
+            .and_then(|q| q.arrival_us)
+            .map_or(String::new(), |a| a.to_string()),
+        QUEUE_ENTRY_LIFE.as_millis().to_string(),
+        if queue.is_some() || shape != Shape::Exclusive {
             crate::record::Waiter::who(holder)
         } else {
             String::new()
-        })
-        .arg(shape.as_arg())
-        .arg(&keys.channel)
-        .arg(once.map_or(String::new(), |o| o.every.as_millis().to_string()))
-        .arg(if once.is_some_and(|o| o.retry_failed) {
+        },
+        shape.as_arg(),
+        keys.channel.clone(),
+        once.map_or(String::new(), |o| o.every.as_millis().to_string()),
+        if once.is_some_and(|o| o.retry_failed) {
             "1"
         } else {
             "0"
-        });
+        }
+        .to_string(),
+    ];
     for (name, value) in holder.identity() {
-        call.arg(name).arg(value);
+        args.push(name.to_string());
+        args.push(value);
+    }
+    (names, args)
+}
+
+/// One acquire attempt; a waiter (`queue`) that is refused joins the key's queue, or refreshes
+/// its entry there.
+pub fn acquire(
+    con: &mut dyn ConnectionLike,
+    claim: &Claim,
+    refusal: Refusal,
+    queue: Option<&Queueing>,
+    cluster: bool,
+) -> Result<Acquire> {
+    let (names, args) = acquire_call(claim, refusal, queue, cluster);
+    let mut call = ACQUIRE.prepare_invoke();
+    for name in &names {
+        call.key(name);
+    }
+    for arg in &args {
+        call.arg(arg);
     }
     let reply: Vec<Value> = call
         .invoke(con)
-        .with_context(|| format!("cannot acquire {}", keys.lock))?;
+        .with_context(|| format!("cannot acquire {}", claim.keys.lock))?;
+    Ok(acquire_reply(&reply, queue))
+}
+
+/// The name of a waiter's grant list: a release that makes it the head of the queue pushes to
+/// it (`wake` in queue.lua), in the lock's hash slot.
+pub fn grant_key(keys: &Keys, ticket: &str) -> String {
+    format!("{}:{ticket}", keys.queue)
+}
+
+/// A waiter's attempt queued behind a blocking pop of its grant list: the server runs the
+/// acquire the moment a release pushes to the list (in the same pass as the release), or after
+/// `block`, so the waiter wakes once, with the answer. One server only (not a cluster
+/// connection, whose routing cannot keep the two commands together). `Ok(None)`: the server
+/// does not know the script (after a restart or SCRIPT FLUSH) and it was loaded; try again.
+pub fn acquire_after_grant(
+    con: &mut redis::Connection,
+    claim: &Claim,
+    queue: &Queueing,
+    block: Duration,
+) -> Result<Option<Acquire>> {
+    let (names, args) = acquire_call(claim, Refusal::Uncounted, Some(queue), false);
+    let mut evalsha = redis::cmd("EVALSHA");
+    evalsha.arg(ACQUIRE.get_hash()).arg(names.len());
+    for name in &names {
+        evalsha.arg(name);
+    }
+    for arg in &args {
+        evalsha.arg(arg);
+    }
+    let mut pipe = redis::pipe();
+    pipe.cmd("BLPOP")
+        .arg(grant_key(claim.keys, queue.ticket))
+        .arg(format!("{:.3}", block.as_secs_f64()))
+        .ignore()
+        .add_command(evalsha);
+    match pipe.query::<(Vec<Value>,)>(con) {
+        Ok((reply,)) => Ok(Some(acquire_reply(&reply, Some(queue)))),
+        Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) => {
+            ACQUIRE.load(con)?;
+            Ok(None)
+        }
+        Err(e) => Err(anyhow::Error::new(e).context(format!("cannot acquire {}", claim.keys.lock))),
+    }
+}
+
+/// What the acquire script's reply says.
+fn acquire_reply(reply: &[Value], queue: Option<&Queueing>) -> Acquire {
     let int = |i: usize| -> i64 {
         reply
             .get(i)
@@ -443,16 +513,16 @@ pub fn acquire(
     };
     match int(0) {
         1 => {
-            return Ok(Acquire::Acquired {
+            return Acquire::Acquired {
                 fence: int(1),
                 started_ms: int(2),
                 slot: u32::try_from(int(3)).ok(),
-            });
+            };
         }
         -2 => {
             let opt_int = |i: usize| text(i).parse::<i64>().ok();
             let opt_text = |i: usize| Some(text(i)).filter(|t| !t.is_empty());
-            return Ok(Acquire::Skipped(Ran {
+            return Acquire::Skipped(Ran {
                 window_start_ms: int(1),
                 every_ms: int(2),
                 host: text(3),
@@ -462,16 +532,14 @@ pub fn acquire(
                 ended_ms: opt_int(7),
                 exit: opt_int(8),
                 outcome: text(9),
-            }));
+            });
         }
         -1 => {
-            return Ok(Acquire::Mismatch(
-                Shape::from_stored(&text(1)).unwrap_or_default(),
-            ));
+            return Acquire::Mismatch(Shape::from_stored(&text(1)).unwrap_or_default());
         }
         _ => {}
     }
-    Ok(Acquire::Busy(Busy {
+    Acquire::Busy(Busy {
         pttl_ms: int(1),
         server_now_ms: int(2),
         holder: brief(reply.get(3)),
@@ -485,7 +553,7 @@ pub fn acquire(
         sharers: Shape::from_stored(&text(6))
             .map(|shape| (shape, usize::try_from(int(7)).unwrap_or(0))),
         waiting: queue.is_some(),
-    }))
+    })
 }
 
 /// The holder's brief (record::BRIEF) in a script's reply.
@@ -504,25 +572,28 @@ fn brief(value: Option<&Value>) -> Option<Holder> {
 /// tried instead, which undoes an acquire that has already run.
 pub fn abandon(con: &mut Conn, keys: &Keys, token: &str) {
     match con {
-        Conn::Single(single) => {
-            let mut pipe = redis::pipe();
-            pipe.cmd("SCRIPT")
-                .arg("LOAD")
-                .arg(crate::scripts::RELEASE)
-                .cmd("EVALSHA")
-                .arg(RELEASE.get_hash())
-                .arg(keys.of_an_ending().len())
-                .arg(&keys.of_an_ending()[..])
-                .arg(token)
-                .arg(&keys.channel)
-                .arg(0)
-                .arg("");
-            let _ = single.send_packed_command(&pipe.get_packed_pipeline());
-        }
+        Conn::Single(single) => abandon_single(single, keys, token),
         Conn::Cluster(_) => {
             let _ = release(con, keys, token, None, None);
         }
     }
+}
+
+/// [`abandon`] on a connection to one server.
+pub fn abandon_single(single: &mut redis::Connection, keys: &Keys, token: &str) {
+    let mut pipe = redis::pipe();
+    pipe.cmd("SCRIPT")
+        .arg("LOAD")
+        .arg(crate::scripts::RELEASE)
+        .cmd("EVALSHA")
+        .arg(RELEASE.get_hash())
+        .arg(keys.of_an_ending().len())
+        .arg(&keys.of_an_ending()[..])
+        .arg(token)
+        .arg(&keys.channel)
+        .arg(0)
+        .arg("");
+    let _ = single.send_packed_command(&pipe.get_packed_pipeline());
 }
 
 /// Counts one busy refusal (for a `--wait` that ran out; the attempts themselves do not count).

@@ -175,6 +175,7 @@ mod tests {
                 "HMGET",
                 "HSET",
                 "HSETNX",
+                "LPUSH",
                 "PEXPIRE",
                 "PTTL",
                 "PUBLISH",

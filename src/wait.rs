@@ -11,6 +11,11 @@
 //! that heads the queue wakes the next waiter when it takes its share, since that waiter may
 //! fit beside it. A key held with another shape than asked for ends the wait at once (78).
 //!
+//! On one server (not a cluster, not a quorum) a waiter's next attempt waits *on the server*:
+//! a small thread keeps it queued behind `BLPOP` of the waiter's grant list, which the release
+//! that makes this waiter the head pushes to, so the server runs it in the same pass as the
+//! release (`wait_for_grant`). Elsewhere, or where the server refuses the blocking pop:
+//!
 //! A waiter is *notified*, not polling: it subscribes (on a second connection, in a small
 //! thread) to its own channel, `{L}:redlock:released:TICKET`, on which a release wakes the head
 //! of the queue and nobody else, and to the plain release channel, used when nobody is queued.
@@ -160,6 +165,17 @@ fn wait_in_queue(
     until: Instant,
 ) -> Result<Taken> {
     let keys = req.claim.keys;
+    announce(keys, &busy, until);
+    let mut place = busy.ahead;
+    // On one server (not a cluster), the next attempt waits on the server for this waiter's
+    // grant: no listener, and no round trip after the release.
+    let single = !nodes.is_quorum() && nodes.servers().all(|s| !s.is_cluster());
+    if single
+        && let Some(taken) =
+            wait_for_grant(nodes, req, signals, queue, &mut busy, &mut place, until)?
+    {
+        return Ok(taken);
+    }
     let own = format!("{}:{}", keys.channel, queue.ticket);
     let _listeners: Vec<Listener> = nodes
         .servers()
@@ -171,21 +187,6 @@ fn wait_in_queue(
             )
         })
         .collect();
-    crate::log::note(
-        "waiting",
-        &format!(
-            "waiting for {}: {} in line, {}; waiting up to {}",
-            keys.lock,
-            ordinal(busy.ahead + 1),
-            busy.describe(),
-            crate::lease::fmt(until.saturating_duration_since(Instant::now()))
-        ),
-        &[
-            ("key", (&keys.lock).into()),
-            ("place", (busy.ahead + 1).into()),
-        ],
-    );
-    let mut place = busy.ahead;
     loop {
         let now = Instant::now();
         if now >= until {
@@ -238,13 +239,209 @@ fn wait_in_queue(
             Taken::Busy(b) => busy = b,
             taken => return Ok(taken),
         }
-        if busy.ahead != place {
-            place = busy.ahead;
-            crate::log::info(
-                "queue_moved",
-                &format!("{}: now {} in line", keys.lock, ordinal(place + 1)),
-                &[("key", (&keys.lock).into()), ("place", (place + 1).into())],
-            );
+        moved(keys, &busy, &mut place);
+    }
+}
+
+/// Says once where the waiter stands.
+fn announce(keys: &Keys, busy: &Busy, until: Instant) {
+    crate::log::note(
+        "waiting",
+        &format!(
+            "waiting for {}: {} in line, {}; waiting up to {}",
+            keys.lock,
+            ordinal(busy.ahead + 1),
+            busy.describe(),
+            crate::lease::fmt(until.saturating_duration_since(Instant::now()))
+        ),
+        &[
+            ("key", (&keys.lock).into()),
+            ("place", (busy.ahead + 1).into()),
+        ],
+    );
+}
+
+/// With `-v`, says when the waiter's place changed.
+fn moved(keys: &Keys, busy: &Busy, place: &mut usize) {
+    if busy.ahead != *place {
+        *place = busy.ahead;
+        crate::log::info(
+            "queue_moved",
+            &format!("{}: now {} in line", keys.lock, ordinal(*place + 1)),
+            &[("key", (&keys.lock).into()), ("place", (*place + 1).into())],
+        );
+    }
+}
+
+/// What the grant thread reports: an attempt's answer and when it was sent, or an error.
+type Granted = Result<(Acquire, Moment)>;
+
+/// Waits on one server for this waiter's turn. A thread keeps one attempt queued on its own
+/// connection behind `BLPOP` of the waiter's grant list (`lock::acquire_after_grant`): the release
+/// that makes this waiter the head pushes to the list, and the server runs the attempt in the
+/// same pass, so the waiter learns it holds the lock one network trip after the release. A
+/// refused attempt is the queue entry's refresh, every `block` at the latest. The lease is
+/// counted from when the attempt was written, up to `block` before the server ran it: a block
+/// of at most a tenth of the TTL keeps that cost small.
+///
+/// The main thread keeps the signals and the deadline. A waiter that gives up leaves the queue
+/// at once, then waits for the attempt in flight (at most `block` and a round trip): an attempt
+/// that took the lock meanwhile is undone before redlock goes on. `Ok(None)`: the server refused
+/// the blocking pop (Redis before 6.0 takes no fractional timeout; an ACL without `blpop`), and
+/// the caller waits the notified way instead.
+fn wait_for_grant(
+    nodes: &mut Nodes,
+    req: &Request,
+    signals: &Signals,
+    queue: &Queueing,
+    busy: &mut Busy,
+    place: &mut usize,
+    until: Instant,
+) -> Result<Option<Taken>> {
+    let keys = req.claim.keys;
+    let Some(server) = nodes.servers().next().cloned() else {
+        return Ok(None);
+    };
+    let block = (req.claim.ttl / 10)
+        .min(req.timeout / 2)
+        .clamp(Duration::from_millis(10), QUEUE_REFRESH);
+    let done = AtomicBool::new(false);
+    let (tx, rx) = std::sync::mpsc::channel::<Granted>();
+    let ended = thread::scope(|scope| {
+        let claim = req.claim;
+        let done = &done;
+        let server = &server;
+        let timeout = req.timeout;
+        let spawned = thread::Builder::new()
+            .name("grant-waiter".into())
+            .stack_size(256 * 1024)
+            .spawn_scoped(scope, move || {
+                grant_loop(server, &claim, queue, block, timeout, done, &tx);
+            });
+        if spawned.is_err() {
+            return None;
+        }
+        let ended = loop {
+            let mut fallback = false;
+            let mut answer = None;
+            while let Ok(granted) = rx.try_recv() {
+                match granted {
+                    Ok((Acquire::Busy(b), _)) => {
+                        *busy = b;
+                        moved(keys, busy, place);
+                    }
+                    Ok((attempt, sent)) => answer = Some(outcome(attempt, &req.claim, sent)),
+                    Err(e) if is_server_reply(&e) => fallback = true,
+                    Err(e) => answer = Some(Err(e)),
+                }
+            }
+            if let Some(answer) = answer {
+                break Some(answer);
+            }
+            if fallback {
+                break None;
+            }
+            let now = Instant::now();
+            if now >= until {
+                break Some(Ok(Taken::Busy(busy.clone())));
+            }
+            match signals.wait(Some(until - now)) {
+                // Ctrl-Z while waiting: redlock holds nothing, so it may stop like any job.
+                Event::Signal(libc::SIGTSTP) => {
+                    // SAFETY: stopping ourselves has no memory effects.
+                    unsafe { libc::kill(libc::getpid(), libc::SIGSTOP) };
+                }
+                Event::Signal(sig) if signals::JOB_CONTROL.contains(&sig) => {}
+                Event::Signal(sig) => break Some(Ok(Taken::Interrupted(sig))),
+                Event::Child => {
+                    crate::child::reap(0);
+                }
+                Event::Wake | Event::Timeout => {}
+            }
+        };
+        done.store(true, Ordering::Relaxed);
+        if !matches!(ended, Some(Ok(Taken::Acquired { .. }))) {
+            // Out of the queue at once, so the next waiter is not held up by the join below.
+            nodes.leave(keys, queue.ticket);
+        }
+        // The scope joins the thread here: no attempt of this waiter is in flight after it.
+        ended
+    });
+    // An attempt that took the lock after the waiter gave up holds it for nobody: undo it.
+    for granted in rx.try_iter() {
+        if let Ok((Acquire::Acquired { .. }, _)) = granted
+            && !matches!(ended, Some(Ok(Taken::Acquired { .. })))
+        {
+            let _ = nodes.release(keys, req.claim.token, None, None);
+        }
+    }
+    if matches!(ended, Some(Ok(Taken::Busy(_)))) {
+        nodes.count_busy(keys, req.claim.holder);
+    }
+    ended.transpose()
+}
+
+/// The grant thread: one attempt after another, each queued behind the blocking pop, until one
+/// ends the wait or the main thread is done. It reconnects after a lost connection.
+fn grant_loop(
+    server: &Server,
+    claim: &Claim,
+    queue: &Queueing,
+    block: Duration,
+    timeout: Duration,
+    done: &AtomicBool,
+    tx: &std::sync::mpsc::Sender<Granted>,
+) {
+    let mut con: Option<redis::Connection> = None;
+    let mut last_ahead = None;
+    while !done.load(Ordering::Relaxed) {
+        let c = match con.as_mut() {
+            Some(c) => c,
+            None => match server.connect_direct(timeout) {
+                Ok(c) => {
+                    let _ = set_timeouts_direct(&c, timeout + block);
+                    con.insert(c)
+                }
+                Err(_) => {
+                    thread::sleep(block);
+                    continue;
+                }
+            },
+        };
+        let sent = Moment::now();
+        match lock::acquire_after_grant(c, claim, queue, block) {
+            Ok(None) => {}
+            Ok(Some(Acquire::Busy(b))) => {
+                if last_ahead != Some(b.ahead) {
+                    last_ahead = Some(b.ahead);
+                    let _ = tx.send(Ok((Acquire::Busy(b), sent)));
+                    signals::wake();
+                }
+            }
+            Ok(Some(attempt)) => {
+                let _ = tx.send(Ok((attempt, sent)));
+                signals::wake();
+                return;
+            }
+            Err(e) if is_server_reply(&e) => {
+                let _ = tx.send(Err(e));
+                signals::wake();
+                return;
+            }
+            // A timed-out attempt may still run on the server (a stalled one runs what is queued
+            // when it resumes): its undoing goes behind it on the same connection, and the wait
+            // ends with the timeout, as for any acquire (a retry with the same token could be
+            // undone by it).
+            Err(e) if is_timeout(&e) => {
+                if let Some(mut lost) = con.take() {
+                    lock::abandon_single(&mut lost, claim.keys, claim.token);
+                }
+                let _ = tx.send(Err(e));
+                signals::wake();
+                return;
+            }
+            // A lost connection: a new one, and the next attempt.
+            Err(_) => con = None,
         }
     }
 }

@@ -79,8 +79,8 @@ fn the_lock_user_can_wait_for_a_busy_lock() {
             "run", "--key", "report", "--ttl", "5s", "--wait", "10s", "--", "true",
         ])
         .spawn();
-    crate::support::wait_until("the waiter subscribes", Duration::from_secs(10), || {
-        (server.subscribers("{jobs:report}:redlock:released") > 0).then_some(())
+    crate::support::wait_until("the waiter queues", Duration::from_secs(10), || {
+        (server.query::<i64>(&["ZCARD", "{jobs:report}:redlock:queue"]) > 0).then_some(())
     });
     holder.close_stdin();
     holder.exits_with(0);

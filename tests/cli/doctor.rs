@@ -36,6 +36,8 @@ const LEAST_PRIVILEGE: &[&str] = &[
     "+zrem",
     "+zscore",
     "+xadd",
+    "+lpush",
+    "+blpop",
     "+hincrby",
     "+pexpire",
     "+del",

@@ -235,12 +235,10 @@ fn waiter_starts_promptly_after_a_forced_release() {
         .args(["run", "--key", "job", "--ttl", "30s", "--wait", "10s"])
         .args(["-c", "echo started"])
         .spawn();
-    let channel = LockKeys::of("job").released_channel;
-    wait_until(
-        "the waiter to listen for the release",
-        Duration::from_secs(10),
-        || (server.subscribers(&channel) > 0).then_some(()),
-    );
+    let queue = crate::support::companion_key("job", "queue");
+    wait_until("the waiter to queue", Duration::from_secs(10), || {
+        (server.query::<i64>(&["ZCARD", &queue]) > 0).then_some(())
+    });
 
     let released = Instant::now();
     Redlock::new(&server)

@@ -439,6 +439,8 @@ fn tries<'a>(
         (Need::Run, "ZREM", vec![&keys.queue, "doctor"]),
         (Need::Run, "HSETNX", vec![&keys.waiters, "doctor", "1"]),
         (Need::Run, "HDEL", vec![&keys.waiters, "doctor"]),
+        (Need::Run, "LPUSH", vec![&keys.queue, "doctor"]),
+        (Need::Run, "BLPOP", vec![&keys.queue, "0.01"]),
         (
             Need::Run,
             "XADD",
@@ -576,7 +578,7 @@ fn report_denied(
 
 /// What `run` sends itself besides the commands its scripts call: the scripts by SHA, SCRIPT
 /// LOAD when the server's script cache was flushed, and the subscription `--wait` listens on.
-const RUN_OWN_RULES: [&str; 3] = ["+evalsha", "+script|load", "+subscribe"];
+const RUN_OWN_RULES: [&str; 4] = ["+evalsha", "+script|load", "+subscribe", "+blpop"];
 /// What `status` reads (the lock's state, and `--all`'s SCAN) besides the PTTL `run` needs too.
 const STATUS_RULES: &str = "+type +mget +hgetall +zrange +scan";
 
