@@ -87,6 +87,52 @@ fn the_lock_user_can_wait_for_a_busy_lock() {
     waiter.exits_with(0);
 }
 
+/// A user set up before waiters waited on the server (no `+blpop`) still waits: woken on its
+/// channel instead.
+#[test]
+fn a_lock_user_without_blpop_waits_the_notified_way() {
+    let server = server_with_recipes();
+    let rules: Vec<String> = recipe("locker")
+        .into_iter()
+        .filter(|rule| rule != "+blpop")
+        .chain(["-blpop".to_string()])
+        .collect();
+    let rules: Vec<&str> = rules.iter().map(String::as_str).collect();
+    server.acl_setuser("locker", &rules);
+    let mut holder = as_user(&server, "locker")
+        .args([
+            "run",
+            "--key",
+            "report",
+            "--ttl",
+            "5s",
+            "-c",
+            "echo ready; read _ || true",
+        ])
+        .spawn();
+    holder.expect_line("ready");
+    let mut waiter = as_user(&server, "locker")
+        .args([
+            "run",
+            "--key",
+            "report",
+            "--ttl",
+            "5s",
+            "--wait",
+            "10s",
+            "-c",
+            "echo took",
+        ])
+        .spawn();
+    crate::support::wait_until("the waiter listens", Duration::from_secs(10), || {
+        (server.subscribers("{jobs:report}:redlock:released") > 0).then_some(())
+    });
+    holder.close_stdin();
+    holder.exits_with(0);
+    waiter.expect_line("took");
+    waiter.wait().expect_code(0);
+}
+
 #[test]
 fn the_lock_user_can_script_acquire_extend_release_and_force() {
     let server = server_with_recipes();
