@@ -227,14 +227,9 @@ fn slot_part(key: &str) -> &str {
     hash_tag(key).unwrap_or(key)
 }
 
-/// Every lock redlock has created under `prefix`, found by SCANning for fence counters (the one
-/// companion that never expires). Never KEYS: SCAN does not block the server.
-pub fn scan_locks(con: &mut Conn, prefix: &str) -> Result<Vec<Keys>> {
-    scan_companions(con, prefix, FENCE)
-}
-
-/// Every lock under `prefix` that has a companion NAME (`FENCE` finds every lock redlock
-/// created; `PAUSED` every paused one, created or not).
+/// Every lock under `prefix` that has a companion NAME, found by SCAN, never KEYS (SCAN does
+/// not block the server). `FENCE`, the one companion that never expires, finds every lock redlock
+/// created; `PAUSED` every paused one, created or not.
 pub fn scan_companions(con: &mut Conn, prefix: &str, name: &str) -> Result<Vec<Keys>> {
     let pattern = format!("*:redlock:{name}");
     let mut found = std::collections::BTreeMap::new();

@@ -558,6 +558,17 @@ impl Nodes {
         Ok(released >= self.majority())
     }
 
+    /// Every lock under `prefix` that has a companion `name` (`FENCE`: every lock redlock
+    /// created), found by SCAN on every node, once each, by name.
+    pub fn find_locks(&mut self, prefix: &str, name: &str) -> Result<Vec<Keys>> {
+        let found = self.each(|c| crate::keys::scan_companions(c, prefix, name));
+        let mut all = std::collections::BTreeMap::new();
+        for k in self.answered(found)?.into_iter().flatten().flatten() {
+            all.insert(k.lock.clone(), k);
+        }
+        Ok(all.into_values().collect())
+    }
+
     /// `release --force` on every node: what each removed.
     pub fn force_release(
         &mut self,

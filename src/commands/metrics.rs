@@ -22,7 +22,7 @@ use crate::Context;
 use crate::cli::MetricsArgs;
 use crate::exit::Exit;
 use crate::inspect::Inspection;
-use crate::keys::{self, Keys};
+use crate::keys::Keys;
 use crate::log;
 use crate::nodes::Nodes;
 use crate::record::{LockState, Outcome};
@@ -36,12 +36,7 @@ pub fn metrics(ctx: &Context, args: MetricsArgs) -> Result<Exit> {
     let mut nodes = ctx.nodes(ctx.timeout);
     nodes.connect()?;
     let keys = if args.all {
-        let found = nodes.each(|c| keys::scan_locks(c, &ctx.prefix));
-        let mut all = std::collections::BTreeMap::new();
-        for k in nodes.answered(found)?.into_iter().flatten().flatten() {
-            all.insert(k.lock.clone(), k);
-        }
-        all.into_values().collect()
+        nodes.find_locks(&ctx.prefix, crate::scripts::FENCE)?
     } else {
         named
     };

@@ -109,12 +109,7 @@ pub fn pause(ctx: &Context, args: PauseArgs) -> Result<Exit> {
         return Ok(Exit::Success);
     };
     let watched = if args.all {
-        let found = nodes.each(|c| keys::scan_locks(c, &ctx.prefix));
-        let mut all = std::collections::BTreeMap::new();
-        for k in nodes.answered(found)?.into_iter().flatten().flatten() {
-            all.insert(k.lock.clone(), k);
-        }
-        all.into_values().collect()
+        nodes.find_locks(&ctx.prefix, crate::scripts::FENCE)?
     } else {
         keys
     };
@@ -204,13 +199,9 @@ pub fn resume(ctx: &Context, args: ResumeArgs) -> Result<Exit> {
                 ctx.prefix
             ));
         }
-        let found = nodes.each(|c| keys::scan_companions(c, &ctx.prefix, PAUSED));
-        let mut paused = std::collections::BTreeMap::new();
-        for k in nodes.answered(found)?.into_iter().flatten().flatten() {
-            paused.insert(k.lock.clone(), k);
-        }
+        let paused = nodes.find_locks(&ctx.prefix, PAUSED)?;
         let mut any = prefix_wide;
-        for k in paused.values() {
+        for k in &paused {
             any |= resume_one(&mut nodes, k)?;
         }
         if !any {

@@ -55,7 +55,7 @@ use crate::cli::StatusArgs;
 use crate::exit::Exit;
 use crate::inspect::{self, Inspection};
 use crate::json::Json;
-use crate::keys::{self, Keys};
+use crate::keys::Keys;
 use crate::lease::fmt;
 use crate::lock::Shape;
 use crate::log;
@@ -71,12 +71,7 @@ pub fn status(ctx: &Context, args: StatusArgs) -> Result<Exit> {
     let mut nodes = ctx.nodes(ctx.timeout);
     nodes.connect()?;
     let keys = if args.all {
-        let found = nodes.each(|c| keys::scan_locks(c, &ctx.prefix));
-        let mut all = std::collections::BTreeMap::new();
-        for keys in nodes.answered(found)?.into_iter().flatten().flatten() {
-            all.insert(keys.lock.clone(), keys);
-        }
-        all.into_values().collect()
+        nodes.find_locks(&ctx.prefix, crate::scripts::FENCE)?
     } else {
         keys
     };
