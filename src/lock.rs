@@ -185,17 +185,7 @@ impl Ran {
             let t = std::time::UNIX_EPOCH + Duration::from_millis(ms.max(0) as u64);
             humantime::format_rfc3339_seconds(t).to_string()
         };
-        let mut who = self.host.clone();
-        let mut details = Vec::new();
-        if let Some(pid) = self.pid {
-            details.push(format!("pid {pid}"));
-        }
-        if let Some(user) = &self.user {
-            details.push(format!("user {user}"));
-        }
-        if !details.is_empty() {
-            who.push_str(&format!(" ({})", details.join(", ")));
-        }
+        let who = crate::record::who(&self.host, self.pid, self.user.as_deref(), None);
         let how = match self.outcome.as_str() {
             "running" => "still running".to_string(),
             "vanished" => "it ended without a release (its lease lapsed)".to_string(),

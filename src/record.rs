@@ -34,6 +34,24 @@ fn text(fields: &Fields, name: &str) -> Option<String> {
     get(fields, name).map(str::to_string)
 }
 
+/// "host (pid 12, user bob, fence 7)", leaving out what is unknown: how every line names a
+/// holder, waiter, pause or run.
+pub fn who(host: &str, pid: Option<i64>, user: Option<&str>, fence: Option<i64>) -> String {
+    let details: Vec<String> = [
+        pid.map(|p| format!("pid {p}")),
+        user.map(|u| format!("user {u}")),
+        fence.map(|f| format!("fence {f}")),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    if details.is_empty() {
+        host.to_string()
+    } else {
+        format!("{host} ({})", details.join(", "))
+    }
+}
+
 /// Who holds a lock: the holder hash, which lives and expires with the lock.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Holder {
@@ -122,18 +140,10 @@ impl Holder {
         let Some(h) = holder else {
             return "held by a client that left no holder record".to_string();
         };
-        let mut who = format!("held by {}", h.host);
-        let details: Vec<String> = [
-            h.pid.map(|p| format!("pid {p}")),
-            h.user.as_ref().map(|u| format!("user {u}")),
-            h.fence.map(|f| format!("fence {f}")),
-        ]
-        .into_iter()
-        .flatten()
-        .collect();
-        if !details.is_empty() {
-            who.push_str(&format!(" ({})", details.join(", ")));
-        }
+        let mut who = format!(
+            "held by {}",
+            self::who(&h.host, h.pid.map(i64::from), h.user.as_deref(), h.fence)
+        );
         if let (Some(started), Some(now)) = (h.started_ms, server_now_ms) {
             let age = (now - started).max(0) as u64;
             who.push_str(&format!(
@@ -291,21 +301,17 @@ impl Pause {
         } else {
             "paused by ".to_string()
         };
-        out.push_str(if self.host.is_empty() {
+        let host = if self.host.is_empty() {
             "an unknown host"
         } else {
             &self.host
-        });
-        let details: Vec<String> = [
-            self.pid.map(|p| format!("pid {p}")),
-            self.user.as_ref().map(|u| format!("user {u}")),
-        ]
-        .into_iter()
-        .flatten()
-        .collect();
-        if !details.is_empty() {
-            out.push_str(&format!(" ({})", details.join(", ")));
-        }
+        };
+        out.push_str(&who(
+            host,
+            self.pid.map(i64::from),
+            self.user.as_deref(),
+            None,
+        ));
         if let Some(since) = self.since_ms {
             out.push_str(&format!(" since {}", rfc3339(since)));
         }
@@ -396,17 +402,12 @@ impl Sharer {
         if let Some(slot) = self.slot {
             out.push_str(&format!("slot {slot}: "));
         }
-        out.push_str(&self.host);
-        let details: Vec<String> = [
-            self.pid.map(|p| format!("pid {p}")),
-            self.user.as_ref().map(|u| format!("user {u}")),
-        ]
-        .into_iter()
-        .flatten()
-        .collect();
-        if !details.is_empty() {
-            out.push_str(&format!(" ({})", details.join(", ")));
-        }
+        out.push_str(&who(
+            &self.host,
+            self.pid.map(i64::from),
+            self.user.as_deref(),
+            None,
+        ));
         if let Some(f) = self.fence {
             out.push_str(&format!(", fence {f}"));
         }

@@ -61,17 +61,12 @@ impl Entry {
         } else {
             self.lock.clone()
         };
-        let mut who = self.get("host").unwrap_or("?").to_string();
-        let details: Vec<String> = [
-            self.get("pid").map(|p| format!("pid {p}")),
-            self.get("user").map(|u| format!("user {u}")),
-        ]
-        .into_iter()
-        .flatten()
-        .collect();
-        if !details.is_empty() {
-            who.push_str(&format!(" ({})", details.join(", ")));
-        }
+        let who = crate::record::who(
+            self.get("host").unwrap_or("?"),
+            self.get("pid").and_then(|p| p.parse().ok()),
+            self.get("user"),
+            None,
+        );
         let mut line = format!(
             "{}  {key}  {}  {who}",
             time_text(self.ms),

@@ -436,17 +436,10 @@ impl<'a> View<'a> {
             }
             LockState::Held => match self.holder() {
                 Some(h) => {
-                    let mut who = format!("{key}: held by {}", h.host);
-                    let details: Vec<String> = [
-                        h.pid.map(|p| format!("pid {p}")),
-                        h.user.as_ref().map(|u| format!("user {u}")),
-                    ]
-                    .into_iter()
-                    .flatten()
-                    .collect();
-                    if !details.is_empty() {
-                        who.push_str(&format!(" ({})", details.join(", ")));
-                    }
+                    let mut who = format!(
+                        "{key}: held by {}",
+                        crate::record::who(&h.host, h.pid.map(i64::from), h.user.as_deref(), None)
+                    );
                     if let Some(f) = h.fence {
                         who.push_str(&format!(", fence {f}"));
                     }
@@ -524,17 +517,16 @@ impl<'a> View<'a> {
             out.push('\n');
         }
         for (place, waiter) in self.i.queue.iter().enumerate() {
-            let mut line = format!("  waiting   {}. {}", place + 1, waiter.host);
-            let details: Vec<String> = [
-                waiter.pid.map(|p| format!("pid {p}")),
-                waiter.user.as_ref().map(|u| format!("user {u}")),
-            ]
-            .into_iter()
-            .flatten()
-            .collect();
-            if !details.is_empty() {
-                line.push_str(&format!(" ({})", details.join(", ")));
-            }
+            let mut line = format!(
+                "  waiting   {}. {}",
+                place + 1,
+                crate::record::who(
+                    &waiter.host,
+                    waiter.pid.map(i64::from),
+                    waiter.user.as_deref(),
+                    None
+                )
+            );
             if let Some(since) = waiter.since_ms {
                 line.push_str(&format!(", for {}", self.age(since)));
             }
