@@ -32,6 +32,8 @@ pub struct Inspection {
     pub sharers: Vec<Sharer>,
     /// How long until the last shared lease ends.
     pub sharers_pttl_ms: i64,
+    /// The `--once-per` window's record: who took the current (or last) window, and how it went.
+    pub once: Option<crate::lock::Ran>,
 }
 
 impl Inspection {
@@ -146,12 +148,14 @@ pub fn inspect(con: &mut Conn, keys: &[Keys], now_ms: i64) -> Result<Vec<Inspect
             .arg(-1)
             .arg("WITHSCORES")
             .cmd("HGETALL")
-            .arg(&k.holders);
+            .arg(&k.holders)
+            .cmd("HGETALL")
+            .arg(&k.once);
     }
     pipe.ignore_errors();
     let replies: Vec<Value> = pipe.query(con).context("cannot read the lock state")?;
     let mut out = Vec::with_capacity(keys.len());
-    for (chunk, k) in replies.chunks(12).zip(keys) {
+    for (chunk, k) in replies.chunks(13).zip(keys) {
         let [
             key_type,
             values,
@@ -165,6 +169,7 @@ pub fn inspect(con: &mut Conn, keys: &[Keys], now_ms: i64) -> Result<Vec<Inspect
             pause_all,
             leases,
             holders,
+            once,
         ] = chunk
         else {
             anyhow::bail!("unexpected reply from the server");
@@ -193,7 +198,9 @@ pub fn inspect(con: &mut Conn, keys: &[Keys], now_ms: i64) -> Result<Vec<Inspect
             .find(|(field, _)| field == "shape")
             .and_then(|(_, v)| Shape::from_stored(v))
             .filter(|_| !sharers.is_empty());
+        let once = once_of(&pairs(once)?, token.as_deref(), &sharers);
         out.push(Inspection {
+            once,
             token: if key_type == "string" { token } else { None },
             key_type,
             pttl_ms: redis::from_redis_value_ref(pttl)?,
@@ -221,4 +228,41 @@ pub fn inspect(con: &mut Conn, keys: &[Keys], now_ms: i64) -> Result<Vec<Inspect
         });
     }
     Ok(out)
+}
+
+/// The `--once-per` window's record, as the acquire script judges it: a run recorded as running
+/// that no longer holds the lock (not the lock's token, not among the shared holders) vanished.
+fn once_of(
+    fields: &[(String, String)],
+    token: Option<&str>,
+    sharers: &[Sharer],
+) -> Option<crate::lock::Ran> {
+    let get = |name: &str| {
+        fields
+            .iter()
+            .find(|(f, _)| f == name)
+            .map(|(_, v)| v.as_str())
+            .filter(|v| !v.is_empty())
+    };
+    let num = |name: &str| get(name).and_then(|v| v.parse::<i64>().ok());
+    let (window, every) = (num("window")?, num("every")?);
+    let mut outcome = get("outcome").unwrap_or("").to_string();
+    let owner = get("token");
+    if outcome == "running"
+        && owner != token
+        && !sharers.iter().any(|s| s.token.as_deref() == owner)
+    {
+        outcome = "vanished".to_string();
+    }
+    Some(crate::lock::Ran {
+        window_start_ms: window * every - every / 2,
+        every_ms: every,
+        host: get("host").unwrap_or("").to_string(),
+        pid: num("pid"),
+        user: get("user").map(str::to_string),
+        started_ms: num("started"),
+        ended_ms: num("ended"),
+        exit: num("exit"),
+        outcome,
+    })
 }

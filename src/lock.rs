@@ -178,9 +178,9 @@ pub struct Ran {
 }
 
 impl Ran {
-    /// "already ran in the window 2026-01-02T11:30:00Z–2026-01-02T12:30:00Z (--once-per 1h):
-    /// host (pid 12, user bob) started 2026-01-02T12:00:03Z, ok (exit 0) after 2s".
-    pub fn describe(&self) -> String {
+    /// "the window 2026-01-02T11:30:00Z–2026-01-02T12:30:00Z (--once-per 1h): host (pid 12,
+    /// user bob) started 2026-01-02T12:00:03Z, ok (exit 0) after 2s".
+    pub fn summary(&self) -> String {
         let at = |ms: i64| {
             let t = std::time::UNIX_EPOCH + Duration::from_millis(ms.max(0) as u64);
             humantime::format_rfc3339_seconds(t).to_string()
@@ -204,12 +204,33 @@ impl Ran {
             }
         };
         format!(
-            "already ran in the window {}–{} (--once-per {}): {who} started {}, {how}",
+            "the window {}–{} (--once-per {}): {who} started {}, {how}",
             at(self.window_start_ms),
             at(self.window_start_ms + self.every_ms),
             crate::lease::fmt(Duration::from_millis(self.every_ms.max(0) as u64)),
             self.started_ms.map_or("at an unknown time".to_string(), at),
         )
+    }
+
+    /// "already ran in the window …": why a run of this window is skipped.
+    pub fn describe(&self) -> String {
+        format!("already ran in {}", self.summary())
+    }
+
+    /// `status --json`'s `once` object.
+    pub fn json(&self) -> crate::json::Json {
+        use crate::json::Json;
+        Json::Obj(vec![
+            ("window_start_ms", Json::Num(self.window_start_ms.into())),
+            ("every_ms", Json::Num(self.every_ms.into())),
+            ("host", Json::str(&self.host)),
+            ("pid", Json::opt_num(self.pid)),
+            ("user", Json::opt_str(self.user.as_deref())),
+            ("started_ms", Json::opt_num(self.started_ms)),
+            ("ended_ms", Json::opt_num(self.ended_ms)),
+            ("exit", Json::opt_num(self.exit)),
+            ("outcome", Json::str(&self.outcome)),
+        ])
     }
 }
 

@@ -36,6 +36,8 @@
 //!    "counters": {"runs", "busy", "lost", "failed", "forced"},
 //!    "last_ok_ms": 1795238551000 | null, // when a run last ended ok
 //!    "paused": true | false,           // a pause in force: new runs are refused
+//!    "once": {"window_start_ms", "every_ms", "host", "pid", "user", "started_ms", "ended_ms",
+//!             "exit", "outcome"} | null,  // the --once-per window's run
 //!    "pauses": [{"scope": "key" | "prefix", "in_force", "host", "pid", "user", "reason",
 //!                "since_ms", "until_ms" (null: until resumed)}],  // in force or lapsed
 //!    // only with several --url (a quorum):
@@ -383,6 +385,13 @@ impl<'a> View<'a> {
         fields.push(("last_ok_ms", Json::opt_num(self.i.counters.last_ok_ms)));
         fields.push(("paused", Json::Bool(self.i.pause(self.now_ms).is_some())));
         fields.push((
+            "once",
+            self.i
+                .once
+                .as_ref()
+                .map_or(Json::Null, crate::lock::Ran::json),
+        ));
+        fields.push((
             "pauses",
             Json::Arr(self.i.pauses.iter().map(|p| p.json(self.now_ms)).collect()),
         ));
@@ -462,6 +471,9 @@ impl<'a> View<'a> {
                     self.expiry()
                 )),
             },
+        }
+        if let Some(once) = &self.i.once {
+            out.push_str(&format!("  once per  {}\n", once.summary()));
         }
         for pause in &self.i.pauses {
             out.push_str(&format!("  paused    {}\n", pause.describe(self.now_ms)));

@@ -286,3 +286,38 @@ fn bad_once_per_values_are_rejected_before_redis_is_contacted() {
         assert_eq!(keys, 0, "a quorum node was written to");
     }
 }
+
+#[test]
+fn status_shows_who_took_the_window_and_how_it_went() {
+    let server = RedisServer::start();
+    once(&server, "1h", "exit 4").exits_with(4);
+    let text = Redlock::new(&server)
+        .args(["status", "daily"])
+        .exits_with(1);
+    let line = text
+        .stdout
+        .lines()
+        .find(|l| l.trim_start().starts_with("once per"))
+        .unwrap_or_else(|| text.fail("no `once per` line"));
+    assert!(
+        line.contains("(--once-per 1h)") && line.contains("failed (exit 4)"),
+        "{line}"
+    );
+    assert!(line.contains(&host_name()), "{line}");
+
+    let json = Redlock::new(&server)
+        .args(["status", "daily", "--json"])
+        .exits_with(1);
+    let doc: serde_json::Value = serde_json::from_str(&json.stdout).expect("JSON");
+    let once = &doc["locks"][0]["once"];
+    assert_eq!(once["every_ms"], 3_600_000, "{doc}");
+    assert_eq!(once["outcome"], "failed", "{doc}");
+    assert_eq!(once["exit"], 4, "{doc}");
+
+    // Without --once-per runs there is no record.
+    let other = Redlock::new(&server)
+        .args(["status", "other", "--json"])
+        .exits_with(1);
+    let doc: serde_json::Value = serde_json::from_str(&other.stdout).expect("JSON");
+    assert!(doc["locks"][0]["once"].is_null(), "{doc}");
+}
