@@ -73,6 +73,14 @@ impl Context {
         })
     }
 
+    /// The keys named on the command line, under the prefix (64 for a bad one).
+    pub fn keys(&self, names: &[String]) -> Result<Vec<crate::keys::Keys>> {
+        names
+            .iter()
+            .map(|k| crate::keys::Keys::new(&self.prefix, k))
+            .collect()
+    }
+
     /// The shape `--shared` / `--slots N` ask for, checked before anything is contacted: a
     /// quorum refuses both (64). A majority vote does not keep a count: with 3 nodes and
     /// `--slots 2`, holders granted by nodes {1,2}, {2,3} and {1,3} each win a majority while

@@ -64,11 +64,7 @@ impl State {
 }
 
 pub fn check(ctx: &Context, args: CheckArgs) -> Result<Exit> {
-    let keys = args
-        .keys
-        .iter()
-        .map(|k| Keys::new(&ctx.prefix, k))
-        .collect::<Result<Vec<_>>>()?;
+    let keys = ctx.keys(&args.keys)?;
     let read = (|| {
         let mut nodes = ctx.nodes(ctx.timeout);
         nodes.connect()?;

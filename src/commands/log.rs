@@ -21,7 +21,7 @@ use redis::Value;
 use crate::Context;
 use crate::cli::LogArgs;
 use crate::exit::Exit;
-use crate::keys::{self, Keys};
+use crate::keys;
 use crate::log::{self, json_str};
 use crate::server::Conn;
 use crate::signals::{self, Event, Signals};
@@ -161,11 +161,7 @@ fn time_text(ms: i64) -> String {
 }
 
 pub fn log(ctx: &Context, args: LogArgs) -> Result<Exit> {
-    let named = args
-        .keys
-        .iter()
-        .map(|k| Keys::new(&ctx.prefix, k))
-        .collect::<Result<Vec<_>>>()?;
+    let named = ctx.keys(&args.keys)?;
     // Signals are blocked before anything runs, so a follow ends at the next poll, not at once
     // mid-print.
     let signals = args.follow.then(Signals::block);

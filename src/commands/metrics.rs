@@ -28,11 +28,7 @@ use crate::nodes::Nodes;
 use crate::record::{LockState, Outcome};
 
 pub fn metrics(ctx: &Context, args: MetricsArgs) -> Result<Exit> {
-    let named = args
-        .keys
-        .iter()
-        .map(|k| Keys::new(&ctx.prefix, k))
-        .collect::<Result<Vec<_>>>()?;
+    let named = ctx.keys(&args.keys)?;
     let mut nodes = ctx.nodes(ctx.timeout);
     nodes.connect()?;
     let keys = if args.all {

@@ -68,7 +68,7 @@ pub fn pause(ctx: &Context, args: PauseArgs) -> Result<Exit> {
             ctx.prefix
         )));
     }
-    let keys = named(ctx, &args.keys)?;
+    let keys = ctx.keys(&args.keys)?;
     let mut who = Holder::current("redlock pause", None);
     // This short-lived process is not who to ask; host and user are.
     who.pid = None;
@@ -165,7 +165,7 @@ fn drain(nodes: &mut Nodes, keys: &[Keys], limit: Duration) -> Result<Exit> {
 }
 
 pub fn resume(ctx: &Context, args: ResumeArgs) -> Result<Exit> {
-    let keys = named(ctx, &args.keys)?;
+    let keys = ctx.keys(&args.keys)?;
     let mut nodes = ctx.nodes(ctx.timeout);
     nodes.connect()?;
     if args.all {
@@ -258,11 +258,6 @@ fn resume_one(nodes: &mut Nodes, k: &Keys) -> Result<bool> {
         let _ = log::stdout(&format!("resumed {}\n", k.lock));
     }
     Ok(resumed)
-}
-
-/// The named keys, checked before anything is contacted.
-fn named(ctx: &Context, names: &[String]) -> Result<Vec<Keys>> {
-    names.iter().map(|k| Keys::new(&ctx.prefix, k)).collect()
 }
 
 /// Who resumes, for the audit log: host and user (this short-lived process's pid says nothing).

@@ -65,11 +65,7 @@ use crate::nodes::{Nodes, Tally};
 use crate::record::{Holder, LockState, Waiter};
 
 pub fn status(ctx: &Context, args: StatusArgs) -> Result<Exit> {
-    let keys = args
-        .keys
-        .iter()
-        .map(|k| Keys::new(&ctx.prefix, k))
-        .collect::<Result<Vec<_>>>()?;
+    let keys = ctx.keys(&args.keys)?;
     let mut nodes = ctx.nodes(ctx.timeout);
     nodes.connect()?;
     let keys = if args.all {
