@@ -478,7 +478,7 @@ pub fn grant_key(keys: &Keys, ticket: &str) -> String {
 /// connection, whose routing cannot keep the two commands together). `Ok(None)`: the server
 /// does not know the script (after a restart or SCRIPT FLUSH) and it was loaded; try again.
 pub fn acquire_after_grant(
-    con: &mut redis::Connection,
+    con: &mut crate::wire::Wire,
     claim: &Claim,
     queue: &Queueing,
     block: Duration,
@@ -591,7 +591,7 @@ pub fn abandon(con: &mut Conn, keys: &Keys, token: &str) {
 }
 
 /// [`abandon`] on a connection to one server.
-pub fn abandon_single(single: &mut redis::Connection, keys: &Keys, token: &str) {
+pub fn abandon_single(single: &mut crate::wire::Wire, keys: &Keys, token: &str) {
     let mut pipe = redis::pipe();
     pipe.cmd("SCRIPT")
         .arg("LOAD")

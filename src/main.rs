@@ -34,6 +34,7 @@ mod signals;
 mod sys;
 mod tree;
 mod wait;
+mod wire;
 
 use anyhow::Result;
 use clap::error::ErrorKind;

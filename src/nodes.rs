@@ -64,7 +64,10 @@ impl Node {
             None => {
                 self.answered = false;
                 self.timeout = Some(timeout);
-                self.con.insert(self.server.connect(timeout)?)
+                match self.server.connect(timeout) {
+                    Ok(con) => self.con.insert(con),
+                    Err(e) => return Err(self.explain(e, false)),
+                }
             }
         };
         if self.timeout != Some(timeout) {
@@ -87,9 +90,10 @@ impl Node {
         result.map_err(|e| self.explain(e, answered))
     }
 
-    /// A TLS handshake that failed becomes one plain line (still 69). The handshake runs with
-    /// the first request, so a TLS server's plain port shows up as that request timing out:
-    /// the error stays a timeout (a timed-out acquire is undone), with the likely cause added.
+    /// A TLS handshake that failed becomes one plain line (still 69). A TLS server's plain
+    /// port shows up as the handshake timing out (when connecting to one server, with the
+    /// first request through a cluster): the error stays a timeout (a timed-out acquire is
+    /// undone), with the likely cause added.
     fn explain(&self, err: anyhow::Error, answered: bool) -> anyhow::Error {
         let Some(target) = self.server.tls_target() else {
             return err;
@@ -154,8 +158,9 @@ impl Nodes {
     pub fn connect(&mut self) -> Result<()> {
         if let [node] = self.nodes.as_mut_slice() {
             node.with(self.timeout, |_| Ok(()))?;
-            // Connecting sends nothing: no TLS handshake has been answered yet.
-            node.answered = false;
+            // Connecting sends nothing but a single server's TLS handshake, which redlock's own
+            // connection completes there (`wire.rs`): only that counts as an answer.
+            node.answered = node.server.is_direct() && node.server.is_tls();
         }
         Ok(())
     }

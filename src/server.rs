@@ -38,12 +38,13 @@ use redis::sentinel::{
     SentinelClient, SentinelClientBuilder, SentinelNodeConnectionInfo, SentinelServerType::Master,
 };
 use redis::{
-    Client, Cmd, Connection, ConnectionAddr, ConnectionInfo, ConnectionLike, IntoConnectionInfo,
-    RedisError, RedisResult, TlsCertificates, TlsMode, Value,
+    Client, Cmd, ConnectionAddr, ConnectionInfo, ConnectionLike, IntoConnectionInfo, RedisError,
+    RedisResult, TlsCertificates, TlsMode, Value,
 };
 
 use crate::error::{classify_redis, explain_tls, fail, is_timeout, usage};
 use crate::exit::Exit;
+use crate::wire::{self, Wire};
 
 pub const DEFAULT_URL: &str = "redis://127.0.0.1:6379";
 
@@ -63,17 +64,28 @@ pub struct TlsTarget {
     pub address: String,
     /// `--tls-ca-file` as given; `None` means the system's trust store.
     pub ca_file: Option<String>,
+    /// Whether a certificate of `ca_file` presented as the server's own is accepted: on
+    /// redlock's own connections to one server, not through the crate's cluster and Sentinel
+    /// clients (see `wire.rs`).
+    pub own_accepted: bool,
 }
 
 #[derive(Clone)]
 enum Target {
-    Direct(Client),
+    Direct {
+        info: ConnectionInfo,
+        /// For `rediss://`: built once, trusting the server's own certificate when
+        /// `--tls-ca-file` lists it (see `wire.rs`).
+        tls: Option<Arc<rustls::ClientConfig>>,
+    },
     Cluster {
         seeds: Vec<ConnectionInfo>,
         password: Option<String>,
         username: Option<String>,
         /// `rediss+cluster://`: TLS to every node.
         tls: Option<Tls>,
+        /// The same for redlock's own connections to a seed (pub/sub, diagnosis).
+        seed_tls: Option<Arc<rustls::ClientConfig>>,
     },
     Sentinel {
         /// One client per sentinel, asked in parallel: a hung sentinel must not hide the others.
@@ -81,6 +93,8 @@ enum Target {
         service: String,
         /// `Some` for `rediss+sentinel://`, holding `--tls-ca-file` if given (for messages).
         ca_file: Option<Option<String>>,
+        /// For `rediss+sentinel://`: redlock's own connections to the master.
+        master_tls: Option<Arc<rustls::ClientConfig>>,
     },
 }
 
@@ -101,7 +115,7 @@ pub struct SentinelAuth {
 
 /// A connection to wherever the lock lives: one server, or a cluster that routes by key.
 pub enum Conn {
-    Single(Connection),
+    Single(Wire),
     Cluster(Box<ClusterConnection>),
 }
 
@@ -192,7 +206,7 @@ impl ConnectionLike for Overlap<'_> {
 /// and is dropped by its owner (`nodes.rs`). Error replies from the server are values here,
 /// as in the crate (the pipeline decides what they mean). No MULTI pipelines are sent.
 fn pipeline_until_first_failure(
-    con: &mut Connection,
+    con: &mut Wire,
     cmd: &[u8],
     offset: usize,
     count: usize,
@@ -313,6 +327,23 @@ impl Tls {
         }
     }
 
+    /// redlock's own TLS settings (`wire.rs`), with the exception for a server presenting a
+    /// certificate of `--tls-ca-file` as its own when `own_certificates`. Errors name the flag.
+    fn config(
+        &self,
+        own_certificates: bool,
+    ) -> std::result::Result<Arc<rustls::ClientConfig>, String> {
+        wire::client_config(&wire::TlsFiles {
+            ca: self.ca.as_deref(),
+            identity: self
+                .identity
+                .as_ref()
+                .map(|(cert, key)| (cert.as_slice(), key.as_slice())),
+            insecure: self.insecure,
+            own_certificates,
+        })
+    }
+
     fn mode(&self) -> TlsMode {
         if self.insecure {
             TlsMode::Insecure
@@ -325,6 +356,7 @@ impl Tls {
         TlsTarget {
             address,
             ca_file: self.ca_file.clone(),
+            own_accepted: false,
         }
     }
 }
@@ -398,6 +430,7 @@ impl Server {
             ConnectionAddr::TcpTls { host, port, .. } => Some(TlsTarget {
                 address: format!("{host}:{port}"),
                 ca_file: tls.ca_file.clone(),
+                own_accepted: true,
             }),
             _ => None,
         };
@@ -411,19 +444,16 @@ impl Server {
                 tls_params: None,
             });
         }
-        let client = if is_tls && tls.configured() {
-            Client::build_with_tls(info, tls.certificates()).map_err(|e| {
-                usage(format!(
-                    "--url {name}: cannot use the TLS certificate files: {}",
-                    describe_url_error(&e)
-                ))
-            })?
+        let tls = if is_tls {
+            Some(
+                tls.config(true)
+                    .map_err(|e| usage(format!("--url {name}: {e}")))?,
+            )
         } else {
-            Client::open(info)
-                .map_err(|e| usage(format!("--url {name}: {}", describe_url_error(&e))))?
+            None
         };
         Ok(Server {
-            target: Target::Direct(client),
+            target: Target::Direct { info, tls },
             name,
             tls: tls_target,
         })
@@ -474,12 +504,17 @@ impl Server {
         let (seeds, username, url_password) =
             Server::nodes_of(rest.trim_end_matches('/'), tls.is_some(), &name)?;
         let target = tls.map(|tls| tls.target(address_of(&seeds[0])));
+        let seed_tls = tls
+            .map(|tls| tls.config(false))
+            .transpose()
+            .map_err(|e| usage(format!("--url {name}: {e}")))?;
         Ok(Server {
             target: Target::Cluster {
                 seeds,
                 password: password.map(str::to_string).or(url_password),
                 username,
                 tls: tls.cloned(),
+                seed_tls,
             },
             name,
             tls: target,
@@ -544,11 +579,16 @@ impl Server {
                 })
             })
             .collect::<Result<Vec<_>>>()?;
+        let master_tls = tls
+            .map(|tls| tls.config(false))
+            .transpose()
+            .map_err(|e| usage(format!("--url {name}: {e}")))?;
         Ok(Server {
             target: Target::Sentinel {
                 sentinels,
                 service: service.to_string(),
                 ca_file: tls.map(|tls| tls.ca_file.clone()),
+                master_tls,
             },
             name,
             tls: None,
@@ -575,7 +615,7 @@ impl Server {
 
     /// Cluster and Sentinel targets cannot be members of a quorum.
     pub fn is_direct(&self) -> bool {
-        matches!(self.target, Target::Direct(_))
+        matches!(self.target, Target::Direct { .. })
     }
 
     /// `err` in plain words when it is a TLS handshake this server (or cluster seed) refused,
@@ -605,6 +645,7 @@ impl Server {
             password,
             username,
             tls,
+            ..
         } = &self.target
         {
             let mut builder = ClusterClientBuilder::new(seeds.clone())
@@ -641,16 +682,12 @@ impl Server {
     /// seed is asked again on a connection of our own (same TLS settings, one PING) to learn
     /// what its handshake says. `err` stays as it is when that says nothing about TLS.
     fn why_no_tls(&self, err: anyhow::Error, timeout: Duration) -> anyhow::Error {
-        let (Some(target), Ok(client)) = (&self.tls, self.seed_client()) else {
+        let Some(target) = &self.tls else {
             return err;
         };
-        let probe = client
-            .get_connection_with_timeout(timeout)
-            .and_then(|mut con| {
-                set_timeouts_direct(&con, timeout)
-                    .map_err(|_| RedisError::from(std::io::Error::other("cannot set a timeout")))?;
-                redis::cmd("PING").query::<()>(&mut con)
-            });
+        let (seed, tls) = self.seed();
+        let probe = Wire::connect(&seed, tls, timeout)
+            .and_then(|mut con| redis::cmd("PING").query::<()>(&mut con));
         let Err(probe) = probe else {
             return err;
         };
@@ -668,68 +705,62 @@ impl Server {
         err
     }
 
-    /// A plain client for a cluster's first seed, with the cluster's credentials and TLS.
-    fn seed_client(&self) -> Result<Client> {
+    /// A cluster's first seed, with the cluster's credentials, and its TLS settings.
+    fn seed(&self) -> (ConnectionInfo, Option<&Arc<rustls::ClientConfig>>) {
         let Target::Cluster {
             seeds,
             password,
             username,
-            tls,
+            seed_tls,
+            ..
         } = &self.target
         else {
             unreachable!("only a cluster has seeds");
         };
-        let mut info = seeds[0].redis_settings().clone().set_skip_set_lib_name();
+        let mut info = seeds[0].redis_settings().clone();
         if let Some(pw) = password {
             info = info.set_password(pw);
         }
         if let Some(user) = username {
             info = info.set_username(user);
         }
-        let mut seed = seeds[0].clone().set_redis_settings(info);
-        let Some(tls) = tls else {
-            return Ok(Client::open(seed)?);
-        };
-        if let ConnectionAddr::TcpTls { host, port, .. } = seed.addr().clone() {
-            seed = seed.set_addr(ConnectionAddr::TcpTls {
-                host,
-                port,
-                insecure: tls.insecure,
-                tls_params: None,
-            });
-        }
-        Ok(if tls.configured() {
-            Client::build_with_tls(seed, tls.certificates())?
-        } else {
-            Client::open(seed)?
-        })
+        (seeds[0].clone().set_redis_settings(info), seed_tls.as_ref())
     }
 
     /// A plain connection: to the server, to Sentinel's current master, or to one node of a
     /// cluster (enough for pub/sub, which a cluster broadcasts to every node).
-    pub fn connect_direct(&self, timeout: Duration) -> Result<Connection> {
+    pub fn connect_direct(&self, timeout: Duration) -> Result<Wire> {
         let timeout = timeout.max(Duration::from_millis(1));
         let started = Instant::now();
-        let client = match &self.target {
-            Target::Direct(client) => client.clone(),
-            Target::Cluster { .. } => self.seed_client()?,
+        let master;
+        let (info, tls) = match &self.target {
+            Target::Direct { info, tls } => (info, tls.as_ref()),
+            Target::Cluster { .. } => {
+                let (seed, tls) = self.seed();
+                master = seed;
+                (&master, tls)
+            }
             Target::Sentinel {
                 sentinels,
                 service,
                 ca_file,
-            } => self.master(sentinels, service, ca_file.as_ref(), timeout)?,
+                master_tls,
+            } => {
+                master = self.master(sentinels, service, ca_file.as_ref(), timeout)?;
+                (&master, master_tls.as_ref())
+            }
         };
         let left = timeout
             .saturating_sub(started.elapsed())
             .max(Duration::from_millis(1));
-        let con = match client.get_connection_with_timeout(left) {
+        let con = match Wire::connect(info, tls, left) {
             Ok(con) => con,
             Err(e) => {
                 let err = anyhow!(e).context(format!("cannot connect to {}", self.name));
                 return Err(self.explained(err));
             }
         };
-        set_timeouts_direct(&con, timeout)?;
+        con.set_timeouts(timeout)?;
         Ok(con)
     }
 
@@ -742,7 +773,7 @@ impl Server {
         service: &str,
         ca_file: Option<&Option<String>>,
         timeout: Duration,
-    ) -> Result<Client> {
+    ) -> Result<ConnectionInfo> {
         let deadline = Instant::now() + timeout;
         let (tx, rx) = mpsc::channel();
         for sentinel in sentinels {
@@ -774,7 +805,7 @@ impl Server {
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
             match rx.recv_timeout(left) {
-                Ok(Ok(client)) => return Ok(without_lib_name(&client)?),
+                Ok(Ok(client)) => return Ok(client.get_connection_info().clone()),
                 // A refusal that says what to do (a password, a certificate) outranks one
                 // that does not.
                 Ok(Err(e)) => {
@@ -961,13 +992,21 @@ impl Asked<'_> {
 
     fn explain_tls(&self, err: &anyhow::Error, address: String) -> Option<String> {
         let ca_file = self.ca_file.clone()?;
-        explain_tls(err, &TlsTarget { address, ca_file })
+        explain_tls(
+            err,
+            &TlsTarget {
+                address,
+                ca_file,
+                own_accepted: false,
+            },
+        )
     }
 
     /// `HOST:PORT` of the master the sentinel names now.
     fn master_address(&self, sentinel: &Client) -> Option<String> {
         let mut con = sentinel.get_connection_with_timeout(self.timeout).ok()?;
-        set_timeouts_direct(&con, self.timeout).ok()?;
+        con.set_read_timeout(Some(self.timeout)).ok()?;
+        con.set_write_timeout(Some(self.timeout)).ok()?;
         let (host, port): (String, u16) = redis::cmd("SENTINEL")
             .arg("GET-MASTER-ADDR-BY-NAME")
             .arg(self.service)
@@ -975,14 +1014,6 @@ impl Asked<'_> {
             .ok()?;
         Some(format!("{host}:{port}"))
     }
-}
-
-/// The master's client as Sentinel builds it, without `CLIENT SETINFO` on connecting: one
-/// round trip less for every connection redlock opens.
-fn without_lib_name(client: &Client) -> RedisResult<Client> {
-    let info = client.get_connection_info().clone();
-    let settings = info.redis_settings().clone().set_skip_set_lib_name();
-    Client::open(info.set_redis_settings(settings))
 }
 
 /// `HOST:PORT` of a node, as messages show it.
@@ -1007,11 +1038,8 @@ pub fn set_timeouts(con: &Conn, timeout: Duration) -> Result<()> {
     }
 }
 
-pub fn set_timeouts_direct(con: &Connection, timeout: Duration) -> Result<()> {
-    let timeout = Some(timeout.max(Duration::from_millis(1)));
-    con.set_read_timeout(timeout)?;
-    con.set_write_timeout(timeout)?;
-    Ok(())
+pub fn set_timeouts_direct(con: &Wire, timeout: Duration) -> Result<()> {
+    Ok(con.set_timeouts(timeout)?)
 }
 
 fn percent_decode(s: &str) -> String {

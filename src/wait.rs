@@ -392,7 +392,7 @@ fn grant_loop(
     done: &AtomicBool,
     tx: &std::sync::mpsc::Sender<Granted>,
 ) {
-    let mut con: Option<redis::Connection> = None;
+    let mut con: Option<crate::wire::Wire> = None;
     let mut last_ahead = None;
     while !done.load(Ordering::Relaxed) {
         let c = match con.as_mut() {
@@ -524,16 +524,15 @@ fn listen(server: &Server, channels: &[String], timeout: Duration, done: &Atomic
             continue;
         };
         let _ = set_timeouts_direct(&con, timeout);
-        let mut pubsub = con.as_pubsub();
-        if pubsub.subscribe(channels).is_err() {
+        if con.subscribe(channels).is_err() {
             thread::sleep(tick);
             continue;
         }
         // Subscribed: one more attempt closes the race with a release that came just before.
         signals::wake();
-        let _ = pubsub.set_read_timeout(Some(tick));
+        let _ = con.set_read_timeout(Some(tick));
         while !done.load(Ordering::Relaxed) {
-            match pubsub.get_message() {
+            match con.recv_response() {
                 Ok(_) => signals::wake(),
                 Err(e) if e.is_timeout() => {}
                 Err(_) => break,

@@ -198,17 +198,115 @@ fn tls_server_with(certs: &Certs, stem: &str) -> (RedisServer, String) {
 }
 
 #[test]
-fn a_self_signed_ca_certificate_as_the_servers_is_explained_with_69() {
+fn the_guides_self_signed_certificate_listed_in_the_ca_file_takes_the_lock() {
     let certs = Certs::new();
-    // Exactly the guides' command: OpenSSL marks it CA:TRUE.
+    // Exactly the guides' command: OpenSSL marks it CA:TRUE. Listed as the CA file, it is
+    // trusted as the server's own certificate, as OpenSSL-based clients do.
     let stem = self_signed(&certs, "guide", "IP:127.0.0.1", &[]);
+    let (server, url) = tls_server_with(&certs, &stem);
+    let ca = [
+        "--url",
+        url.as_str(),
+        "--tls-ca-file",
+        &certs.path("guide.crt"),
+    ];
+    Redlock::without_url()
+        .args(ca)
+        .args(run_true())
+        .exits_with(0);
+    assert!(server.exists("{job}:redlock:fence"));
+    Redlock::without_url()
+        .args(ca)
+        .args(["status", "job"])
+        .exits_with(1);
+}
+
+#[test]
+fn the_guides_certificate_is_still_checked_for_the_servers_name() {
+    let certs = Certs::new();
+    let stem = self_signed(&certs, "guide", "IP:127.0.0.2", &[]);
     let (server, url) = tls_server_with(&certs, &stem);
     Redlock::without_url()
         .args(["--url", &url, "--tls-ca-file", &certs.path("guide.crt")])
         .args(run_true())
         .exits_with(69)
-        .error_mentions(&["CA certificate", "as its own", "CA:FALSE"]);
+        .error_mentions(&["is for 127.0.0.2, not 127.0.0.1"]);
     assert!(!server.exists("job"));
+}
+
+#[test]
+fn a_ca_certificate_presented_but_not_listed_is_explained_with_69() {
+    let certs = Certs::new();
+    // The server presents one self-signed CA:TRUE certificate, the file lists another.
+    self_signed(&certs, "other", "IP:127.0.0.1", &[]);
+    let stem = self_signed(&certs, "guide", "IP:127.0.0.1", &[]);
+    let (server, url) = tls_server_with(&certs, &stem);
+    Redlock::without_url()
+        .args(["--url", &url, "--tls-ca-file", &certs.path("other.crt")])
+        .args(run_true())
+        .exits_with(69)
+        .error_mentions(&[
+            "CA certificate",
+            "as its own",
+            "list that very certificate",
+            "CA:FALSE",
+        ]);
+    assert!(!server.exists("job"));
+}
+
+#[test]
+fn an_expired_self_signed_certificate_in_the_ca_file_says_when_it_expired() {
+    let certs = Certs::new();
+    // The guides' kind of certificate (self-signed, CA:TRUE), with dates in the past: `openssl
+    // ca -selfsign` takes explicit dates.
+    std::fs::create_dir_all(certs.join("db/new")).expect("mkdir");
+    std::fs::write(certs.join("db/index.txt"), "").expect("index");
+    std::fs::write(certs.join("db/serial"), "01\n").expect("serial");
+    std::fs::write(
+        certs.join("self.cnf"),
+        "[ca]\ndefault_ca = test\n[test]\ndir = db\ndatabase = db/index.txt\n\
+         new_certs_dir = db/new\nserial = db/serial\ndefault_md = sha256\npolicy = any\n\
+         unique_subject = no\n[any]\ncommonName = supplied\n[ext]\n\
+         subjectAltName = IP:127.0.0.1\nbasicConstraints = critical,CA:TRUE\n",
+    )
+    .expect("write the config");
+    certs.openssl(&[
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "old.key",
+        "-out",
+        "old.csr",
+        "-subj",
+        "/CN=localhost",
+    ]);
+    certs.openssl(&[
+        "ca",
+        "-batch",
+        "-config",
+        "self.cnf",
+        "-selfsign",
+        "-keyfile",
+        "old.key",
+        "-extensions",
+        "ext",
+        "-startdate",
+        "20200101000000Z",
+        "-enddate",
+        "20200102000000Z",
+        "-in",
+        "old.csr",
+        "-out",
+        "old.crt",
+    ]);
+    let (_server, url) = tls_server_with(&certs, "old");
+    Redlock::without_url()
+        .args(["--url", &url, "--tls-ca-file", &certs.path("old.crt")])
+        .args(run_true())
+        .exits_with(69)
+        .error_mentions(&["expired on 2020-01-02T00:00:00Z", "renew"]);
 }
 
 #[test]

@@ -226,3 +226,23 @@ fn tls_insecure_with_a_client_certificate_over_sentinel_is_a_usage_error() {
         .error_mentions(&["--tls-insecure"])
         .never_shows("started");
 }
+
+#[test]
+fn a_cluster_presenting_a_ca_certificate_as_its_own_is_explained_with_69() {
+    let certs = Certs::new();
+    // Every node presents the CA's own certificate (CA:TRUE). OpenSSL, between the nodes,
+    // accepts it; cluster nodes are reached through the redis crate's TLS, which does not, and
+    // the message says what to reissue.
+    for (from, to) in [("ca.crt", "server.crt"), ("ca.key", "server.key")] {
+        std::fs::copy(certs.join(from), certs.join(to)).expect("copy the CA as the server's");
+    }
+    let cluster = RedisCluster::start_tls(&certs);
+    redlock(&cluster_url(&cluster), &certs)
+        .args(["run", "--key", "job", "--ttl", "2s", "--", "true"])
+        .exits_with(69)
+        .error_mentions(&[
+            "as its own",
+            "only from a single rediss:// server",
+            "CA:FALSE",
+        ]);
+}

@@ -1,0 +1,566 @@
+//! One connection to one Redis server, kept by redlock itself: TCP, a unix socket, or TLS.
+//!
+//! The redis crate still packs commands and parses replies (`redis::Parser`, `redis::Value`);
+//! what is ours is the socket. That buys three things the crate's sync connection cannot give:
+//!
+//! * **Trusting a server's own certificate.** `rediss://` with `--tls-ca-file` listing the very
+//!   certificate the server presents is accepted (as OpenSSL-based clients do), even when that
+//!   certificate says `CA:TRUE`, which is how most guides make a self-signed one
+//!   ([`OwnCertificates`]). The crate builds its own TLS settings inside, so cluster nodes and
+//!   sentinels (reached through the crate) do not get this; their messages say how to reissue.
+//! * **The socket itself.** A waiter can block on its grant and on its signals at once
+//!   ([`Wire::fd`]), and start-up pays only the system calls it needs: one `connect`, no
+//!   non-blocking dance, timeouts set once, TLS roots read once per process (the crate reads
+//!   the system's trust store again for every connection).
+//! * **Errors in the crate's shapes.** Transport failures are `RedisError`s made from the
+//!   `io::Error` (a timeout is one, a TLS refusal keeps the `rustls::Error` inside), and a
+//!   refused password is `AuthenticationFailed`, so `error.rs` reads them as before.
+//!
+//! Invariants: every connection has connect, read and write timeouts; connecting sends `AUTH`
+//! only when a password is set and `SELECT` only for a database other than 0 (one pipelined
+//! round trip for both), and nothing else (no `HELLO`, no `CLIENT SETINFO`).
+
+use std::io::{self, Read, Write};
+use std::net::{TcpStream, ToSocketAddrs};
+use std::os::fd::{AsRawFd, RawFd};
+use std::os::unix::net::UnixStream;
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis::{
+    Cmd, ConnectionAddr, ConnectionInfo, ConnectionLike, ErrorKind, Parser, RedisResult, Value,
+};
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
+use rustls::{ClientConfig, DigitallySignedStruct, SignatureScheme};
+
+/// A connection to one server.
+pub struct Wire {
+    io: Io,
+    parser: Parser,
+    db: i64,
+    open: bool,
+}
+
+enum Io {
+    Tcp(TcpStream),
+    Unix(UnixStream),
+    Tls(Box<rustls::StreamOwned<rustls::ClientConnection, TcpStream>>),
+}
+
+impl Io {
+    fn socket(&self) -> RawFd {
+        match self {
+            Io::Tcp(s) => s.as_raw_fd(),
+            Io::Unix(s) => s.as_raw_fd(),
+            Io::Tls(s) => s.sock.as_raw_fd(),
+        }
+    }
+
+    fn set_timeouts(&self, read: Option<Duration>, write: Option<Duration>) -> io::Result<()> {
+        match self {
+            Io::Tcp(s) => {
+                s.set_read_timeout(read)?;
+                s.set_write_timeout(write)
+            }
+            Io::Unix(s) => {
+                s.set_read_timeout(read)?;
+                s.set_write_timeout(write)
+            }
+            Io::Tls(s) => {
+                s.sock.set_read_timeout(read)?;
+                s.sock.set_write_timeout(write)
+            }
+        }
+    }
+}
+
+impl Read for Io {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Io::Tcp(s) => s.read(buf),
+            Io::Unix(s) => s.read(buf),
+            Io::Tls(s) => s.read(buf),
+        }
+    }
+}
+
+impl Write for Io {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Io::Tcp(s) => s.write(buf),
+            Io::Unix(s) => s.write(buf),
+            Io::Tls(s) => s.write(buf),
+        }
+    }
+
+    fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
+        match self {
+            Io::Tcp(s) => s.write_all(buf),
+            Io::Unix(s) => s.write_all(buf),
+            // rustls buffers the record; flushing sends it.
+            Io::Tls(s) => {
+                s.write_all(buf)?;
+                s.flush()
+            }
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        match self {
+            Io::Tls(s) => s.flush(),
+            _ => Ok(()),
+        }
+    }
+}
+
+impl Wire {
+    /// Connects to `info`'s address, with `tls` for a `TcpTls` one (`None` there is a usage
+    /// mistake of the caller and refused), and authenticates. `timeout` bounds the connection
+    /// and becomes the read and write timeout; callers change it as they need.
+    pub fn connect(
+        info: &ConnectionInfo,
+        tls: Option<&Arc<ClientConfig>>,
+        timeout: Duration,
+    ) -> RedisResult<Wire> {
+        let timeout = timeout.max(Duration::from_millis(1));
+        let io = match info.addr() {
+            ConnectionAddr::Tcp(host, port) => Io::Tcp(tcp(host, *port, timeout)?),
+            ConnectionAddr::TcpTls { host, port, .. } => {
+                let Some(config) = tls else {
+                    return Err((ErrorKind::InvalidClientConfig, "no TLS settings").into());
+                };
+                let name = ServerName::try_from(host.as_str())
+                    .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?
+                    .to_owned();
+                let client = rustls::ClientConnection::new(Arc::clone(config), name)
+                    .map_err(io::Error::other)?;
+                let mut stream = rustls::StreamOwned::new(client, tcp(host, *port, timeout)?);
+                // The handshake now, so that its refusal is the connection's error.
+                while stream.conn.is_handshaking() {
+                    stream.conn.complete_io(&mut stream.sock)?;
+                }
+                Io::Tls(Box::new(stream))
+            }
+            ConnectionAddr::Unix(path) => {
+                let s = UnixStream::connect(path)?;
+                s.set_read_timeout(Some(timeout))?;
+                s.set_write_timeout(Some(timeout))?;
+                Io::Unix(s)
+            }
+            other => {
+                return Err((
+                    ErrorKind::InvalidClientConfig,
+                    "unsupported address",
+                    other.to_string(),
+                )
+                    .into());
+            }
+        };
+        let settings = info.redis_settings();
+        let mut wire = Wire {
+            io,
+            parser: Parser::new(),
+            db: settings.db(),
+            open: true,
+        };
+        wire.setup(settings.username(), settings.password(), settings.db())?;
+        Ok(wire)
+    }
+
+    /// `AUTH` and `SELECT` in one round trip, as the crate does (and its retry without the
+    /// user name for a server older than ACLs).
+    fn setup(&mut self, user: Option<&str>, password: Option<&str>, db: i64) -> RedisResult<()> {
+        let mut pipe = redis::pipe();
+        let auth = password.map(|pw| {
+            let mut cmd = redis::cmd("AUTH");
+            if let Some(user) = user {
+                cmd.arg(user);
+            }
+            pipe.add_command(cmd.arg(pw).clone());
+        });
+        if db != 0 {
+            pipe.cmd("SELECT").arg(db);
+        }
+        if pipe.is_empty() {
+            return Ok(());
+        }
+        let replies = self.req_packed_commands(&pipe.get_packed_pipeline(), 0, pipe.len())?;
+        let mut replies = replies.into_iter();
+        if auth.is_some() {
+            match replies.next() {
+                Some(Value::Okay) => {}
+                Some(Value::ServerError(e))
+                    if user.is_some()
+                        && e.details().is_some_and(|d| {
+                            d.contains("wrong number of arguments for 'auth' command")
+                        }) =>
+                {
+                    return self.setup(None, password, db);
+                }
+                _ => {
+                    return Err((
+                        ErrorKind::AuthenticationFailed,
+                        "Password authentication failed",
+                    )
+                        .into());
+                }
+            }
+        }
+        if db != 0
+            && let Some(Value::ServerError(e)) = replies.next()
+        {
+            return Err((
+                redis::ServerErrorKind::ResponseError.into(),
+                "Redis server refused to switch database",
+                e.details().unwrap_or_default().to_string(),
+            )
+                .into());
+        }
+        Ok(())
+    }
+
+    /// Sends a packed command (or pipeline) without reading any reply.
+    pub fn send_packed_command(&mut self, cmd: &[u8]) -> RedisResult<()> {
+        let sent = self.io.write_all(cmd);
+        if let Err(e) = &sent
+            && e.kind() != io::ErrorKind::WouldBlock
+            && e.kind() != io::ErrorKind::TimedOut
+        {
+            self.open = false;
+        }
+        Ok(sent?)
+    }
+
+    /// Reads one reply (an error reply is a `Value::ServerError`, as in the crate).
+    pub fn recv_response(&mut self) -> RedisResult<Value> {
+        let read = self.parser.parse_value(&mut self.io);
+        if let Err(e) = &read
+            && e.is_connection_dropped()
+        {
+            self.open = false;
+        }
+        read
+    }
+
+    pub fn set_read_timeout(&self, timeout: Option<Duration>) -> RedisResult<()> {
+        let write = match &self.io {
+            Io::Tcp(s) => s.write_timeout()?,
+            Io::Unix(s) => s.write_timeout()?,
+            Io::Tls(s) => s.sock.write_timeout()?,
+        };
+        Ok(self.io.set_timeouts(timeout, write)?)
+    }
+
+    pub fn set_write_timeout(&self, timeout: Option<Duration>) -> RedisResult<()> {
+        let read = match &self.io {
+            Io::Tcp(s) => s.read_timeout()?,
+            Io::Unix(s) => s.read_timeout()?,
+            Io::Tls(s) => s.sock.read_timeout()?,
+        };
+        Ok(self.io.set_timeouts(read, timeout)?)
+    }
+
+    /// Both timeouts at once.
+    pub fn set_timeouts(&self, timeout: Duration) -> RedisResult<()> {
+        let timeout = Some(timeout.max(Duration::from_millis(1)));
+        Ok(self.io.set_timeouts(timeout, timeout)?)
+    }
+
+    /// The socket, to wait on beside other files. Bytes may already sit in the parser's or the
+    /// TLS layer's buffer: [`Wire::buffered`] says so.
+    pub fn fd(&self) -> RawFd {
+        self.io.socket()
+    }
+
+    /// Subscribes to `channels`, reading the confirmations. After this only
+    /// [`Wire::recv_response`] makes sense (each message is one reply).
+    pub fn subscribe(&mut self, channels: &[String]) -> RedisResult<()> {
+        let mut cmd = redis::cmd("SUBSCRIBE");
+        for channel in channels {
+            cmd.arg(channel);
+        }
+        self.send_packed_command(&cmd.get_packed_command())?;
+        for _ in channels {
+            if let Value::ServerError(e) = self.recv_response()? {
+                return Err(e.into());
+            }
+        }
+        Ok(())
+    }
+}
+
+impl ConnectionLike for Wire {
+    fn req_packed_command(&mut self, cmd: &[u8]) -> RedisResult<Value> {
+        self.send_packed_command(cmd)?;
+        loop {
+            match self.recv_response()? {
+                Value::Push { .. } => continue,
+                value => return Ok(value),
+            }
+        }
+    }
+
+    fn req_packed_commands(
+        &mut self,
+        cmd: &[u8],
+        offset: usize,
+        count: usize,
+    ) -> RedisResult<Vec<Value>> {
+        self.send_packed_command(cmd)?;
+        let mut replies = Vec::with_capacity(count);
+        let mut index = 0;
+        while index < offset + count {
+            let reply = self.recv_response()?;
+            if matches!(reply, Value::Push { .. }) {
+                continue;
+            }
+            if index >= offset {
+                replies.push(reply);
+            }
+            index += 1;
+        }
+        Ok(replies)
+    }
+
+    fn req_command(&mut self, cmd: &Cmd) -> RedisResult<Value> {
+        self.req_packed_command(&cmd.get_packed_command())
+    }
+
+    fn get_db(&self) -> i64 {
+        self.db
+    }
+
+    fn check_connection(&mut self) -> bool {
+        redis::cmd("PING").query::<String>(self).is_ok()
+    }
+
+    fn is_open(&self) -> bool {
+        self.open
+    }
+}
+
+/// A TCP connection with Nagle off and both timeouts set, tried on each address of `host`.
+fn tcp(host: &str, port: u16, timeout: Duration) -> io::Result<TcpStream> {
+    let mut last = None;
+    for addr in (host, port).to_socket_addrs()? {
+        match TcpStream::connect_timeout(&addr, timeout) {
+            Ok(s) => {
+                s.set_nodelay(true)?;
+                s.set_read_timeout(Some(timeout))?;
+                s.set_write_timeout(Some(timeout))?;
+                return Ok(s);
+            }
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| {
+        io::Error::new(
+            io::ErrorKind::NotFound,
+            format!("{host} resolves to no address"),
+        )
+    }))
+}
+
+/// What a TLS connection trusts and shows, read from the certificate files once.
+pub struct TlsFiles<'a> {
+    /// PEM: the CAs (and own certificates) of `--tls-ca-file`; `None` is the system's store.
+    pub ca: Option<&'a [u8]>,
+    /// PEM: the client certificate chain and its key.
+    pub identity: Option<(&'a [u8], &'a [u8])>,
+    pub insecure: bool,
+    /// Whether a certificate of `ca` presented as the server's own is accepted
+    /// ([`OwnCertificates`]).
+    pub own_certificates: bool,
+}
+
+/// The rustls settings for `files`. Errors are worded for `--tls-*` flags.
+pub fn client_config(files: &TlsFiles) -> Result<Arc<ClientConfig>, String> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = ClientConfig::builder_with_provider(Arc::clone(&provider))
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?;
+    let listed: Vec<CertificateDer<'static>> = match files.ca {
+        Some(pem) => {
+            let certs = pem_certificates(pem)
+                .map_err(|e| format!("--tls-ca-file holds no readable certificate: {e}"))?;
+            if certs.is_empty() {
+                return Err("--tls-ca-file holds no certificate".into());
+            }
+            certs
+        }
+        None => Vec::new(),
+    };
+    let algorithms = provider.signature_verification_algorithms;
+    let builder = if files.insecure {
+        builder
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(Unverified(algorithms)))
+    } else {
+        let mut roots = rustls::RootCertStore::empty();
+        if files.ca.is_some() {
+            for cert in &listed {
+                roots
+                    .add(cert.clone())
+                    .map_err(|e| format!("--tls-ca-file: a certificate is not usable: {e}"))?;
+            }
+        } else {
+            let found = rustls_native_certs::load_native_certs();
+            roots.add_parsable_certificates(found.certs);
+            if roots.is_empty() {
+                return Err(
+                    "this host has no trusted CA certificates (install ca-certificates, or give \
+                     --tls-ca-file)"
+                        .into(),
+                );
+            }
+        }
+        let webpki = rustls::client::WebPkiServerVerifier::builder_with_provider(
+            Arc::new(roots),
+            Arc::clone(&provider),
+        )
+        .build()
+        .map_err(|e| e.to_string())?;
+        let verifier: Arc<dyn ServerCertVerifier> = if files.own_certificates && !listed.is_empty()
+        {
+            Arc::new(OwnCertificates {
+                webpki,
+                own: listed,
+            })
+        } else {
+            webpki
+        };
+        builder
+            .dangerous()
+            .with_custom_certificate_verifier(verifier)
+    };
+    let mut config = match files.identity {
+        Some((cert, key)) => {
+            let chain = pem_certificates(cert)
+                .map_err(|e| format!("--tls-cert-file holds no readable certificate: {e}"))?;
+            let key = PrivateKeyDer::from_pem_slice(key)
+                .map_err(|e| format!("--tls-key-file holds no readable private key: {e}"))?;
+            builder
+                .with_client_auth_cert(chain, key)
+                .map_err(|e| format!("--tls-cert-file and --tls-key-file do not fit: {e}"))?
+        }
+        None => builder.with_no_client_auth(),
+    };
+    // As the redis crate: no server name sent when nothing is verified.
+    config.enable_sni = !files.insecure;
+    Ok(Arc::new(config))
+}
+
+fn pem_certificates(pem: &[u8]) -> Result<Vec<CertificateDer<'static>>, String> {
+    CertificateDer::pem_slice_iter(pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| e.to_string())
+}
+
+/// The usual verification, plus one case: a server presenting *exactly* a certificate listed in
+/// `--tls-ca-file` is trusted as that certificate says, even when it is marked as a CA (which
+/// the usual rules refuse as a server's own, `CaUsedAsEndEntity`). Its dates were checked by the
+/// usual verification before it refused (validity comes first), the name is checked here, and
+/// the handshake's signature proves the server holds its key. Only the extended key usage is
+/// not looked at: the operator listed this very certificate for this server.
+#[derive(Debug)]
+struct OwnCertificates {
+    webpki: Arc<rustls::client::WebPkiServerVerifier>,
+    own: Vec<CertificateDer<'static>>,
+}
+
+impl ServerCertVerifier for OwnCertificates {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        ocsp_response: &[u8],
+        now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        let refused = match self.webpki.verify_server_cert(
+            end_entity,
+            intermediates,
+            server_name,
+            ocsp_response,
+            now,
+        ) {
+            Ok(verified) => return Ok(verified),
+            Err(e) => e,
+        };
+        let ca_as_own = format!("{refused:?}").contains("CaUsedAsEndEntity");
+        if !ca_as_own
+            || !self
+                .own
+                .iter()
+                .any(|own| own.as_ref() == end_entity.as_ref())
+        {
+            return Err(refused);
+        }
+        let parsed = rustls::server::ParsedCertificate::try_from(end_entity)?;
+        rustls::client::verify_server_name(&parsed, server_name)?;
+        Ok(ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.webpki.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.webpki.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.webpki.supported_verify_schemes()
+    }
+}
+
+/// `--tls-insecure`: encryption without verification, as the redis crate's insecure mode.
+#[derive(Debug)]
+struct Unverified(rustls::crypto::WebPkiSupportedAlgorithms);
+
+impl ServerCertVerifier for Unverified {
+    fn verify_server_cert(
+        &self,
+        _: &CertificateDer<'_>,
+        _: &[CertificateDer<'_>],
+        _: &ServerName<'_>,
+        _: &[u8],
+        _: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        Ok(ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        _: &[u8],
+        _: &CertificateDer<'_>,
+        _: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        Ok(HandshakeSignatureValid::assertion())
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        _: &[u8],
+        _: &CertificateDer<'_>,
+        _: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        Ok(HandshakeSignatureValid::assertion())
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.0.supported_schemes()
+    }
+}
