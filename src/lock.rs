@@ -9,12 +9,13 @@
 use std::sync::LazyLock;
 use std::time::Duration;
 
-use anyhow::{Context, Result};
-use redis::{ConnectionLike, Script, Value};
+use anyhow::{Context, Result, anyhow};
+use redis::{ConnectionLike, RedisError, Script, Value};
 
 use crate::keys::{Keys, RECORD_TTL};
 use crate::record::{Holder, LastRun, Pause};
 use crate::server::Conn;
+use crate::wire::Wire;
 
 /// A lock token: a UUID v4 (122 random bits from the OS source), unique to one acquisition.
 ///
@@ -474,15 +475,14 @@ pub fn grant_key(keys: &Keys, ticket: &str) -> String {
 
 /// A waiter's attempt queued behind a blocking pop of its grant list: the server runs the
 /// acquire the moment a release pushes to the list (in the same pass as the release), or after
-/// `block`, so the waiter wakes once, with the answer. One server only (not a cluster
-/// connection, whose routing cannot keep the two commands together). `Ok(None)`: the server
-/// does not know the script (after a restart or SCRIPT FLUSH) and it was loaded; try again.
-pub fn acquire_after_grant(
-    con: &mut crate::wire::Wire,
+/// `block`, so the waiter wakes once, with the answer ([`grant_reply`]). One server only (not
+/// a cluster connection, whose routing cannot keep the two commands together).
+pub fn send_after_grant(
+    con: &mut Wire,
     claim: &Claim,
     queue: &Queueing,
     block: Duration,
-) -> Result<Option<Acquire>> {
+) -> Result<()> {
     let (names, args) = acquire_call(claim, Refusal::Uncounted, Some(queue), false);
     let mut evalsha = redis::cmd("EVALSHA");
     evalsha.arg(ACQUIRE.get_hash()).arg(names.len());
@@ -496,15 +496,37 @@ pub fn acquire_after_grant(
     pipe.cmd("BLPOP")
         .arg(grant_key(claim.keys, queue.ticket))
         .arg(format!("{:.3}", block.as_secs_f64()))
-        .ignore()
         .add_command(evalsha);
-    match pipe.query::<(Vec<Value>,)>(con) {
-        Ok((reply,)) => Ok(Some(acquire_reply(&reply, Some(queue)))),
-        Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) => {
-            ACQUIRE.load(con)?;
-            Ok(None)
+    con.send_packed_command(&pipe.get_packed_pipeline())
+        .with_context(|| format!("cannot acquire {}", claim.keys.lock))
+}
+
+/// The answer to [`send_after_grant`]. `Ok(None)`: the server does not know the script (after
+/// a restart or SCRIPT FLUSH) and it was loaded; try again. A refused blocking pop (Redis
+/// before 6.0 takes no fractional timeout; an ACL without `blpop`) is the server's error,
+/// unless the attempt behind it, which ran at once, took the lock.
+pub fn grant_reply(con: &mut Wire, claim: &Claim, queue: &Queueing) -> Result<Option<Acquire>> {
+    let context = || format!("cannot acquire {}", claim.keys.lock);
+    let popped = con.recv_response().with_context(context)?;
+    match con.recv_response().with_context(context)? {
+        Value::Array(reply) => {
+            let attempt = acquire_reply(&reply, Some(queue));
+            match popped {
+                Value::ServerError(e) if matches!(attempt, Acquire::Busy(_)) => {
+                    Err(anyhow::Error::new(RedisError::from(e)).context(context()))
+                }
+                _ => Ok(Some(attempt)),
+            }
         }
-        Err(e) => Err(anyhow::Error::new(e).context(format!("cannot acquire {}", claim.keys.lock))),
+        Value::ServerError(e) => {
+            let e = RedisError::from(e);
+            if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) {
+                ACQUIRE.load(con)?;
+                return Ok(None);
+            }
+            Err(anyhow::Error::new(e).context(context()))
+        }
+        other => Err(anyhow!("unexpected reply to the acquire: {other:?}").context(context())),
     }
 }
 
@@ -591,7 +613,7 @@ pub fn abandon(con: &mut Conn, keys: &Keys, token: &str) {
 }
 
 /// [`abandon`] on a connection to one server.
-pub fn abandon_single(single: &mut crate::wire::Wire, keys: &Keys, token: &str) {
+pub fn abandon_single(single: &mut Wire, keys: &Keys, token: &str) {
     let mut pipe = redis::pipe();
     pipe.cmd("SCRIPT")
         .arg("LOAD")

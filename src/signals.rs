@@ -119,6 +119,19 @@ impl Signals {
     pub fn poll(&self) -> Event {
         self.wait(Some(Duration::ZERO))
     }
+
+    /// A file that is readable while one of these signals is pending, for waiting on signals
+    /// and a socket at once (`poll`). It consumes nothing: [`Signals::poll`] takes the signal.
+    pub fn readable(&self) -> std::io::Result<std::os::fd::OwnedFd> {
+        use std::os::fd::FromRawFd;
+        // SAFETY: `self.set` is an initialised sigset; a new descriptor is returned or -1.
+        let fd = unsafe { libc::signalfd(-1, &self.set, libc::SFD_NONBLOCK | libc::SFD_CLOEXEC) };
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: `fd` was just opened and is owned by nobody else.
+        Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) })
+    }
 }
 
 /// Rings the main thread's doorbell. Safe to call from any thread, any number of times.

@@ -11,10 +11,11 @@
 //! that heads the queue wakes the next waiter when it takes its share, since that waiter may
 //! fit beside it. A key held with another shape than asked for ends the wait at once (78).
 //!
-//! On one server (not a cluster, not a quorum) a waiter's next attempt waits *on the server*:
-//! a small thread keeps it queued behind `BLPOP` of the waiter's grant list, which the release
-//! that makes this waiter the head pushes to, so the server runs it in the same pass as the
-//! release (`wait_for_grant`). Elsewhere, or where the server refuses the blocking pop:
+//! On one server (not a cluster, not a quorum) a waiter's next attempt waits *on the server*,
+//! queued behind `BLPOP` of the waiter's grant list, which the release that makes this waiter
+//! the head pushes to, so the server runs it in the same pass as the release; the main thread
+//! waits for the answer and its signals at once, so the answer wakes the thread that starts the
+//! command (`wait_for_grant`). Elsewhere, or where the server refuses the blocking pop:
 //!
 //! A waiter is *notified*, not polling: it subscribes (on a second connection, in a small
 //! thread) to its own channel, `{L}:redlock:released:TICKET`, on which a release wakes the head
@@ -31,6 +32,7 @@
 //!
 //! The wait itself is a `sigtimedwait`, so INT/TERM/… end it at once with 128+N and nothing held.
 
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
@@ -45,6 +47,7 @@ use crate::lock::{self, Acquire, Busy, Claim, QUEUE_REFRESH, Queueing, Refusal};
 use crate::nodes::Nodes;
 use crate::server::{Server, set_timeouts_direct};
 use crate::signals::{self, Event, Signals};
+use crate::wire::Wire;
 
 pub enum Taken {
     Acquired {
@@ -273,22 +276,22 @@ fn moved(keys: &Keys, busy: &Busy, place: &mut usize) {
     }
 }
 
-/// What the grant thread reports: an attempt's answer and when it was sent, or an error.
-type Granted = Result<(Acquire, Moment)>;
-
-/// Waits on one server for this waiter's turn. A thread keeps one attempt queued on its own
-/// connection behind `BLPOP` of the waiter's grant list (`lock::acquire_after_grant`): the release
-/// that makes this waiter the head pushes to the list, and the server runs the attempt in the
-/// same pass, so the waiter learns it holds the lock one network trip after the release. A
-/// refused attempt is the queue entry's refresh, every `block` at the latest. The lease is
-/// counted from when the attempt was written, up to `block` before the server ran it: a block
-/// of at most a tenth of the TTL keeps that cost small.
+/// Waits on one server for this waiter's turn. One attempt at a time waits on the server,
+/// queued behind `BLPOP` of the waiter's grant list on a connection of its own
+/// (`lock::send_after_grant`): the release that makes this waiter the head pushes to the list,
+/// and the server runs the attempt in the same pass, so the waiter learns it holds the lock one
+/// network trip after the release. A refused attempt is the queue entry's refresh, every
+/// `block` at the latest. The lease is counted from when the attempt was written, up to
+/// `block` before the server ran it: a block of at most a tenth of the TTL keeps that cost
+/// small.
 ///
-/// The main thread keeps the signals and the deadline. A waiter that gives up leaves the queue
-/// at once, then waits for the attempt in flight (at most `block` and a round trip): an attempt
-/// that took the lock meanwhile is undone before redlock goes on. `Ok(None)`: the server refused
-/// the blocking pop (Redis before 6.0 takes no fractional timeout; an ACL without `blpop`), and
-/// the caller waits the notified way instead.
+/// The main thread waits for the answer and for its signals at once (`poll` on the socket and
+/// a signalfd), so the answer wakes the very thread that starts the command. A waiter that
+/// gives up leaves the queue at once, then reads the attempt in flight (at most `block` and a
+/// round trip): an attempt that took the lock meanwhile is undone before redlock goes on. An
+/// attempt unanswered `block` plus `--timeout` after it was sent is a timeout, abandoned behind
+/// itself on its connection. `Ok(None)`: the server refused the blocking pop, and the caller
+/// waits the notified way instead.
 fn wait_for_grant(
     nodes: &mut Nodes,
     req: &Request,
@@ -302,148 +305,166 @@ fn wait_for_grant(
     let Some(server) = nodes.servers().next().cloned() else {
         return Ok(None);
     };
+    let Ok(doorbell) = signals.readable() else {
+        return Ok(None);
+    };
     let block = (req.claim.ttl / 10)
         .min(req.timeout / 2)
         .clamp(Duration::from_millis(10), QUEUE_REFRESH);
-    let done = AtomicBool::new(false);
-    let (tx, rx) = std::sync::mpsc::channel::<Granted>();
-    let ended = thread::scope(|scope| {
-        let claim = req.claim;
-        let done = &done;
-        let server = &server;
-        let timeout = req.timeout;
-        let spawned = thread::Builder::new()
-            .name("grant-waiter".into())
-            .stack_size(256 * 1024)
-            .spawn_scoped(scope, move || {
-                grant_loop(server, &claim, queue, block, timeout, done, &tx);
-            });
-        if spawned.is_err() {
-            return None;
+    let mut con: Option<Wire> = None;
+    // The attempt on `con` whose answer is still to be read: when it was sent (for the lease,
+    // and for its timeout).
+    let mut in_flight: Option<(Moment, Instant)> = None;
+    let ended = loop {
+        let now = Instant::now();
+        if now >= until {
+            break Ok(Taken::Busy(busy.clone()));
         }
-        let ended = loop {
-            let mut fallback = false;
-            let mut answer = None;
-            while let Ok(granted) = rx.try_recv() {
-                match granted {
-                    Ok((Acquire::Busy(b), _)) => {
-                        *busy = b;
-                        moved(keys, busy, place);
-                    }
-                    Ok((attempt, sent)) => answer = Some(outcome(attempt, &req.claim, sent)),
-                    Err(e) if is_server_reply(&e) => fallback = true,
-                    Err(e) => answer = Some(Err(e)),
-                }
-            }
-            if let Some(answer) = answer {
-                break Some(answer);
-            }
-            if fallback {
-                break None;
-            }
-            let now = Instant::now();
-            if now >= until {
-                break Some(Ok(Taken::Busy(busy.clone())));
-            }
-            match signals.wait(Some(until - now)) {
-                // Ctrl-Z while waiting: redlock holds nothing, so it may stop like any job.
-                Event::Signal(libc::SIGTSTP) => {
-                    // SAFETY: stopping ourselves has no memory effects.
-                    unsafe { libc::kill(libc::getpid(), libc::SIGSTOP) };
-                }
-                Event::Signal(sig) if signals::JOB_CONTROL.contains(&sig) => {}
-                Event::Signal(sig) => break Some(Ok(Taken::Interrupted(sig))),
-                Event::Child => {
-                    crate::child::reap(0);
-                }
-                Event::Wake | Event::Timeout => {}
-            }
-        };
-        done.store(true, Ordering::Relaxed);
-        if !matches!(ended, Some(Ok(Taken::Acquired { .. }))) {
-            // Out of the queue at once, so the next waiter is not held up by the join below.
-            nodes.leave(keys, queue.ticket);
-        }
-        // The scope joins the thread here: no attempt of this waiter is in flight after it.
-        ended
-    });
-    // An attempt that took the lock after the waiter gave up holds it for nobody: undo it.
-    for granted in rx.try_iter() {
-        if let Ok((Acquire::Acquired { .. }, _)) = granted
-            && !matches!(ended, Some(Ok(Taken::Acquired { .. })))
-        {
-            let _ = nodes.release(keys, req.claim.token, None, None);
-        }
-    }
-    if matches!(ended, Some(Ok(Taken::Busy(_)))) {
-        nodes.count_busy(keys, req.claim.holder);
-    }
-    ended.transpose()
-}
-
-/// The grant thread: one attempt after another, each queued behind the blocking pop, until one
-/// ends the wait or the main thread is done. It reconnects after a lost connection.
-fn grant_loop(
-    server: &Server,
-    claim: &Claim,
-    queue: &Queueing,
-    block: Duration,
-    timeout: Duration,
-    done: &AtomicBool,
-    tx: &std::sync::mpsc::Sender<Granted>,
-) {
-    let mut con: Option<crate::wire::Wire> = None;
-    let mut last_ahead = None;
-    while !done.load(Ordering::Relaxed) {
         let c = match con.as_mut() {
             Some(c) => c,
-            None => match server.connect_direct(timeout) {
+            None => match server.connect_direct(req.timeout) {
                 Ok(c) => {
-                    let _ = set_timeouts_direct(&c, timeout + block);
+                    let _ = c.set_timeouts(req.timeout + block);
                     con.insert(c)
                 }
-                Err(_) => {
-                    thread::sleep(block);
-                    continue;
-                }
+                Err(_) => match wait_for(signals, &doorbell, None, block.min(until - now)) {
+                    Some(event) => break event,
+                    None => continue,
+                },
             },
         };
-        let sent = Moment::now();
-        match lock::acquire_after_grant(c, claim, queue, block) {
+        let (sent, sent_at) = match in_flight {
+            Some(sent) => sent,
+            None => {
+                let sent = (Moment::now(), Instant::now());
+                if lock::send_after_grant(c, &req.claim, queue, block).is_err() {
+                    con = None;
+                    continue;
+                }
+                *in_flight.insert(sent)
+            }
+        };
+        let answer_due = sent_at + block + req.timeout;
+        let Some(c) = con.as_ref() else { continue };
+        let limit = until.min(answer_due).saturating_duration_since(now);
+        match wait_for(signals, &doorbell, Some(c.fd()), limit) {
+            Some(event) => break event,
+            None if Instant::now() >= answer_due => {
+                // No answer: abandoned behind itself, as for any timed-out acquire.
+                if let Some(mut lost) = con.take() {
+                    lock::abandon_single(&mut lost, keys, req.claim.token);
+                }
+                in_flight = None;
+                break Err(
+                    anyhow::Error::new(redis::RedisError::from(std::io::Error::new(
+                        std::io::ErrorKind::TimedOut,
+                        "no answer",
+                    )))
+                    .context(format!("cannot acquire {}", keys.lock)),
+                );
+            }
+            None => {}
+        }
+        let Some(c) = con.as_mut() else { continue };
+        if !readable(c) {
+            continue;
+        }
+        in_flight = None;
+        match lock::grant_reply(c, &req.claim, queue) {
             Ok(None) => {}
             Ok(Some(Acquire::Busy(b))) => {
-                if last_ahead != Some(b.ahead) {
-                    last_ahead = Some(b.ahead);
-                    let _ = tx.send(Ok((Acquire::Busy(b), sent)));
-                    signals::wake();
-                }
+                *busy = b;
+                moved(keys, busy, place);
             }
-            Ok(Some(attempt)) => {
-                let _ = tx.send(Ok((attempt, sent)));
-                signals::wake();
-                return;
-            }
-            Err(e) if is_server_reply(&e) => {
-                let _ = tx.send(Err(e));
-                signals::wake();
-                return;
-            }
-            // A timed-out attempt may still run on the server (a stalled one runs what is queued
-            // when it resumes): its undoing goes behind it on the same connection, and the wait
-            // ends with the timeout, as for any acquire (a retry with the same token could be
-            // undone by it).
+            Ok(Some(attempt)) => break outcome(attempt, &req.claim, sent),
+            Err(e) if is_server_reply(&e) => return Ok(None),
+            // A timed-out attempt may still run on the server (a stalled one runs what is
+            // queued when it resumes): its undoing goes behind it on the same connection, and
+            // the wait ends with the timeout, as for any acquire.
             Err(e) if is_timeout(&e) => {
                 if let Some(mut lost) = con.take() {
-                    lock::abandon_single(&mut lost, claim.keys, claim.token);
+                    lock::abandon_single(&mut lost, keys, req.claim.token);
                 }
-                let _ = tx.send(Err(e));
-                signals::wake();
-                return;
+                break Err(e);
             }
             // A lost connection: a new one, and the next attempt.
             Err(_) => con = None,
         }
+    };
+    if !matches!(ended, Ok(Taken::Acquired { .. })) {
+        // Out of the queue at once, so the next waiter is not held up by the read below.
+        nodes.leave(keys, queue.ticket);
+        // An attempt that took the lock after the waiter gave up holds it for nobody: undo it.
+        if in_flight.is_some()
+            && let Some(c) = con.as_mut()
+            && let Ok(Some(Acquire::Acquired { .. })) = lock::grant_reply(c, &req.claim, queue)
+        {
+            let _ = nodes.release(keys, req.claim.token, None, None);
+        }
     }
+    if matches!(ended, Ok(Taken::Busy(_))) {
+        nodes.count_busy(keys, req.claim.holder);
+    }
+    ended.map(Some)
+}
+
+/// Waits until `socket` is readable (`None`), a signal ends the wait (`Some(event)`: what it
+/// means for the waiter), or `limit` passes (`None`). Ctrl-Z stops redlock, which holds
+/// nothing yet; job-control signals and children (reaped) do not end the wait.
+fn wait_for(
+    signals: &Signals,
+    doorbell: &OwnedFd,
+    socket: Option<RawFd>,
+    limit: Duration,
+) -> Option<Result<Taken>> {
+    let mut fds = [
+        libc::pollfd {
+            fd: doorbell.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        },
+        libc::pollfd {
+            fd: socket.unwrap_or(-1),
+            events: libc::POLLIN,
+            revents: 0,
+        },
+    ];
+    let limit = limit.min(Duration::from_secs(24 * 3600));
+    let ts = libc::timespec {
+        tv_sec: limit.as_secs() as libc::time_t,
+        tv_nsec: limit.subsec_nanos() as libc::c_long,
+    };
+    // SAFETY: `fds` and `ts` outlive the call; a null sigmask leaves the mask as it is. A
+    // negative fd is ignored by ppoll.
+    unsafe { libc::ppoll(fds.as_mut_ptr(), 2, &ts, std::ptr::null()) };
+    if fds[0].revents == 0 {
+        return None;
+    }
+    match signals.poll() {
+        Event::Signal(libc::SIGTSTP) => {
+            // SAFETY: stopping ourselves has no memory effects.
+            unsafe { libc::kill(libc::getpid(), libc::SIGSTOP) };
+            None
+        }
+        Event::Signal(sig) if signals::JOB_CONTROL.contains(&sig) => None,
+        Event::Signal(sig) => Some(Ok(Taken::Interrupted(sig))),
+        Event::Child => {
+            crate::child::reap(0);
+            None
+        }
+        Event::Wake | Event::Timeout => None,
+    }
+}
+
+/// Whether a reply can be read from `con` without waiting.
+fn readable(con: &Wire) -> bool {
+    let mut fd = libc::pollfd {
+        fd: con.fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd, no wait.
+    unsafe { libc::poll(&mut fd, 1, 0) > 0 }
 }
 
 /// "1st", "2nd", "3rd", "4th", … "11th", "21st".
