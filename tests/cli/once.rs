@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use crate::support::poll::wait_until;
+use crate::support::poll::{clear_of_the_hours_edge, wait_until};
 use crate::support::process::{host_name, send_signal};
 use crate::support::{RedisCluster, RedisQuorum, RedisServer, Redlock, companion_key};
 
@@ -48,6 +48,7 @@ fn once(server: &RedisServer, every: &str, command: &str) -> Redlock {
 #[test]
 fn only_the_first_run_of_a_window_runs_and_the_next_says_who_ran_it() {
     let server = RedisServer::start();
+    clear_of_the_hours_edge();
     let first = once(&server, "1h", "echo ran").exits_with(0);
     assert_eq!(first.stdout.trim(), "ran", "{first}");
 
@@ -150,6 +151,7 @@ fn runs_around_a_boundary_share_one_window_and_the_next_window_runs_again() {
 #[test]
 fn retry_failed_lets_a_later_run_retry_a_failed_first_run_only() {
     let server = RedisServer::start();
+    clear_of_the_hours_edge();
     once(&server, "1h", "exit 3").exits_with(3);
 
     once(&server, "1h", "echo again")
@@ -171,6 +173,7 @@ fn retry_failed_lets_a_later_run_retry_a_failed_first_run_only() {
 #[test]
 fn a_run_still_in_progress_skips_the_next_even_when_it_would_wait() {
     let server = RedisServer::start();
+    clear_of_the_hours_edge();
     let mut first = once(&server, "1h", "echo ready; read line; echo done").spawn();
     first.expect_line("ready");
 
@@ -196,6 +199,7 @@ fn a_run_still_in_progress_skips_the_next_even_when_it_would_wait() {
 #[test]
 fn a_first_run_that_died_without_a_release_can_be_retried() {
     let server = RedisServer::start();
+    clear_of_the_hours_edge();
     let mut first = Redlock::new(&server)
         .args(["run", "--key", "daily", "--ttl", "1s", "--once-per", "1h"])
         .args(["-c", "echo ready; exec sleep 60"])
@@ -221,6 +225,7 @@ fn a_first_run_that_died_without_a_release_can_be_retried() {
 #[test]
 fn once_per_works_on_a_cluster() {
     let cluster = RedisCluster::start();
+    clear_of_the_hours_edge();
     let run = |command: &str| {
         Redlock::without_url()
             .args(["--url", &cluster.url()])
@@ -290,6 +295,7 @@ fn bad_once_per_values_are_rejected_before_redis_is_contacted() {
 #[test]
 fn status_shows_who_took_the_window_and_how_it_went() {
     let server = RedisServer::start();
+    clear_of_the_hours_edge();
     once(&server, "1h", "exit 4").exits_with(4);
     let text = Redlock::new(&server)
         .args(["status", "daily"])

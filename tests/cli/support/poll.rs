@@ -38,3 +38,23 @@ pub fn holds_throughout(
         thread::sleep(POLL_INTERVAL);
     }
 }
+
+/// Waits (bounded) while this host's clock is in the last 30 s before the edge between two
+/// one-hour windows of `--once-per 1h` (the half hour), so that the runs of a test share one
+/// window; call it once, before a test's first run. The servers
+/// run on this host: their clock is this clock.
+pub fn clear_of_the_hours_edge() {
+    const HOUR: u128 = 3_600_000;
+    wait_until(
+        "the clock to pass the edge between two one-hour windows",
+        Duration::from_secs(60),
+        || {
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .expect("a clock after 1970")
+                .as_millis();
+            let to_edge = HOUR - (now + HOUR / 2) % HOUR;
+            (to_edge > 30_000).then_some(())
+        },
+    );
+}
