@@ -686,7 +686,7 @@ impl Server {
             return err;
         };
         let (seed, tls) = self.seed();
-        let probe = Wire::connect(&seed, tls, timeout)
+        let probe = Wire::connect(&seed, tls, timeout, timeout)
             .and_then(|mut con| redis::cmd("PING").query::<()>(&mut con));
         let Err(probe) = probe else {
             return err;
@@ -753,15 +753,13 @@ impl Server {
         let left = timeout
             .saturating_sub(started.elapsed())
             .max(Duration::from_millis(1));
-        let con = match Wire::connect(info, tls, left) {
-            Ok(con) => con,
+        match Wire::connect(info, tls, left, timeout) {
+            Ok(con) => Ok(con),
             Err(e) => {
                 let err = anyhow!(e).context(format!("cannot connect to {}", self.name));
-                return Err(self.explained(err));
+                Err(self.explained(err))
             }
-        };
-        con.set_timeouts(timeout)?;
-        Ok(con)
+        }
     }
 
     /// Asks the sentinels where the master is, all at once; the first answer wins. The crate's

@@ -117,16 +117,21 @@ impl Write for Io {
 
 impl Wire {
     /// Connects to `info`'s address, with `tls` for a `TcpTls` one (`None` there is a usage
-    /// mistake of the caller and refused), and authenticates. `timeout` bounds the connection
-    /// and becomes the read and write timeout; callers change it as they need.
+    /// mistake of the caller and refused), and authenticates. `connect` bounds the TCP
+    /// connection; `timeout` is the read and write timeout from then on (the handshakes
+    /// included); callers change it as they need.
     pub fn connect(
         info: &ConnectionInfo,
         tls: Option<&Arc<ClientConfig>>,
+        connect: Duration,
         timeout: Duration,
     ) -> RedisResult<Wire> {
-        let timeout = timeout.max(Duration::from_millis(1));
+        let (connect, timeout) = (
+            connect.max(Duration::from_millis(1)),
+            timeout.max(Duration::from_millis(1)),
+        );
         let io = match info.addr() {
-            ConnectionAddr::Tcp(host, port) => Io::Tcp(tcp(host, *port, timeout)?),
+            ConnectionAddr::Tcp(host, port) => Io::Tcp(tcp(host, *port, connect, timeout)?),
             ConnectionAddr::TcpTls { host, port, .. } => {
                 let Some(config) = tls else {
                     return Err((ErrorKind::InvalidClientConfig, "no TLS settings").into());
@@ -136,7 +141,8 @@ impl Wire {
                     .to_owned();
                 let client = rustls::ClientConnection::new(Arc::clone(config), name)
                     .map_err(io::Error::other)?;
-                let mut stream = rustls::StreamOwned::new(client, tcp(host, *port, timeout)?);
+                let mut stream =
+                    rustls::StreamOwned::new(client, tcp(host, *port, connect, timeout)?);
                 // The handshake now, so that its refusal is the connection's error.
                 while stream.conn.is_handshaking() {
                     stream.conn.complete_io(&mut stream.sock)?;
@@ -244,22 +250,13 @@ impl Wire {
         read
     }
 
+    /// The read timeout alone (a subscriber's tick).
     pub fn set_read_timeout(&self, timeout: Option<Duration>) -> RedisResult<()> {
-        let write = match &self.io {
-            Io::Tcp(s) => s.write_timeout()?,
-            Io::Unix(s) => s.write_timeout()?,
-            Io::Tls(s) => s.sock.write_timeout()?,
-        };
-        Ok(self.io.set_timeouts(timeout, write)?)
-    }
-
-    pub fn set_write_timeout(&self, timeout: Option<Duration>) -> RedisResult<()> {
-        let read = match &self.io {
-            Io::Tcp(s) => s.read_timeout()?,
-            Io::Unix(s) => s.read_timeout()?,
-            Io::Tls(s) => s.sock.read_timeout()?,
-        };
-        Ok(self.io.set_timeouts(read, timeout)?)
+        Ok(match &self.io {
+            Io::Tcp(s) => s.set_read_timeout(timeout),
+            Io::Unix(s) => s.set_read_timeout(timeout),
+            Io::Tls(s) => s.sock.set_read_timeout(timeout),
+        }?)
     }
 
     /// Both timeouts at once.
@@ -268,8 +265,7 @@ impl Wire {
         Ok(self.io.set_timeouts(timeout, timeout)?)
     }
 
-    /// The socket, to wait on beside other files. Bytes may already sit in the parser's or the
-    /// TLS layer's buffer: [`Wire::buffered`] says so.
+    /// The socket, to wait on beside other files (when no reply is half read).
     pub fn fd(&self) -> RawFd {
         self.io.socket()
     }
@@ -342,10 +338,10 @@ impl ConnectionLike for Wire {
 }
 
 /// A TCP connection with Nagle off and both timeouts set, tried on each address of `host`.
-fn tcp(host: &str, port: u16, timeout: Duration) -> io::Result<TcpStream> {
+fn tcp(host: &str, port: u16, connect: Duration, timeout: Duration) -> io::Result<TcpStream> {
     let mut last = None;
     for addr in (host, port).to_socket_addrs()? {
-        match TcpStream::connect_timeout(&addr, timeout) {
+        match TcpStream::connect_timeout(&addr, connect) {
             Ok(s) => {
                 s.set_nodelay(true)?;
                 s.set_read_timeout(Some(timeout))?;
