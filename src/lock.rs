@@ -6,15 +6,15 @@
 //! SCRIPT LOAD when the server's script cache was flushed: one round trip to acquire, one to
 //! extend, one to release.
 
-use std::sync::LazyLock;
 use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow};
-use redis::{ConnectionLike, RedisError, Script, Value};
+use redis::{ConnectionLike, RedisError, Value};
 
 use crate::keys::{Keys, RECORD_TTL};
 use crate::record::{Holder, LastRun, Pause};
 use crate::server::Conn;
+use crate::lua::{Invocation, Lua, lua};
 use crate::wire::Wire;
 
 /// A lock token: a UUID v4 (122 random bits from the OS source), unique to one acquisition.
@@ -59,17 +59,17 @@ pub fn new_token() -> Result<String> {
 ///   the script with the lock untouched, never taken and left behind.
 /// * A lock already holding *our* token is ours: an earlier attempt landed but its reply was
 ///   lost. It is renewed and reported as acquired, with the fence that attempt drew.
-static ACQUIRE: LazyLock<Script> = LazyLock::new(|| Script::new(crate::scripts::ACQUIRE));
+static ACQUIRE: Lua = lua!(crate::scripts::ACQUIRE);
 
 /// Compare-and-pexpire: renews only our own lease, and the holder record with it.
-static EXTEND: LazyLock<Script> = LazyLock::new(|| Script::new(crate::scripts::EXTEND));
+static EXTEND: Lua = lua!(crate::scripts::EXTEND);
 
 /// Compare-and-delete (or, with `--hold-at-least`, compare-and-pexpire) plus the run's record.
 /// Publishes on the release channel only when the key was deleted, so waiters wake exactly when
 /// the lock is free. The record is written even when the lock was no longer ours: a lost lease
 /// is exactly what `status` must be able to show. `pcall` because a key of another type is
 /// simply not ours.
-static RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(crate::scripts::RELEASE));
+static RELEASE: Lua = lua!(crate::scripts::RELEASE);
 
 /// How a lock is held: by one holder (the lock key, a plain string), by any number of shared
 /// holders, or by up to N holders, each in its own slot. The shapes exclude one another: an
@@ -714,7 +714,7 @@ pub struct Standing {
     pub holder: Option<Holder>,
 }
 
-static HEAL: LazyLock<Script> = LazyLock::new(|| Script::new(crate::scripts::HEAL));
+static HEAL: Lua = lua!(crate::scripts::HEAL);
 
 /// Re-establishes our lock on a node where it is missing. `Ok(false)`: another token took the
 /// key there meanwhile.
@@ -781,7 +781,7 @@ pub fn release(
 }
 
 /// An invocation of a script that ends or leaves a hold, with its keys ([`Keys::of_an_ending`]).
-fn ending<'a>(script: &'a Script, keys: &Keys) -> redis::ScriptInvocation<'a> {
+fn ending<'a>(script: &'a Lua, keys: &Keys) -> Invocation<'a> {
     let mut call = script.prepare_invoke();
     for key in keys.of_an_ending() {
         call.key(key);
@@ -804,7 +804,7 @@ pub fn undo(con: &mut dyn ConnectionLike, keys: &Keys, token: &str) -> Result<()
     Ok(())
 }
 
-static PAUSE: LazyLock<Script> = LazyLock::new(|| Script::new(crate::scripts::PAUSE));
+static PAUSE: Lua = lua!(crate::scripts::PAUSE);
 
 /// Stores a pause record at `record` (a lock's, or the prefix-wide one) for `span` (`None`:
 /// until resumed). Returns the server's (since, until) in ms; until 0: until resumed.
@@ -827,7 +827,7 @@ pub fn pause(
         .with_context(|| format!("cannot pause {record}"))
 }
 
-static RESUME: LazyLock<Script> = LazyLock::new(|| Script::new(crate::scripts::RESUME));
+static RESUME: Lua = lua!(crate::scripts::RESUME);
 
 /// Lifts a lock's own pause, waking its first waiter when the lock is free. `Ok(true)` when
 /// there was a pause record.
@@ -847,7 +847,7 @@ pub fn resume(
     Ok(removed == 1)
 }
 
-static LEAVE: LazyLock<Script> = LazyLock::new(|| Script::new(crate::scripts::LEAVE));
+static LEAVE: Lua = lua!(crate::scripts::LEAVE);
 
 /// Takes a waiter that gives up out of the key's queue, waking the next one if the lock is free.
 pub fn leave(con: &mut dyn ConnectionLike, keys: &Keys, ticket: &str) -> Result<()> {
@@ -861,7 +861,7 @@ pub fn leave(con: &mut dyn ConnectionLike, keys: &Keys, ticket: &str) -> Result<
 
 /// Quorum fencing: raises this node's counter to at least the fence handed out (see nodes.rs),
 /// and records that fence in our holder record if we hold the lock here.
-static RAISE_FENCE: LazyLock<Script> = LazyLock::new(|| Script::new(crate::scripts::RAISE_FENCE));
+static RAISE_FENCE: Lua = lua!(crate::scripts::RAISE_FENCE);
 
 pub fn raise_fence(
     con: &mut dyn ConnectionLike,
@@ -883,8 +883,7 @@ pub fn raise_fence(
 /// Deletes the lock whoever holds it (`release --force`). Returns the token and holder record it
 /// removed, or `None` when there was no lock. A key of another type is not a lock and is left
 /// alone (WRONGTYPE, 78).
-static FORCE_RELEASE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(crate::scripts::FORCE_RELEASE));
+static FORCE_RELEASE: Lua = lua!(crate::scripts::FORCE_RELEASE);
 
 /// What `release --force` removed.
 #[derive(Debug, Clone)]
@@ -939,7 +938,7 @@ mod tests {
     }
 }
 
-static HELD: LazyLock<Script> = LazyLock::new(|| Script::new(crate::scripts::HELD));
+static HELD: Lua = lua!(crate::scripts::HELD);
 
 /// The lease a token holds, as one node sees it (see [`held`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

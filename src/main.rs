@@ -25,6 +25,7 @@ mod keys;
 mod lease;
 mod lock;
 mod log;
+mod lua;
 mod nested;
 mod nodes;
 mod record;
