@@ -12,9 +12,9 @@ use anyhow::{Context, Result, anyhow};
 use redis::{ConnectionLike, RedisError, Value};
 
 use crate::keys::{Keys, RECORD_TTL};
+use crate::lua::{Invocation, Lua, lua};
 use crate::record::{Holder, LastRun, Pause};
 use crate::server::Conn;
-use crate::lua::{Invocation, Lua, lua};
 use crate::wire::Wire;
 
 /// A lock token: a UUID v4 (122 random bits from the OS source), unique to one acquisition.

@@ -109,7 +109,13 @@ pub const fn sha1_hex(data: &[u8]) -> [u8; 40] {
 }
 
 const fn sha1(data: &[u8]) -> [u32; 5] {
-    let mut h: [u32; 5] = [0x6745_2301, 0xEFCD_AB89, 0x98BA_DCFE, 0x1032_5476, 0xC3D2_E1F0];
+    let mut h: [u32; 5] = [
+        0x6745_2301,
+        0xEFCD_AB89,
+        0x98BA_DCFE,
+        0x1032_5476,
+        0xC3D2_E1F0,
+    ];
     // The message, a 1 bit, zeros, and its length in bits as 8 bytes: whole 64-byte blocks.
     let padded = (data.len() + 9).div_ceil(64) * 64;
     let mut block = 0;

@@ -315,82 +315,82 @@ fn wait_for_grant(
     // The attempt on `con` whose answer is still to be read: when it was sent (for the lease,
     // and for its timeout).
     let mut in_flight: Option<(Moment, Instant)> = None;
-    let ended = loop {
-        let now = Instant::now();
-        if now >= until {
-            break Ok(Taken::Busy(busy.clone()));
-        }
-        let c = match con.as_mut() {
-            Some(c) => c,
-            None => match server.connect_direct(req.timeout) {
-                Ok(c) => {
-                    let _ = c.set_timeouts(req.timeout + block);
-                    con.insert(c)
-                }
-                Err(_) => match wait_for(signals, &doorbell, None, block.min(until - now)) {
-                    Some(event) => break event,
-                    None => continue,
+    let ended =
+        loop {
+            let now = Instant::now();
+            if now >= until {
+                break Ok(Taken::Busy(busy.clone()));
+            }
+            let c = match con.as_mut() {
+                Some(c) => c,
+                None => match server.connect_direct(req.timeout) {
+                    Ok(c) => {
+                        let _ = c.set_timeouts(req.timeout + block);
+                        con.insert(c)
+                    }
+                    Err(_) => match wait_for(signals, &doorbell, None, block.min(until - now)) {
+                        Some(event) => break event,
+                        None => continue,
+                    },
                 },
-            },
+            };
+            let (sent, sent_at) = match in_flight {
+                Some(sent) => sent,
+                None => {
+                    let sent = (Moment::now(), Instant::now());
+                    if lock::send_after_grant(c, &req.claim, queue, block).is_err() {
+                        con = None;
+                        continue;
+                    }
+                    *in_flight.insert(sent)
+                }
+            };
+            let answer_due = sent_at + block + req.timeout;
+            let Some(c) = con.as_ref() else { continue };
+            let limit = until.min(answer_due).saturating_duration_since(now);
+            if !c.buffered() {
+                match wait_for(signals, &doorbell, Some(c.fd()), limit) {
+                    Some(event) => break event,
+                    None if Instant::now() >= answer_due => {
+                        // No answer: abandoned behind itself, as for any timed-out acquire.
+                        if let Some(mut lost) = con.take() {
+                            lock::abandon_single(&mut lost, keys, req.claim.token);
+                        }
+                        in_flight = None;
+                        break Err(anyhow::Error::new(redis::RedisError::from(
+                            std::io::Error::new(std::io::ErrorKind::TimedOut, "no answer"),
+                        ))
+                        .context(format!("cannot acquire {}", keys.lock)));
+                    }
+                    None => {}
+                }
+            }
+            let Some(c) = con.as_mut() else { continue };
+            if !c.buffered() && !readable(c) {
+                continue;
+            }
+            in_flight = None;
+            match lock::grant_reply(c, &req.claim, queue) {
+                Ok(None) => {}
+                Ok(Some(Acquire::Busy(b))) => {
+                    *busy = b;
+                    moved(keys, busy, place);
+                }
+                Ok(Some(attempt)) => break outcome(attempt, &req.claim, sent),
+                Err(e) if is_server_reply(&e) => return Ok(None),
+                // A timed-out attempt may still run on the server (a stalled one runs what is
+                // queued when it resumes): its undoing goes behind it on the same connection, and
+                // the wait ends with the timeout, as for any acquire.
+                Err(e) if is_timeout(&e) => {
+                    if let Some(mut lost) = con.take() {
+                        lock::abandon_single(&mut lost, keys, req.claim.token);
+                    }
+                    break Err(e);
+                }
+                // A lost connection: a new one, and the next attempt.
+                Err(_) => con = None,
+            }
         };
-        let (sent, sent_at) = match in_flight {
-            Some(sent) => sent,
-            None => {
-                let sent = (Moment::now(), Instant::now());
-                if lock::send_after_grant(c, &req.claim, queue, block).is_err() {
-                    con = None;
-                    continue;
-                }
-                *in_flight.insert(sent)
-            }
-        };
-        let answer_due = sent_at + block + req.timeout;
-        let Some(c) = con.as_ref() else { continue };
-        let limit = until.min(answer_due).saturating_duration_since(now);
-        match wait_for(signals, &doorbell, Some(c.fd()), limit) {
-            Some(event) => break event,
-            None if Instant::now() >= answer_due => {
-                // No answer: abandoned behind itself, as for any timed-out acquire.
-                if let Some(mut lost) = con.take() {
-                    lock::abandon_single(&mut lost, keys, req.claim.token);
-                }
-                in_flight = None;
-                break Err(
-                    anyhow::Error::new(redis::RedisError::from(std::io::Error::new(
-                        std::io::ErrorKind::TimedOut,
-                        "no answer",
-                    )))
-                    .context(format!("cannot acquire {}", keys.lock)),
-                );
-            }
-            None => {}
-        }
-        let Some(c) = con.as_mut() else { continue };
-        if !readable(c) {
-            continue;
-        }
-        in_flight = None;
-        match lock::grant_reply(c, &req.claim, queue) {
-            Ok(None) => {}
-            Ok(Some(Acquire::Busy(b))) => {
-                *busy = b;
-                moved(keys, busy, place);
-            }
-            Ok(Some(attempt)) => break outcome(attempt, &req.claim, sent),
-            Err(e) if is_server_reply(&e) => return Ok(None),
-            // A timed-out attempt may still run on the server (a stalled one runs what is
-            // queued when it resumes): its undoing goes behind it on the same connection, and
-            // the wait ends with the timeout, as for any acquire.
-            Err(e) if is_timeout(&e) => {
-                if let Some(mut lost) = con.take() {
-                    lock::abandon_single(&mut lost, keys, req.claim.token);
-                }
-                break Err(e);
-            }
-            // A lost connection: a new one, and the next attempt.
-            Err(_) => con = None,
-        }
-    };
     if !matches!(ended, Ok(Taken::Acquired { .. })) {
         // Out of the queue at once, so the next waiter is not held up by the read below.
         nodes.leave(keys, queue.ticket);

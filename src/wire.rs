@@ -28,7 +28,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use redis::{
-    Cmd, ConnectionAddr, ConnectionInfo, ConnectionLike, ErrorKind, Parser, RedisResult, Value,
+    Cmd, ConnectionAddr, ConnectionInfo, ConnectionLike, ErrorKind, RedisError, RedisResult, Value,
 };
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::pki_types::pem::PemObject;
@@ -38,7 +38,9 @@ use rustls::{ClientConfig, DigitallySignedStruct, SignatureScheme};
 /// A connection to one server.
 pub struct Wire {
     io: Io,
-    parser: Parser,
+    /// What was read and not yet parsed: `read[at..]`.
+    read: Vec<u8>,
+    at: usize,
     db: i64,
     open: bool,
 }
@@ -167,7 +169,8 @@ impl Wire {
         let settings = info.redis_settings();
         let mut wire = Wire {
             io,
-            parser: Parser::new(),
+            read: Vec::new(),
+            at: 0,
             db: settings.db(),
             open: true,
         };
@@ -241,13 +244,106 @@ impl Wire {
 
     /// Reads one reply (an error reply is a `Value::ServerError`, as in the crate).
     pub fn recv_response(&mut self) -> RedisResult<Value> {
-        let read = self.parser.parse_value(&mut self.io);
+        let read = self.reply(0);
         if let Err(e) = &read
             && e.is_connection_dropped()
         {
             self.open = false;
         }
         read
+    }
+
+    /// Whether part of a reply was read and not yet parsed (no need to wait on the socket).
+    pub fn buffered(&self) -> bool {
+        self.at < self.read.len()
+    }
+
+    /// One RESP2 reply (redlock never asks for RESP3), parsed here rather than by the crate's
+    /// parser, whose first use detects the CPU's features for `memchr`: a few CPUID
+    /// instructions, 60 us of every run's start-up in a VM, where each one traps. Error
+    /// replies, rare, are handed to the crate's parser, which knows their kinds.
+    fn reply(&mut self, depth: usize) -> RedisResult<Value> {
+        let line = self.line()?;
+        let Some((&kind, rest)) = line.split_first() else {
+            return Err(malformed("an empty line"));
+        };
+        match kind {
+            b'+' if rest == b"OK" => Ok(Value::Okay),
+            b'+' => String::from_utf8(rest.to_vec())
+                .map(Value::SimpleString)
+                .map_err(|_| malformed("a status that is not UTF-8")),
+            b'-' => {
+                let mut error = line;
+                error.extend_from_slice(b"\r\n");
+                redis::parse_redis_value(&error)
+            }
+            b':' => Ok(Value::Int(number(rest)?)),
+            b'$' => match usize::try_from(number(rest)?) {
+                Ok(len) => self.bulk(len).map(Value::BulkString),
+                Err(_) => Ok(Value::Nil),
+            },
+            b'*' => match usize::try_from(number(rest)?) {
+                Ok(_) if depth >= 100 => Err(malformed("replies nested too deeply")),
+                Ok(len) => {
+                    let mut items = Vec::with_capacity(len.min(1024));
+                    for _ in 0..len {
+                        items.push(self.reply(depth + 1)?);
+                    }
+                    Ok(Value::Array(items))
+                }
+                Err(_) => Ok(Value::Nil),
+            },
+            _ => Err(malformed("a reply type redlock does not ask for")),
+        }
+    }
+
+    /// The next line, without its CRLF.
+    fn line(&mut self) -> RedisResult<Vec<u8>> {
+        // How many unparsed bytes are known to start no CRLF (a read may split one).
+        let mut scanned = 0;
+        loop {
+            let from = self.at + scanned;
+            if let Some(end) = self.read[from..].windows(2).position(|w| w == b"\r\n") {
+                let end = from + end;
+                let line = self.read[self.at..end].to_vec();
+                self.at = end + 2;
+                return Ok(line);
+            }
+            scanned = (self.read.len() - self.at).saturating_sub(1);
+            self.fill()?;
+        }
+    }
+
+    /// A bulk string's `len` bytes and its CRLF.
+    fn bulk(&mut self, len: usize) -> RedisResult<Vec<u8>> {
+        while self.read.len() - self.at < len + 2 {
+            self.fill()?;
+        }
+        let data = self.read[self.at..self.at + len].to_vec();
+        if &self.read[self.at + len..self.at + len + 2] != b"\r\n" {
+            return Err(malformed("a bulk string longer than it said"));
+        }
+        self.at += len + 2;
+        Ok(data)
+    }
+
+    /// Reads what the socket has (waiting up to the read timeout), after what is unparsed.
+    fn fill(&mut self) -> RedisResult<()> {
+        self.read.drain(..self.at);
+        self.at = 0;
+        let len = self.read.len();
+        self.read.resize(len + 8192, 0);
+        let got = self.io.read(&mut self.read[len..]);
+        self.read.truncate(len + *got.as_ref().unwrap_or(&0));
+        match got {
+            Ok(0) => Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "the server closed the connection",
+            )
+            .into()),
+            Ok(_) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
     }
 
     /// The read timeout alone (a subscriber's tick).
@@ -335,6 +431,19 @@ impl ConnectionLike for Wire {
     fn is_open(&self) -> bool {
         self.open
     }
+}
+
+/// A reply that is not RESP.
+fn malformed(what: &'static str) -> RedisError {
+    (ErrorKind::Parse, "malformed reply", what.to_string()).into()
+}
+
+/// A RESP integer.
+fn number(digits: &[u8]) -> RedisResult<i64> {
+    std::str::from_utf8(digits)
+        .ok()
+        .and_then(|d| d.parse().ok())
+        .ok_or_else(|| malformed("a number that is not one"))
 }
 
 /// A TCP connection with Nagle off and both timeouts set, tried on each address of `host`.
@@ -558,5 +667,85 @@ impl ServerCertVerifier for Unverified {
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
         self.0.supported_schemes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    /// A connection whose server is `peer`.
+    fn pair() -> (Wire, UnixStream) {
+        let (ours, peer) = UnixStream::pair().expect("a socket pair");
+        ours.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let wire = Wire {
+            io: Io::Unix(ours),
+            read: Vec::new(),
+            at: 0,
+            db: 0,
+            open: true,
+        };
+        (wire, peer)
+    }
+
+    #[test]
+    fn replies_are_read_as_the_crate_reads_them() {
+        let replies: &[&[u8]] = &[
+            b"+OK\r\n",
+            b"+QUEUED\r\n",
+            b":-42\r\n",
+            b"$5\r\nhe\r\no\r\n",
+            b"$0\r\n\r\n",
+            b"$-1\r\n",
+            b"*-1\r\n",
+            b"*0\r\n",
+            b"*3\r\n:1\r\n*2\r\n$1\r\na\r\n$-1\r\n+x\r\n",
+            b"-NOSCRIPT No matching script. Please use EVAL.\r\n",
+            b"-WRONGPASS invalid username-password pair\r\n",
+        ];
+        let (mut wire, mut peer) = pair();
+        for reply in replies {
+            peer.write_all(reply).unwrap();
+        }
+        for reply in replies {
+            let expected = redis::parse_redis_value(reply).unwrap();
+            assert_eq!(wire.recv_response().unwrap(), expected, "{reply:?}");
+        }
+        assert!(!wire.buffered());
+    }
+
+    #[test]
+    fn a_reply_split_anywhere_is_put_together() {
+        let reply = b"*2\r\n$10\r\n0123\r\n6789\r\n:7\r\n";
+        for cut in 1..reply.len() {
+            let (mut wire, mut peer) = pair();
+            let writer = {
+                let (head, tail) = (reply[..cut].to_vec(), reply[cut..].to_vec());
+                peer.write_all(&head).unwrap();
+                std::thread::spawn(move || {
+                    peer.write_all(&tail).unwrap();
+                    peer
+                })
+            };
+            assert_eq!(
+                wire.recv_response().unwrap(),
+                redis::parse_redis_value(reply).unwrap(),
+                "cut at {cut}"
+            );
+            drop(writer.join());
+        }
+    }
+
+    #[test]
+    fn a_closed_connection_and_garbage_are_errors() {
+        let (mut wire, peer) = pair();
+        drop(peer);
+        let e = wire.recv_response().unwrap_err();
+        assert!(e.is_connection_dropped(), "{e}");
+        assert!(!wire.is_open());
+        let (mut wire, mut peer) = pair();
+        peer.write_all(b"?what\r\n").unwrap();
+        assert_eq!(wire.recv_response().unwrap_err().kind(), ErrorKind::Parse);
     }
 }
