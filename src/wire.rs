@@ -38,9 +38,11 @@ use rustls::{ClientConfig, DigitallySignedStruct, SignatureScheme};
 /// A connection to one server.
 pub struct Wire {
     io: Io,
-    /// What was read and not yet parsed: `read[at..]`.
+    /// What was read and not yet parsed: `read[at..]`; the reply being parsed starts at
+    /// `start` (kept until it is whole, so that a read that times out halfway loses nothing).
     read: Vec<u8>,
     at: usize,
+    start: usize,
     db: i64,
     open: bool,
 }
@@ -151,12 +153,7 @@ impl Wire {
                 }
                 Io::Tls(Box::new(stream))
             }
-            ConnectionAddr::Unix(path) => {
-                let s = UnixStream::connect(path)?;
-                s.set_read_timeout(Some(timeout))?;
-                s.set_write_timeout(Some(timeout))?;
-                Io::Unix(s)
-            }
+            ConnectionAddr::Unix(path) => Io::Unix(unix(path, connect, timeout)?),
             other => {
                 return Err((
                     ErrorKind::InvalidClientConfig,
@@ -171,6 +168,7 @@ impl Wire {
             io,
             read: Vec::new(),
             at: 0,
+            start: 0,
             db: settings.db(),
             open: true,
         };
@@ -244,18 +242,51 @@ impl Wire {
 
     /// Reads one reply (an error reply is a `Value::ServerError`, as in the crate).
     pub fn recv_response(&mut self) -> RedisResult<Value> {
+        self.start = self.at;
         let read = self.reply(0);
-        if let Err(e) = &read
-            && e.is_connection_dropped()
-        {
-            self.open = false;
+        if let Err(e) = &read {
+            // Parsed again from its start by the next call (after a timeout, say).
+            self.at = self.start;
+            if e.is_connection_dropped() {
+                self.open = false;
+            }
         }
         read
     }
 
-    /// Whether part of a reply was read and not yet parsed (no need to wait on the socket).
-    pub fn buffered(&self) -> bool {
-        self.at < self.read.len()
+    /// Whether a reply can be read without waiting, or at least its first bytes. Over TLS a
+    /// readable socket may bring no reply (a session ticket, say): what arrived is decrypted
+    /// here, without waiting, and only plaintext counts.
+    pub fn reply_ready(&mut self) -> bool {
+        if self.at < self.read.len() {
+            return true;
+        }
+        let mut fd = libc::pollfd {
+            fd: self.io.socket(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        if let Io::Tls(s) = &mut self.io {
+            loop {
+                match s.conn.process_new_packets() {
+                    Ok(state) if state.plaintext_bytes_to_read() > 0 => return true,
+                    Ok(state) if state.peer_has_closed() => return true,
+                    Ok(_) => {}
+                    // The read reports it.
+                    Err(_) => return true,
+                }
+                // SAFETY: one valid pollfd, no wait.
+                if unsafe { libc::poll(&mut fd, 1, 0) } <= 0 {
+                    return false;
+                }
+                match s.conn.read_tls(&mut s.sock) {
+                    Ok(0) | Err(_) => return true,
+                    Ok(_) => {}
+                }
+            }
+        }
+        // SAFETY: one valid pollfd, no wait.
+        unsafe { libc::poll(&mut fd, 1, 0) > 0 }
     }
 
     /// One RESP2 reply (redlock never asks for RESP3), parsed here rather than by the crate's
@@ -329,8 +360,9 @@ impl Wire {
 
     /// Reads what the socket has (waiting up to the read timeout), after what is unparsed.
     fn fill(&mut self) -> RedisResult<()> {
-        self.read.drain(..self.at);
-        self.at = 0;
+        self.read.drain(..self.start);
+        self.at -= self.start;
+        self.start = 0;
         let len = self.read.len();
         self.read.resize(len + 8192, 0);
         let got = self.io.read(&mut self.read[len..]);
@@ -431,6 +463,50 @@ impl ConnectionLike for Wire {
     fn is_open(&self) -> bool {
         self.open
     }
+}
+
+/// A unix socket connection with both timeouts set, the connect bounded by `connect` (the
+/// send timeout bounds it: a server whose backlog is full does not accept).
+fn unix(path: &std::path::Path, connect: Duration, timeout: Duration) -> io::Result<UnixStream> {
+    use std::os::fd::FromRawFd;
+    use std::os::unix::ffi::OsStrExt;
+    // SAFETY: a new socket; on success it is owned by the UnixStream below and nothing else.
+    let fd = unsafe { libc::socket(libc::AF_UNIX, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `fd` was just opened and is owned by nobody else.
+    let stream = unsafe { UnixStream::from_raw_fd(fd) };
+    stream.set_write_timeout(Some(connect))?;
+    // SAFETY: sockaddr_un is plain data; zeroed is a valid empty address.
+    let mut addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+    addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
+    let bytes = path.as_os_str().as_bytes();
+    if bytes.len() >= addr.sun_path.len() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("the socket path {} is too long", path.display()),
+        ));
+    }
+    for (to, from) in addr.sun_path.iter_mut().zip(bytes) {
+        *to = *from as libc::c_char;
+    }
+    let len = (std::mem::size_of::<libc::sa_family_t>() + bytes.len() + 1) as libc::socklen_t;
+    // SAFETY: `addr` is a valid sockaddr_un of `len` bytes.
+    let rc = unsafe { libc::connect(fd, (&raw const addr).cast(), len) };
+    if rc < 0 {
+        let e = io::Error::last_os_error();
+        // A connect that ran out of its send timeout says EAGAIN/EINPROGRESS.
+        return Err(match e.raw_os_error() {
+            Some(libc::EAGAIN | libc::EINPROGRESS) => {
+                io::Error::new(io::ErrorKind::TimedOut, "connecting timed out")
+            }
+            _ => e,
+        });
+    }
+    stream.set_read_timeout(Some(timeout))?;
+    stream.set_write_timeout(Some(timeout))?;
+    Ok(stream)
 }
 
 /// A reply that is not RESP.
@@ -683,6 +759,7 @@ mod tests {
             io: Io::Unix(ours),
             read: Vec::new(),
             at: 0,
+            start: 0,
             db: 0,
             open: true,
         };
@@ -712,7 +789,7 @@ mod tests {
             let expected = redis::parse_redis_value(reply).unwrap();
             assert_eq!(wire.recv_response().unwrap(), expected, "{reply:?}");
         }
-        assert!(!wire.buffered());
+        assert!(!wire.reply_ready());
     }
 
     #[test]
@@ -735,6 +812,23 @@ mod tests {
             );
             drop(writer.join());
         }
+    }
+
+    #[test]
+    fn a_read_that_times_out_halfway_loses_nothing() {
+        let (mut wire, mut peer) = pair();
+        wire.set_read_timeout(Some(Duration::from_millis(20)))
+            .unwrap();
+        peer.write_all(b"*2\r\n$3\r\nabc\r\n").unwrap();
+        assert!(wire.reply_ready());
+        let e = wire.recv_response().unwrap_err();
+        assert!(e.is_timeout(), "{e}");
+        peer.write_all(b":5\r\n").unwrap();
+        assert_eq!(
+            wire.recv_response().unwrap(),
+            Value::Array(vec![Value::BulkString(b"abc".to_vec()), Value::Int(5)])
+        );
+        assert!(!wire.reply_ready());
     }
 
     #[test]
