@@ -623,12 +623,15 @@ impl Nodes {
         }))
     }
 
-    /// Takes a waiter that gives up out of the queue on every node. A failure is only a
-    /// warning: the entry lapses by itself within `lock::QUEUE_ENTRY_LIFE`.
+    /// Takes a waiter that gives up out of the queue on every node. A refusal is only a
+    /// warning, and a server out of reach not even that (the run says why it stopped waiting):
+    /// the entry lapses by itself within `lock::QUEUE_ENTRY_LIFE`.
     pub fn leave(&mut self, keys: &Keys, ticket: &str) {
         let results = self.each(|c| lock::leave(c, keys, ticket));
         for (server, result) in self.servers().zip(results) {
-            if let Err(e) = result {
+            if let Err(e) = result
+                && is_server_reply(&e)
+            {
                 log::warn("leave_failed", &node_error(server, &e), &[]);
             }
         }

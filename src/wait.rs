@@ -105,16 +105,16 @@ pub fn take(
     let (Some(wait), Some(queue)) = (wait, queue) else {
         return first;
     };
-    let taken = match first {
+    let (taken, left) = match first {
         Ok(Taken::Busy(busy)) => {
             wait_in_queue(nodes, req, signals, &queue, busy, start + wait.min(YEAR))
         }
-        other => other,
+        other => (other, false),
     };
-    // A waiter that gives up leaves the queue at once, so the next one is not held up by it.
-    // In a quorum a waiter also leaves once a majority granted it the lock: the nodes keep it
-    // queued until then (see acquire.lua).
-    if nodes.is_quorum() || !matches!(taken, Ok(Taken::Acquired { .. })) {
+    // A waiter that gives up leaves the queue at once, so the next one is not held up by it
+    // (one that waited for its grant has left already). In a quorum a waiter also leaves once
+    // a majority granted it the lock: the nodes keep it queued until then (see acquire.lua).
+    if !left && (nodes.is_quorum() || !matches!(taken, Ok(Taken::Acquired { .. }))) {
         nodes.leave(req.claim.keys, queue.ticket);
     }
     taken
@@ -158,7 +158,7 @@ fn outcome(attempt: Acquire, claim: &Claim, sent: Moment) -> Result<Taken> {
 const YEAR: Duration = Duration::from_secs(365 * 24 * 3600);
 
 /// Waits in the key's queue until this waiter is at its head when the lock is free, `until`
-/// passes, or a signal arrives.
+/// passes, or a signal arrives. `true` with the answer: the waiter has left the queue already.
 fn wait_in_queue(
     nodes: &mut Nodes,
     req: &Request,
@@ -166,7 +166,7 @@ fn wait_in_queue(
     queue: &Queueing,
     mut busy: Busy,
     until: Instant,
-) -> Result<Taken> {
+) -> (Result<Taken>, bool) {
     let keys = req.claim.keys;
     announce(keys, &busy, until);
     let mut place = busy.ahead;
@@ -174,11 +174,29 @@ fn wait_in_queue(
     // grant: no listener, and no round trip after the release.
     let single = !nodes.is_quorum() && nodes.servers().all(|s| !s.is_cluster());
     if single
-        && let Some(taken) =
-            wait_for_grant(nodes, req, signals, queue, &mut busy, &mut place, until)?
+        && let Some(ended) =
+            wait_for_grant(nodes, req, signals, queue, &mut busy, &mut place, until)
     {
-        return Ok(taken);
+        return (ended, true);
     }
+    (
+        wait_notified(nodes, req, signals, queue, busy, place, until),
+        false,
+    )
+}
+
+/// Waits woken on the waiter's channel, trying again at each message and at least every
+/// `QUEUE_REFRESH` (see the module's comment).
+fn wait_notified(
+    nodes: &mut Nodes,
+    req: &Request,
+    signals: &Signals,
+    queue: &Queueing,
+    mut busy: Busy,
+    mut place: usize,
+    until: Instant,
+) -> Result<Taken> {
+    let keys = req.claim.keys;
     let own = format!("{}:{}", keys.channel, queue.ticket);
     let _listeners: Vec<Listener> = nodes
         .servers()
@@ -290,8 +308,8 @@ fn moved(keys: &Keys, busy: &Busy, place: &mut usize) {
 /// gives up leaves the queue at once, then reads the attempt in flight (at most `block` and a
 /// round trip): an attempt that took the lock meanwhile is undone before redlock goes on. An
 /// attempt unanswered `block` plus `--timeout` after it was sent is a timeout, abandoned behind
-/// itself on its connection. `Ok(None)`: the server refused the blocking pop, and the caller
-/// waits the notified way instead.
+/// itself on its connection. It leaves the queue when it gives up. `None`: the server refused
+/// the blocking pop, and the caller waits the notified way instead.
 fn wait_for_grant(
     nodes: &mut Nodes,
     req: &Request,
@@ -300,14 +318,10 @@ fn wait_for_grant(
     busy: &mut Busy,
     place: &mut usize,
     until: Instant,
-) -> Result<Option<Taken>> {
+) -> Option<Result<Taken>> {
     let keys = req.claim.keys;
-    let Some(server) = nodes.servers().next().cloned() else {
-        return Ok(None);
-    };
-    let Ok(doorbell) = signals.readable() else {
-        return Ok(None);
-    };
+    let server = nodes.servers().next().cloned()?;
+    let doorbell = signals.readable().ok()?;
     let block = (req.claim.ttl / 10)
         .min(req.timeout / 2)
         .clamp(Duration::from_millis(10), QUEUE_REFRESH);
@@ -315,97 +329,130 @@ fn wait_for_grant(
     // The attempt on `con` whose answer is still to be read: when it was sent (for the lease,
     // and for its timeout).
     let mut in_flight: Option<(Moment, Instant)> = None;
-    let ended =
-        loop {
-            let now = Instant::now();
-            if now >= until {
-                break Ok(Taken::Busy(busy.clone()));
-            }
-            let c = match con.as_mut() {
-                Some(c) => c,
-                None => match server.connect_direct(req.timeout) {
-                    Ok(c) => {
-                        let _ = c.set_timeouts(req.timeout + block);
-                        con.insert(c)
+    // Since when the server has been out of reach (no connection, or a connection lost): for
+    // `--timeout` it is retried, then the wait ends with the failure (69), as on the notified
+    // path, rather than waiting out `--wait` to report a busy lock it can no longer see.
+    let mut unreachable_since: Option<Instant> = Some(Instant::now());
+    let ended = loop {
+        let now = Instant::now();
+        if now >= until {
+            break Ok(Taken::Busy(busy.clone()));
+        }
+        let c = match con.as_mut() {
+            Some(c) => c,
+            None => match server.connect_direct(req.timeout) {
+                Ok(c) => {
+                    let _ = c.set_timeouts(req.timeout + block);
+                    con.insert(c)
+                }
+                Err(e) => {
+                    let since = *unreachable_since.get_or_insert(now);
+                    if now.duration_since(since) >= req.timeout {
+                        break Err(e);
                     }
-                    Err(_) => match wait_for(signals, &doorbell, None, block.min(until - now)) {
+                    match wait_for(signals, &doorbell, None, block.min(until - now)) {
                         Some(event) => break event,
                         None => continue,
-                    },
-                },
-            };
-            let (sent, sent_at) = match in_flight {
-                Some(sent) => sent,
-                None => {
-                    let sent = (Moment::now(), Instant::now());
-                    if lock::send_after_grant(c, &req.claim, queue, block).is_err() {
-                        con = None;
-                        continue;
                     }
-                    *in_flight.insert(sent)
                 }
-            };
-            let answer_due = sent_at + block + req.timeout;
-            let Some(c) = con.as_ref() else { continue };
-            let limit = until.min(answer_due).saturating_duration_since(now);
-            if !c.buffered() {
-                match wait_for(signals, &doorbell, Some(c.fd()), limit) {
-                    Some(event) => break event,
-                    None if Instant::now() >= answer_due => {
-                        // No answer: abandoned behind itself, as for any timed-out acquire.
-                        if let Some(mut lost) = con.take() {
-                            lock::abandon_single(&mut lost, keys, req.claim.token);
-                        }
-                        in_flight = None;
-                        break Err(anyhow::Error::new(redis::RedisError::from(
-                            std::io::Error::new(std::io::ErrorKind::TimedOut, "no answer"),
-                        ))
-                        .context(format!("cannot acquire {}", keys.lock)));
-                    }
-                    None => {}
+            },
+        };
+        let (sent, sent_at) = match in_flight {
+            Some(sent) => sent,
+            None => {
+                let sent = (Moment::now(), Instant::now());
+                if lock::send_after_grant(c, &req.claim, queue, block).is_err() {
+                    unreachable_since.get_or_insert(now);
+                    con = None;
+                    continue;
                 }
-            }
-            let Some(c) = con.as_mut() else { continue };
-            if !c.buffered() && !readable(c) {
-                continue;
-            }
-            in_flight = None;
-            match lock::grant_reply(c, &req.claim, queue) {
-                Ok(None) => {}
-                Ok(Some(Acquire::Busy(b))) => {
-                    *busy = b;
-                    moved(keys, busy, place);
-                }
-                Ok(Some(attempt)) => break outcome(attempt, &req.claim, sent),
-                Err(e) if is_server_reply(&e) => return Ok(None),
-                // A timed-out attempt may still run on the server (a stalled one runs what is
-                // queued when it resumes): its undoing goes behind it on the same connection, and
-                // the wait ends with the timeout, as for any acquire.
-                Err(e) if is_timeout(&e) => {
-                    if let Some(mut lost) = con.take() {
-                        lock::abandon_single(&mut lost, keys, req.claim.token);
-                    }
-                    break Err(e);
-                }
-                // A lost connection: a new one, and the next attempt.
-                Err(_) => con = None,
+                *in_flight.insert(sent)
             }
         };
+        let answer_due = sent_at + block + req.timeout;
+        let limit = until.min(answer_due).saturating_duration_since(now);
+        let mut ready = c.reply_ready();
+        if !ready {
+            if let Some(event) = wait_for(signals, &doorbell, Some(c.fd()), limit) {
+                break event;
+            }
+            ready = c.reply_ready();
+        }
+        if !ready {
+            if Instant::now() < answer_due {
+                continue;
+            }
+            // No answer: abandoned behind itself, as for any timed-out acquire.
+            if let Some(mut lost) = con.take() {
+                lock::abandon_single(&mut lost, keys, req.claim.token);
+            }
+            in_flight = None;
+            break Err(
+                anyhow::Error::new(redis::RedisError::from(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    "no answer",
+                )))
+                .context(format!("cannot acquire {}", keys.lock)),
+            );
+        }
+        in_flight = None;
+        match lock::grant_reply(c, &req.claim, queue) {
+            Ok(answer) => {
+                unreachable_since = None;
+                match answer {
+                    None => {}
+                    Some(Acquire::Busy(b)) => {
+                        *busy = b;
+                        moved(keys, busy, place);
+                    }
+                    Some(attempt) => break outcome(attempt, &req.claim, sent),
+                }
+            }
+            Err(e) if is_server_reply(&e) => return None,
+            // A timed-out attempt may still run on the server (a stalled one runs what is
+            // queued when it resumes): its undoing goes behind it on the same connection, and
+            // the wait ends with the timeout, as for any acquire.
+            Err(e) if is_timeout(&e) => {
+                if let Some(mut lost) = con.take() {
+                    lock::abandon_single(&mut lost, keys, req.claim.token);
+                }
+                break Err(e);
+            }
+            // A lost connection: a new one, and the next attempt.
+            Err(_) => {
+                unreachable_since.get_or_insert(now);
+                con = None;
+            }
+        }
+    };
     if !matches!(ended, Ok(Taken::Acquired { .. })) {
         // Out of the queue at once, so the next waiter is not held up by the read below.
         nodes.leave(keys, queue.ticket);
         // An attempt that took the lock after the waiter gave up holds it for nobody: undo it.
+        // One that was refused joined the queue again: leave it again. One that does not
+        // answer is abandoned behind itself.
         if in_flight.is_some()
             && let Some(c) = con.as_mut()
-            && let Ok(Some(Acquire::Acquired { .. })) = lock::grant_reply(c, &req.claim, queue)
         {
-            let _ = nodes.release(keys, req.claim.token, None, None);
+            match lock::grant_reply(c, &req.claim, queue) {
+                Ok(Some(Acquire::Acquired { .. })) => {
+                    let _ = nodes.release(keys, req.claim.token, None, None);
+                }
+                // Refused, it joined the queue again.
+                Ok(Some(Acquire::Busy(_))) => nodes.leave(keys, queue.ticket),
+                Err(e) if is_timeout(&e) => {
+                    if let Some(mut lost) = con.take() {
+                        lock::abandon_single(&mut lost, keys, req.claim.token);
+                    }
+                }
+                _ => {}
+            }
         }
     }
     if matches!(ended, Ok(Taken::Busy(_))) {
         nodes.count_busy(keys, req.claim.holder);
     }
-    ended.map(Some)
+    Some(ended)
 }
 
 /// Waits until `socket` is readable (`None`), a signal ends the wait (`Some(event)`: what it
@@ -454,17 +501,6 @@ fn wait_for(
         }
         Event::Wake | Event::Timeout => None,
     }
-}
-
-/// Whether a reply can be read from `con` without waiting.
-fn readable(con: &Wire) -> bool {
-    let mut fd = libc::pollfd {
-        fd: con.fd(),
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    // SAFETY: one valid pollfd, no wait.
-    unsafe { libc::poll(&mut fd, 1, 0) > 0 }
 }
 
 /// "1st", "2nd", "3rd", "4th", … "11th", "21st".

@@ -198,6 +198,28 @@ fn waiters_outlive_a_redis_restart_and_all_run() {
 }
 
 #[test]
+fn a_waiter_whose_redis_is_gone_says_so_within_its_timeout() {
+    let mut server = RedisServer::start();
+    let scratch = TempDir::new("gone");
+    let log = scratch.join("ran.log");
+    let mut holder = hold(&server);
+    let waiter = queue_up(&server, &log, "w", 1);
+    let killed = Instant::now();
+    server.kill9();
+    // Not a busy lock at the end of --wait (60 s): the server is unreachable, 69, once
+    // reconnecting failed for --timeout (3 s by default).
+    waiter.exits_with(69).error_mentions(&["cannot connect"]);
+    assert!(
+        killed.elapsed() < Duration::from_secs(20),
+        "the waiter took {:?}",
+        killed.elapsed()
+    );
+    assert!(ran(&log).is_empty());
+    holder.close_stdin();
+    let _ = holder.wait();
+}
+
+#[test]
 fn status_lists_the_queue_in_order() {
     let server = RedisServer::start();
     let scratch = TempDir::new("status-queue");
