@@ -66,7 +66,7 @@ const HANDOFF_KEY: &str = "bench:handoff";
 const SHELL_ROUNDS: usize = 20;
 const SHELL_RUNS: usize = 40;
 const KEEPER_RUNS: usize = 20;
-const CONTENTION_ROUNDS: usize = 3;
+const CONTENTION_ROUNDS: usize = 5;
 const RUN_TRUE: &str = "run --key bench:k --ttl 10s -- true";
 /// Prints the parent's (redlock's) name and memory high-water mark, using shell built-ins only so
 /// that nothing else is spawned while redlock waits for the child.
