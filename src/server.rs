@@ -165,12 +165,7 @@ impl ConnectionLike for Overlap<'_> {
         let sent = c.send_packed_command(cmd);
         run(work);
         sent?;
-        loop {
-            match c.recv_response()? {
-                Value::Push { .. } => continue,
-                value => return Ok(value),
-            }
-        }
+        c.recv_response()
     }
 
     fn req_packed_commands(
@@ -181,10 +176,6 @@ impl ConnectionLike for Overlap<'_> {
     ) -> RedisResult<Vec<Value>> {
         self.run_meanwhile();
         self.con.req_packed_commands(cmd, offset, count)
-    }
-
-    fn req_command(&mut self, cmd: &Cmd) -> RedisResult<Value> {
-        self.req_packed_command(&cmd.get_packed_command())
     }
 
     fn get_db(&self) -> i64 {
@@ -198,28 +189,6 @@ impl ConnectionLike for Overlap<'_> {
     fn is_open(&self) -> bool {
         self.con.is_open()
     }
-}
-
-/// A pipeline's replies, read until the first transport failure. The redis crate reads every
-/// reply even after one timed out, so on a server that stopped answering a pipeline of N
-/// commands would wait out the timeout N times. After a failure the connection is out of step
-/// and is dropped by its owner (`nodes.rs`). Error replies from the server are values here,
-/// as in the crate (the pipeline decides what they mean). No MULTI pipelines are sent.
-fn pipeline_until_first_failure(
-    con: &mut Wire,
-    cmd: &[u8],
-    offset: usize,
-    count: usize,
-) -> RedisResult<Vec<Value>> {
-    con.send_packed_command(cmd)?;
-    let mut replies = Vec::with_capacity(count);
-    for index in 0..offset + count {
-        let reply = con.recv_response()?;
-        if index >= offset {
-            replies.push(reply);
-        }
-    }
-    Ok(replies)
 }
 
 impl ConnectionLike for Conn {
@@ -237,7 +206,7 @@ impl ConnectionLike for Conn {
         count: usize,
     ) -> RedisResult<Vec<Value>> {
         match self {
-            Conn::Single(c) => pipeline_until_first_failure(c, cmd, offset, count),
+            Conn::Single(c) => c.req_packed_commands(cmd, offset, count),
             Conn::Cluster(c) => c.req_packed_commands(cmd, offset, count),
         }
     }

@@ -28,7 +28,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use redis::{
-    Cmd, ConnectionAddr, ConnectionInfo, ConnectionLike, ErrorKind, RedisError, RedisResult, Value,
+    ConnectionAddr, ConnectionInfo, ConnectionLike, ErrorKind, RedisError, RedisResult, Value,
 };
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::pki_types::pem::PemObject;
@@ -418,14 +418,15 @@ impl Wire {
 impl ConnectionLike for Wire {
     fn req_packed_command(&mut self, cmd: &[u8]) -> RedisResult<Value> {
         self.send_packed_command(cmd)?;
-        loop {
-            match self.recv_response()? {
-                Value::Push { .. } => continue,
-                value => return Ok(value),
-            }
-        }
+        self.recv_response()
     }
 
+    /// A pipeline's replies, read until the first transport failure. The redis crate reads
+    /// every reply even after one timed out, so on a server that stopped answering a pipeline
+    /// of N commands would wait out the timeout N times. After a failure the connection is out
+    /// of step and is dropped by its owner (`nodes.rs`). Error replies from the server are
+    /// values here, as in the crate (the pipeline decides what they mean). No MULTI
+    /// pipelines are sent.
     fn req_packed_commands(
         &mut self,
         cmd: &[u8],
@@ -434,22 +435,13 @@ impl ConnectionLike for Wire {
     ) -> RedisResult<Vec<Value>> {
         self.send_packed_command(cmd)?;
         let mut replies = Vec::with_capacity(count);
-        let mut index = 0;
-        while index < offset + count {
+        for index in 0..offset + count {
             let reply = self.recv_response()?;
-            if matches!(reply, Value::Push { .. }) {
-                continue;
-            }
             if index >= offset {
                 replies.push(reply);
             }
-            index += 1;
         }
         Ok(replies)
-    }
-
-    fn req_command(&mut self, cmd: &Cmd) -> RedisResult<Value> {
-        self.req_packed_command(&cmd.get_packed_command())
     }
 
     fn get_db(&self) -> i64 {
