@@ -243,6 +243,20 @@ pub fn explain_tls(err: &anyhow::Error, target: &TlsTarget) -> Option<String> {
     Some(text)
 }
 
+/// Whether the server closed the connection (reset, end of file) somewhere in `err`.
+pub fn is_dropped(err: &anyhow::Error) -> bool {
+    redis_errors(err).any(RedisError::is_connection_dropped)
+}
+
+/// What a plain URL (`scheme` names its TLS form) gets when the server closed the connection
+/// without a word: a Redis TLS port does that to a client that speaks plain text.
+pub fn maybe_tls(name: &str, scheme: &str) -> String {
+    format!(
+        "{name} closed the connection without answering (is it a TLS port? use {scheme} or the \
+         plain port)"
+    )
+}
+
 /// What a `rediss://` URL that reached a plain Redis port gets.
 pub fn not_tls(address: &str) -> String {
     format!("{address} does not speak TLS (is it the plain port? use redis:// or the tls-port)")

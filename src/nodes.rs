@@ -31,8 +31,8 @@ use std::time::Duration;
 use anyhow::{Result, anyhow};
 
 use crate::error::{
-    classify, explain_tls, fail, is_definitive_error, is_readonly, is_server_reply, is_timeout,
-    render,
+    classify, explain_tls, fail, is_definitive_error, is_dropped, is_readonly, is_server_reply,
+    is_timeout, maybe_tls, render,
 };
 use crate::exit::Exit;
 use crate::inspect::Inspection;
@@ -90,12 +90,16 @@ impl Node {
         result.map_err(|e| self.explain(e, answered))
     }
 
-    /// A TLS handshake that failed becomes one plain line (still 69). A TLS server's plain
+    /// A TLS handshake that failed becomes one plain line (still 69); a plain `redis://` server
+    /// that hangs up at the first request may be a TLS port, and the error says so. A TLS server's plain
     /// port shows up as the handshake timing out (when connecting to one server, with the
     /// first request through a cluster): the error stays a timeout (a timed-out acquire is
     /// undone), with the likely cause added.
     fn explain(&self, err: anyhow::Error, answered: bool) -> anyhow::Error {
         let Some(target) = self.server.tls_target() else {
+            if !answered && self.server.name().starts_with("redis://") && is_dropped(&err) {
+                return err.context(maybe_tls(self.server.name(), "rediss://"));
+            }
             return err;
         };
         if let Some(text) = explain_tls(&err, target) {

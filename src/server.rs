@@ -42,7 +42,7 @@ use redis::{
     RedisResult, TlsCertificates, TlsMode, Value,
 };
 
-use crate::error::{classify_redis, explain_tls, fail, is_timeout, usage};
+use crate::error::{classify_redis, explain_tls, fail, is_timeout, maybe_tls, usage};
 use crate::exit::Exit;
 use crate::wire::{self, Wire};
 
@@ -651,10 +651,18 @@ impl Server {
     /// seed is asked again on a connection of our own (same TLS settings, one PING) to learn
     /// what its handshake says. `err` stays as it is when that says nothing about TLS.
     fn why_no_tls(&self, err: anyhow::Error, timeout: Duration) -> anyhow::Error {
-        let Some(target) = &self.tls else {
-            return err;
-        };
         let (seed, tls) = self.seed();
+        let Some(target) = &self.tls else {
+            // A plain cluster URL at TLS ports: the seed hangs up at the first request.
+            let probe = Wire::connect(&seed, None, timeout, timeout)
+                .and_then(|mut con| redis::cmd("PING").query::<()>(&mut con));
+            return match probe {
+                Err(probe) if probe.is_connection_dropped() => {
+                    err.context(maybe_tls(&address_of(&seed), "rediss+cluster://"))
+                }
+                _ => err,
+            };
+        };
         let probe = Wire::connect(&seed, tls, timeout, timeout)
             .and_then(|mut con| redis::cmd("PING").query::<()>(&mut con));
         let Err(probe) = probe else {

@@ -425,3 +425,16 @@ fn rediss_to_a_plain_port_says_it_may_be_the_plain_port() {
         .error_mentions(&["no TLS answer", "plain port", "redis://"]);
     assert!(started.elapsed() < Duration::from_secs(10));
 }
+
+#[test]
+fn a_plain_url_at_a_tls_port_asks_whether_it_is_one() {
+    let certs = Certs::new();
+    let (server, url) = tls_server(&certs, "no");
+    let plain = url.replacen("rediss://", "redis://", 1);
+    Redlock::without_url()
+        .args(["--url", &plain])
+        .args(run_true())
+        .exits_with(69)
+        .error_mentions(&["closed the connection", "is it a TLS port", "rediss://"]);
+    assert!(!server.exists("job"));
+}

@@ -246,3 +246,14 @@ fn a_cluster_presenting_a_ca_certificate_as_its_own_is_explained_with_69() {
             "CA:FALSE",
         ]);
 }
+
+#[test]
+fn a_plain_cluster_url_at_tls_ports_asks_whether_they_are() {
+    let certs = Certs::new();
+    let cluster = RedisCluster::start_tls(&certs);
+    Redlock::without_url()
+        .args(["--url", &cluster.url()])
+        .args(["run", "--key", "job", "--ttl", "2s", "--", "true"])
+        .exits_with(69)
+        .error_mentions(&["is it a TLS port", "rediss+cluster://"]);
+}
