@@ -1,7 +1,8 @@
 //! One connection to one Redis server, kept by redlock itself: TCP, a unix socket, or TLS.
 //!
-//! The redis crate still packs commands and parses replies (`redis::Parser`, `redis::Value`);
-//! what is ours is the socket. That buys three things the crate's sync connection cannot give:
+//! The redis crate still packs the commands (`redis::Cmd`) and gives the replies their type
+//! (`redis::Value`); the socket, its TLS and the reading of RESP2 replies are redlock's. That
+//! buys what the crate's sync connection cannot give:
 //!
 //! * **Trusting a server's own certificate.** `rediss://` with `--tls-ca-file` listing the very
 //!   certificate the server presents is accepted (as OpenSSL-based clients do), even when that
@@ -9,16 +10,20 @@
 //!   ([`OwnCertificates`]). The crate builds its own TLS settings inside, so cluster nodes and
 //!   sentinels (reached through the crate) do not get this; their messages say how to reissue.
 //! * **The socket itself.** A waiter can block on its grant and on its signals at once
-//!   ([`Wire::fd`]), and start-up pays only the system calls it needs: one `connect`, no
-//!   non-blocking dance, timeouts set once, TLS roots read once per process (the crate reads
-//!   the system's trust store again for every connection).
+//!   ([`Wire::fd`], [`Wire::reply_ready`]).
+//! * **A cheaper start.** Each timeout is set once, the TLS roots are read once per process
+//!   (the crate reads the system's trust store again for every connection), and replies are
+//!   parsed without the crate's parser, whose first use detects the CPU's features (CPUID,
+//!   which traps in a VM: 60 us of every run).
 //! * **Errors in the crate's shapes.** Transport failures are `RedisError`s made from the
-//!   `io::Error` (a timeout is one, a TLS refusal keeps the `rustls::Error` inside), and a
-//!   refused password is `AuthenticationFailed`, so `error.rs` reads them as before.
+//!   `io::Error` (a timeout is one, a TLS refusal keeps the `rustls::Error` inside), error
+//!   replies are the crate's `Value::ServerError`, and a refused password is
+//!   `AuthenticationFailed`, so `error.rs` reads them as before.
 //!
 //! Invariants: every connection has connect, read and write timeouts; connecting sends `AUTH`
 //! only when a password is set and `SELECT` only for a database other than 0 (one pipelined
-//! round trip for both), and nothing else (no `HELLO`, no `CLIENT SETINFO`).
+//! round trip for both), and nothing else (no `HELLO`, no `CLIENT SETINFO`); a reply is parsed
+//! whole or not at all (a read that times out halfway leaves it to be parsed again).
 
 use std::io::{self, Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
