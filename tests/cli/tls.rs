@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::support::{Certs, RedisServer, Redlock, free_port};
+use crate::support::{Certs, RedisServer, Redlock, free_port, wait_until};
 
 /// A redis-server that also listens with TLS; `clients` is `no`, `yes` or `optional`.
 fn tls_server(certs: &Certs, clients: &str) -> (RedisServer, String) {
@@ -437,4 +437,71 @@ fn a_plain_url_at_a_tls_port_asks_whether_it_is_one() {
         .exits_with(69)
         .error_mentions(&["closed the connection", "is it a TLS port", "rediss://"]);
     assert!(!server.exists("job"));
+}
+
+#[test]
+fn a_waiter_over_tls_gets_the_lock_at_the_release_and_a_signal_ends_another() {
+    let certs = Certs::new();
+    let (server, url) = tls_server(&certs, "no");
+    let queued = || server.query::<usize>(&["ZCARD", "{job}:redlock:queue"]);
+    let tls = [
+        "--url",
+        url.as_str(),
+        "--tls-ca-file",
+        &certs.path("ca.crt"),
+    ];
+    let mut holder = Redlock::without_url()
+        .args(tls)
+        .args([
+            "run",
+            "--key",
+            "job",
+            "--ttl",
+            "5s",
+            "-c",
+            crate::support::child::HOLD,
+        ])
+        .spawn();
+    holder.expect_line("ready");
+    // The waiters' answers come over TLS: a session ticket on a connection is no answer.
+    let waiter = Redlock::without_url()
+        .args(tls)
+        .args([
+            "run",
+            "--key",
+            "job",
+            "--ttl",
+            "5s",
+            "--wait",
+            "30s",
+            "-c",
+            "echo took",
+        ])
+        .spawn();
+    wait_until("the waiter to queue", Duration::from_secs(10), || {
+        (queued() == 1).then_some(())
+    });
+    let quitter = Redlock::without_url()
+        .args(tls)
+        .args([
+            "run", "--key", "job", "--ttl", "5s", "--wait", "30s", "--", "true",
+        ])
+        .spawn();
+    wait_until(
+        "the second waiter to queue",
+        Duration::from_secs(10),
+        || (queued() == 2).then_some(()),
+    );
+    let interrupted = Instant::now();
+    quitter.signal(libc::SIGINT);
+    quitter.exits_with(130);
+    assert!(
+        interrupted.elapsed() < Duration::from_secs(3),
+        "SIGINT took {:?}",
+        interrupted.elapsed()
+    );
+    holder.close_stdin();
+    holder.exits_with(0);
+    let took = waiter.exits_with(0);
+    assert_eq!(took.stdout.trim(), "took", "{took}");
 }
