@@ -257,56 +257,69 @@ fn a_ca_certificate_presented_but_not_listed_is_explained_with_69() {
 #[test]
 fn an_expired_self_signed_certificate_in_the_ca_file_says_when_it_expired() {
     let certs = Certs::new();
-    // The guides' kind of certificate (self-signed, CA:TRUE), with dates in the past: `openssl
-    // ca -selfsign` takes explicit dates.
-    std::fs::create_dir_all(certs.join("db/new")).expect("mkdir");
-    std::fs::write(certs.join("db/index.txt"), "").expect("index");
-    std::fs::write(certs.join("db/serial"), "01\n").expect("serial");
-    std::fs::write(
-        certs.join("self.cnf"),
-        "[ca]\ndefault_ca = test\n[test]\ndir = db\ndatabase = db/index.txt\n\
-         new_certs_dir = db/new\nserial = db/serial\ndefault_md = sha256\npolicy = any\n\
-         unique_subject = no\n[any]\ncommonName = supplied\n[ext]\n\
-         subjectAltName = IP:127.0.0.1\nbasicConstraints = critical,CA:TRUE\n",
-    )
-    .expect("write the config");
-    certs.openssl(&[
-        "req",
-        "-newkey",
-        "rsa:2048",
-        "-nodes",
-        "-keyout",
-        "old.key",
-        "-out",
-        "old.csr",
-        "-subj",
-        "/CN=localhost",
-    ]);
-    certs.openssl(&[
-        "ca",
-        "-batch",
-        "-config",
-        "self.cnf",
-        "-selfsign",
-        "-keyfile",
-        "old.key",
-        "-extensions",
-        "ext",
-        "-startdate",
-        "20200101000000Z",
-        "-enddate",
-        "20200102000000Z",
-        "-in",
-        "old.csr",
-        "-out",
-        "old.crt",
-    ]);
-    let (_server, url) = tls_server_with(&certs, "old");
+    // The guides' kind of certificate (self-signed, CA:TRUE), with dates in the past.
+    let stem = expired(&certs, "old", "basicConstraints = critical,CA:TRUE", true);
+    let (_server, url) = tls_server_with(&certs, &stem);
     Redlock::without_url()
         .args(["--url", &url, "--tls-ca-file", &certs.path("old.crt")])
         .args(run_true())
         .exits_with(69)
         .error_mentions(&["expired on 2020-01-02T00:00:00Z", "renew"]);
+}
+
+/// A certificate `stem.crt` for 127.0.0.1 with the extensions `ext`, valid only on 2020-01-01:
+/// signed by the test CA, or by its own key when `self_signed`. `openssl x509 -days` cannot go
+/// back in time; `openssl ca` takes explicit dates.
+fn expired(certs: &Certs, stem: &str, ext: &str, self_signed: bool) -> String {
+    std::fs::create_dir_all(certs.join("db/new")).expect("mkdir");
+    std::fs::write(certs.join("db/index.txt"), "").expect("index");
+    std::fs::write(certs.join("db/serial"), "01\n").expect("serial");
+    std::fs::write(
+        certs.join("dated.cnf"),
+        format!(
+            "[ca]\ndefault_ca = test\n[test]\ndir = db\ndatabase = db/index.txt\n\
+             new_certs_dir = db/new\nserial = db/serial\ncertificate = ca.crt\n\
+             private_key = ca.key\ndefault_md = sha256\npolicy = any\ncopy_extensions = copy\n\
+             unique_subject = no\n[any]\ncommonName = supplied\n[ext]\n\
+             subjectAltName = IP:127.0.0.1\n{ext}\n"
+        ),
+    )
+    .expect("write the config");
+    let (key, csr, crt) = (
+        format!("{stem}.key"),
+        format!("{stem}.csr"),
+        format!("{stem}.crt"),
+    );
+    certs.openssl(&[
+        "req",
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+        "-keyout",
+        &key,
+        "-out",
+        &csr,
+        "-subj",
+        "/CN=localhost",
+    ]);
+    let mut args = vec!["ca", "-batch", "-config", "dated.cnf", "-extensions", "ext"];
+    if self_signed {
+        args.extend(["-selfsign", "-keyfile", &key]);
+    }
+    args.extend([
+        "-startdate",
+        "20200101000000Z",
+        "-enddate",
+        "20200102000000Z",
+        "-in",
+        &csr,
+        "-out",
+        &crt,
+    ]);
+    certs.openssl(&args);
+    stem.to_string()
 }
 
 #[test]
@@ -358,52 +371,8 @@ fn a_certificate_from_another_ca_names_the_ca_file() {
 #[test]
 fn an_expired_certificate_says_when_it_expired() {
     let certs = Certs::new();
-    // `openssl x509 -days` cannot go back in time; `openssl ca` takes explicit dates.
-    for dir in ["db", "db/new"] {
-        std::fs::create_dir_all(certs.join(dir)).expect("mkdir");
-    }
-    std::fs::write(certs.join("db/index.txt"), "").expect("index");
-    std::fs::write(certs.join("db/serial"), "01\n").expect("serial");
-    std::fs::write(
-        certs.join("ca.cnf"),
-        "[ca]\ndefault_ca = test\n[test]\ndir = db\ndatabase = db/index.txt\n\
-         new_certs_dir = db/new\nserial = db/serial\ncertificate = ca.crt\nprivate_key = ca.key\n\
-         default_md = sha256\npolicy = any\ncopy_extensions = copy\nunique_subject = no\n\
-         [any]\ncommonName = supplied\n[ext]\nsubjectAltName = IP:127.0.0.1\n\
-         extendedKeyUsage = serverAuth\n",
-    )
-    .expect("write ca config");
-    certs.openssl(&[
-        "req",
-        "-newkey",
-        "ec",
-        "-pkeyopt",
-        "ec_paramgen_curve:prime256v1",
-        "-nodes",
-        "-keyout",
-        "expired.key",
-        "-out",
-        "expired.csr",
-        "-subj",
-        "/CN=expired",
-    ]);
-    certs.openssl(&[
-        "ca",
-        "-batch",
-        "-config",
-        "ca.cnf",
-        "-extensions",
-        "ext",
-        "-startdate",
-        "20200101000000Z",
-        "-enddate",
-        "20200102000000Z",
-        "-in",
-        "expired.csr",
-        "-out",
-        "expired.crt",
-    ]);
-    let (_server, url) = tls_server_with(&certs, "expired");
+    let stem = expired(&certs, "expired", "extendedKeyUsage = serverAuth", false);
+    let (_server, url) = tls_server_with(&certs, &stem);
     Redlock::without_url()
         .args(["--url", &url, "--tls-ca-file", &certs.path("ca.crt")])
         .args(run_true())
