@@ -351,9 +351,11 @@ fn wait_for_grant(
                         break Err(e);
                     }
                     match wait_for(signals, &doorbell, None, block.min(until - now)) {
-                        Some(event) => break event,
-                        None => continue,
+                        Waited::Interrupted(sig) => break Ok(Taken::Interrupted(sig)),
+                        Waited::Stop => stop_self(),
+                        Waited::Nothing => {}
                     }
+                    continue;
                 }
             },
         };
@@ -373,8 +375,19 @@ fn wait_for_grant(
         let limit = until.min(answer_due).saturating_duration_since(now);
         let mut ready = c.reply_ready();
         if !ready {
-            if let Some(event) = wait_for(signals, &doorbell, Some(c.fd()), limit) {
-                break event;
+            match wait_for(signals, &doorbell, Some(c.fd()), limit) {
+                Waited::Interrupted(sig) => break Ok(Taken::Interrupted(sig)),
+                // Stopped with an attempt queued on the server, the waiter could be granted
+                // the lock while it cannot run, and hold it up to the TTL: out of the queue
+                // first (its attempt read, and undone if it took the lock); once continued,
+                // its next attempt joins at the back.
+                Waited::Stop => {
+                    step_out(nodes, req, queue, &mut con, true);
+                    in_flight = None;
+                    stop_self();
+                    continue;
+                }
+                Waited::Nothing => {}
             }
             ready = c.reply_ready();
         }
@@ -426,28 +439,7 @@ fn wait_for_grant(
         }
     };
     if !matches!(ended, Ok(Taken::Acquired { .. })) {
-        // Out of the queue at once, so the next waiter is not held up by the read below.
-        nodes.leave(keys, queue.ticket);
-        // An attempt that took the lock after the waiter gave up holds it for nobody: undo it.
-        // One that was refused joined the queue again: leave it again. One that does not
-        // answer is abandoned behind itself.
-        if in_flight.is_some()
-            && let Some(c) = con.as_mut()
-        {
-            match lock::grant_reply(c, &req.claim, queue) {
-                Ok(Some(Acquire::Acquired { .. })) => {
-                    let _ = nodes.release(keys, req.claim.token, None, None);
-                }
-                // Refused, it joined the queue again.
-                Ok(Some(Acquire::Busy(_))) => nodes.leave(keys, queue.ticket),
-                Err(e) if is_timeout(&e) => {
-                    if let Some(mut lost) = con.take() {
-                        lock::abandon_single(&mut lost, keys, req.claim.token);
-                    }
-                }
-                _ => {}
-            }
-        }
+        step_out(nodes, req, queue, &mut con, in_flight.is_some());
     }
     if matches!(ended, Ok(Taken::Busy(_))) {
         nodes.count_busy(keys, req.claim.holder);
@@ -455,15 +447,54 @@ fn wait_for_grant(
     Some(ended)
 }
 
-/// Waits until `socket` is readable (`None`), a signal ends the wait (`Some(event)`: what it
-/// means for the waiter), or `limit` passes (`None`). Ctrl-Z stops redlock, which holds
-/// nothing yet; job-control signals and children (reaped) do not end the wait.
+/// Takes a waiter out of the queue at once, so the next one is not held up by it, then reads
+/// its attempt still on the server (`in_flight`): one that took the lock meanwhile holds it for
+/// nobody and is undone; one that was refused joined the queue again and is taken out again;
+/// one that does not answer is abandoned behind itself.
+fn step_out(
+    nodes: &mut Nodes,
+    req: &Request,
+    queue: &Queueing,
+    con: &mut Option<Wire>,
+    in_flight: bool,
+) {
+    let keys = req.claim.keys;
+    nodes.leave(keys, queue.ticket);
+    let Some(c) = con.as_mut().filter(|_| in_flight) else {
+        return;
+    };
+    match lock::grant_reply(c, &req.claim, queue) {
+        Ok(Some(Acquire::Acquired { .. })) => {
+            let _ = nodes.release(keys, req.claim.token, None, None);
+        }
+        Ok(Some(Acquire::Busy(_))) => nodes.leave(keys, queue.ticket),
+        Err(e) if is_timeout(&e) => {
+            if let Some(mut lost) = con.take() {
+                lock::abandon_single(&mut lost, keys, req.claim.token);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// What a wait for the socket or a signal came to.
+enum Waited {
+    /// The socket is readable, `limit` passed, or a signal that changes nothing came.
+    Nothing,
+    /// A signal ends the wait (INT, TERM, …).
+    Interrupted(libc::c_int),
+    /// Ctrl-Z (SIGTSTP): the waiter is to stop, once nothing of it can be granted the lock.
+    Stop,
+}
+
+/// Waits until `socket` is readable, a signal arrives, or `limit` passes. Job-control signals
+/// other than SIGTSTP, and children (reaped), do not end the wait.
 fn wait_for(
     signals: &Signals,
     doorbell: &OwnedFd,
     socket: Option<RawFd>,
     limit: Duration,
-) -> Option<Result<Taken>> {
+) -> Waited {
     let mut fds = [
         libc::pollfd {
             fd: doorbell.as_raw_fd(),
@@ -485,21 +516,32 @@ fn wait_for(
     // negative fd is ignored by ppoll.
     unsafe { libc::ppoll(fds.as_mut_ptr(), 2, &ts, std::ptr::null()) };
     if fds[0].revents == 0 {
-        return None;
+        return Waited::Nothing;
     }
     match signals.poll() {
-        Event::Signal(libc::SIGTSTP) => {
-            // SAFETY: stopping ourselves has no memory effects.
-            unsafe { libc::kill(libc::getpid(), libc::SIGSTOP) };
-            None
-        }
-        Event::Signal(sig) if signals::JOB_CONTROL.contains(&sig) => None,
-        Event::Signal(sig) => Some(Ok(Taken::Interrupted(sig))),
+        Event::Signal(libc::SIGTSTP) => Waited::Stop,
+        Event::Signal(sig) if signals::JOB_CONTROL.contains(&sig) => Waited::Nothing,
+        Event::Signal(sig) => Waited::Interrupted(sig),
         Event::Child => {
             crate::child::reap(0);
-            None
+            Waited::Nothing
         }
-        Event::Wake | Event::Timeout => None,
+        Event::Wake | Event::Timeout => Waited::Nothing,
+    }
+}
+
+/// Stops redlock, as Ctrl-Z asked; returns when it is continued. A SIGCONT that came while it
+/// was getting ready to stop (it is blocked, so it waits, pending) already asked it to go on.
+fn stop_self() {
+    // SAFETY: sigset_t is plain data that sigpending fills; kill with our own pid has no
+    // memory effects.
+    unsafe {
+        let mut pending: libc::sigset_t = std::mem::zeroed();
+        libc::sigpending(&mut pending);
+        if libc::sigismember(&pending, libc::SIGCONT) == 1 {
+            return;
+        }
+        libc::kill(libc::getpid(), libc::SIGSTOP);
     }
 }
 

@@ -149,6 +149,36 @@ fn a_waiter_that_gives_up_leaves_the_queue_at_once() {
 }
 
 #[test]
+fn a_waiter_stopped_with_ctrl_z_steps_out_of_the_queue_and_rejoins_when_continued() {
+    let server = RedisServer::start();
+    let scratch = TempDir::new("stopped");
+    let log = scratch.join("ran.log");
+    let mut holder = hold(&server);
+    let stopped = queue_up(&server, &log, "stopped", 1);
+    let _next = queue_up(&server, &log, "next", 2);
+    // Stopped, it must not be granted the lock it could not use: it leaves the queue first.
+    stopped.signal(libc::SIGTSTP);
+    wait_until(
+        "the stopped waiter to leave",
+        Duration::from_secs(5),
+        || (queue_len(&server) == 1).then_some(()),
+    );
+    wait_until("the waiter to stop", Duration::from_secs(5), || {
+        crate::support::process::is_stopped(stopped.pid()).then_some(())
+    });
+    holder.close_stdin();
+    holder.exits_with(0);
+    wait_until("the next waiter to run", Duration::from_secs(10), || {
+        (ran(&log).len() == 1).then_some(())
+    });
+    // Continued, it queues again and runs.
+    stopped.signal(libc::SIGCONT);
+    stopped.exits_with(0);
+    let names: Vec<String> = ran(&log).into_iter().map(|(name, _)| name).collect();
+    assert_eq!(names, ["next", "stopped"]);
+}
+
+#[test]
 fn a_run_without_wait_never_jumps_the_queue() {
     let server = RedisServer::start();
     let queue = companion_key("job", "queue");

@@ -22,6 +22,16 @@ pub fn is_running(pid: Pid) -> bool {
     !matches!(state, Some("Z" | "X" | "x") | None)
 }
 
+/// True while `pid` is stopped (SIGSTOP, a terminal's Ctrl-Z): state `T`.
+pub fn is_stopped(pid: Pid) -> bool {
+    let Ok(stat) = fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    stat.rfind(')')
+        .and_then(|end| stat[end + 1..].split_whitespace().next())
+        == Some("T")
+}
+
 pub fn send_signal(pid: Pid, signal: i32) {
     // SAFETY: kill(2) has no memory-safety preconditions; a stale pid at worst yields ESRCH.
     let rc = unsafe { libc::kill(pid, signal) };
