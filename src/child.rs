@@ -318,10 +318,18 @@ pub fn give_terminal(pgid: pid_t) {
     }
 }
 
-/// Stops redlock itself (SIGSTOP cannot be blocked), as a job stopped by Ctrl-Z.
+/// Stops redlock itself (SIGSTOP cannot be blocked), as a job stopped by Ctrl-Z; returns when
+/// it is continued. A SIGCONT that came while it was getting ready to stop (blocked, so it
+/// waits, pending) already asked it to go on.
 pub fn stop_self() {
-    // SAFETY: kill with our own pid has no memory effects.
+    // SAFETY: sigset_t is plain data that sigpending fills; kill with our own pid has no
+    // memory effects.
     unsafe {
+        let mut pending: libc::sigset_t = std::mem::zeroed();
+        libc::sigpending(&mut pending);
+        if libc::sigismember(&pending, libc::SIGCONT) == 1 {
+            return;
+        }
         libc::kill(libc::getpid(), libc::SIGSTOP);
     }
 }

@@ -230,8 +230,7 @@ fn wait_notified(
         match signals.wait(Some(poll.min(until - now))) {
             // Ctrl-Z while waiting: redlock holds nothing, so it may stop like any job.
             Event::Signal(libc::SIGTSTP) => {
-                // SAFETY: stopping ourselves has no memory effects.
-                unsafe { libc::kill(libc::getpid(), libc::SIGSTOP) };
+                crate::child::stop_self();
                 continue;
             }
             Event::Signal(sig) if signals::JOB_CONTROL.contains(&sig) => continue,
@@ -352,7 +351,7 @@ fn wait_for_grant(
                     }
                     match wait_for(signals, &doorbell, None, block.min(until - now)) {
                         Waited::Interrupted(sig) => break Ok(Taken::Interrupted(sig)),
-                        Waited::Stop => stop_self(),
+                        Waited::Stop => crate::child::stop_self(),
                         Waited::Nothing => {}
                     }
                     continue;
@@ -384,7 +383,7 @@ fn wait_for_grant(
                 Waited::Stop => {
                     step_out(nodes, req, queue, &mut con, true);
                     in_flight = None;
-                    stop_self();
+                    crate::child::stop_self();
                     continue;
                 }
                 Waited::Nothing => {}
@@ -527,21 +526,6 @@ fn wait_for(
             Waited::Nothing
         }
         Event::Wake | Event::Timeout => Waited::Nothing,
-    }
-}
-
-/// Stops redlock, as Ctrl-Z asked; returns when it is continued. A SIGCONT that came while it
-/// was getting ready to stop (it is blocked, so it waits, pending) already asked it to go on.
-fn stop_self() {
-    // SAFETY: sigset_t is plain data that sigpending fills; kill with our own pid has no
-    // memory effects.
-    unsafe {
-        let mut pending: libc::sigset_t = std::mem::zeroed();
-        libc::sigpending(&mut pending);
-        if libc::sigismember(&pending, libc::SIGCONT) == 1 {
-            return;
-        }
-        libc::kill(libc::getpid(), libc::SIGSTOP);
     }
 }
 
