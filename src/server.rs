@@ -1003,7 +1003,7 @@ fn address_of(node: &ConnectionInfo) -> String {
 
 pub fn set_timeouts(con: &Conn, timeout: Duration) -> Result<()> {
     match con {
-        Conn::Single(c) => set_timeouts_direct(c, timeout),
+        Conn::Single(c) => Ok(c.set_timeouts(timeout)?),
         Conn::Cluster(c) => {
             let timeout = Some(timeout.max(Duration::from_millis(1)));
             c.set_read_timeout(timeout)?;
@@ -1011,10 +1011,6 @@ pub fn set_timeouts(con: &Conn, timeout: Duration) -> Result<()> {
             Ok(())
         }
     }
-}
-
-pub fn set_timeouts_direct(con: &Wire, timeout: Duration) -> Result<()> {
-    Ok(con.set_timeouts(timeout)?)
 }
 
 fn percent_decode(s: &str) -> String {

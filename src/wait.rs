@@ -45,7 +45,7 @@ use crate::keys::Keys;
 use crate::lease::Moment;
 use crate::lock::{self, Acquire, Busy, Claim, QUEUE_REFRESH, Queueing, Refusal};
 use crate::nodes::Nodes;
-use crate::server::{Server, set_timeouts_direct};
+use crate::server::Server;
 use crate::signals::{self, Event, Signals};
 use crate::wire::Wire;
 
@@ -606,7 +606,7 @@ fn listen(server: &Server, channels: &[String], timeout: Duration, done: &Atomic
             thread::sleep(tick);
             continue;
         };
-        let _ = set_timeouts_direct(&con, timeout);
+        let _ = con.set_timeouts(timeout);
         if con.subscribe(channels).is_err() {
             thread::sleep(tick);
             continue;
