@@ -82,10 +82,9 @@ enum Target {
         seeds: Vec<ConnectionInfo>,
         password: Option<String>,
         username: Option<String>,
-        /// `rediss+cluster://`: TLS to every node.
-        tls: Option<Tls>,
-        /// The same for redlock's own connections to a seed (pub/sub, diagnosis).
-        seed_tls: Option<Arc<rustls::ClientConfig>>,
+        /// `rediss+cluster://`: TLS to every node, trusting a node's own certificate when
+        /// `--tls-ca-file` lists it (see `wire.rs`).
+        tls: Option<Arc<rustls::ClientConfig>>,
     },
     Sentinel {
         /// One client per sentinel, asked in parallel: a hung sentinel must not hide the others.
@@ -116,7 +115,7 @@ pub struct SentinelAuth {
 /// A connection to wherever the lock lives: one server, or a cluster that routes by key.
 pub enum Conn {
     Single(Wire),
-    Cluster(Box<ClusterConnection>),
+    Cluster(Box<ClusterConnection<Wire>>),
 }
 
 /// A connection that runs local work while its first request is on the wire: the round trip
@@ -325,7 +324,7 @@ impl Tls {
         TlsTarget {
             address,
             ca_file: self.ca_file.clone(),
-            own_accepted: false,
+            own_accepted: true,
         }
     }
 }
@@ -473,8 +472,8 @@ impl Server {
         let (seeds, username, url_password) =
             Server::nodes_of(rest.trim_end_matches('/'), tls.is_some(), &name)?;
         let target = tls.map(|tls| tls.target(address_of(&seeds[0])));
-        let seed_tls = tls
-            .map(|tls| tls.config(false))
+        let config = tls
+            .map(|tls| tls.config(true))
             .transpose()
             .map_err(|e| usage(format!("--url {name}: {e}")))?;
         Ok(Server {
@@ -482,8 +481,7 @@ impl Server {
                 seeds,
                 password: password.map(str::to_string).or(url_password),
                 username,
-                tls: tls.cloned(),
-                seed_tls,
+                tls: config,
             },
             name,
             tls: target,
@@ -627,13 +625,15 @@ impl Server {
             if let Some(user) = username {
                 builder = builder.username(user);
             }
-            if let Some(tls) = tls {
-                builder = builder.tls(tls.mode());
-                if tls.configured() {
-                    builder = builder.certs(tls.certificates());
-                }
+            if tls.is_some() {
+                // Node addresses become `rediss://` ones; their TLS is redlock's (`wire.rs`).
+                builder = builder.tls(TlsMode::Secure);
             }
-            let con = match builder.build().and_then(|client| client.get_connection()) {
+            wire::cluster_tls(tls.clone());
+            let con = match builder
+                .build()
+                .and_then(|client| client.get_generic_connection::<Wire>())
+            {
                 Ok(con) => con,
                 Err(e) => {
                     let err = anyhow!(e).context(format!("cannot connect to {}", self.name));
@@ -688,7 +688,7 @@ impl Server {
             seeds,
             password,
             username,
-            seed_tls,
+            tls,
             ..
         } = &self.target
         else {
@@ -701,7 +701,7 @@ impl Server {
         if let Some(user) = username {
             info = info.set_username(user);
         }
-        (seeds[0].clone().set_redis_settings(info), seed_tls.as_ref())
+        (seeds[0].clone().set_redis_settings(info), tls.as_ref())
     }
 
     /// A plain connection: to the server, to Sentinel's current master, or to one node of a

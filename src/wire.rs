@@ -67,21 +67,25 @@ impl Io {
         }
     }
 
-    fn set_timeouts(&self, read: Option<Duration>, write: Option<Duration>) -> io::Result<()> {
+    fn set_write_timeout(&self, write: Option<Duration>) -> io::Result<()> {
         match self {
-            Io::Tcp(s) => {
-                s.set_read_timeout(read)?;
-                s.set_write_timeout(write)
-            }
-            Io::Unix(s) => {
-                s.set_read_timeout(read)?;
-                s.set_write_timeout(write)
-            }
-            Io::Tls(s) => {
-                s.sock.set_read_timeout(read)?;
-                s.sock.set_write_timeout(write)
-            }
+            Io::Tcp(s) => s.set_write_timeout(write),
+            Io::Unix(s) => s.set_write_timeout(write),
+            Io::Tls(s) => s.sock.set_write_timeout(write),
         }
+    }
+
+    fn set_read_timeout(&self, read: Option<Duration>) -> io::Result<()> {
+        match self {
+            Io::Tcp(s) => s.set_read_timeout(read),
+            Io::Unix(s) => s.set_read_timeout(read),
+            Io::Tls(s) => s.sock.set_read_timeout(read),
+        }
+    }
+
+    fn set_timeouts(&self, read: Option<Duration>, write: Option<Duration>) -> io::Result<()> {
+        self.set_read_timeout(read)?;
+        self.set_write_timeout(write)
     }
 }
 
@@ -385,11 +389,7 @@ impl Wire {
 
     /// The read timeout alone (a subscriber's tick).
     pub fn set_read_timeout(&self, timeout: Option<Duration>) -> RedisResult<()> {
-        Ok(match &self.io {
-            Io::Tcp(s) => s.set_read_timeout(timeout),
-            Io::Unix(s) => s.set_read_timeout(timeout),
-            Io::Tls(s) => s.sock.set_read_timeout(timeout),
-        }?)
+        Ok(self.io.set_read_timeout(timeout)?)
     }
 
     /// Both timeouts at once.
@@ -459,6 +459,53 @@ impl ConnectionLike for Wire {
 
     fn is_open(&self) -> bool {
         self.open
+    }
+}
+
+/// The TLS settings of every cluster node's connection. The cluster client connects to nodes
+/// itself, as it discovers them, through [`redis::cluster::Connect`], which is handed only the
+/// node's address: the settings are the process's, set by [`cluster_tls`] before the cluster
+/// client is built. A process has one cluster at most (a cluster cannot be a quorum member).
+static CLUSTER_TLS: std::sync::Mutex<Option<Arc<ClientConfig>>> = std::sync::Mutex::new(None);
+
+/// Sets the TLS settings of cluster nodes' connections ([`CLUSTER_TLS`]).
+pub fn cluster_tls(config: Option<Arc<ClientConfig>>) {
+    *CLUSTER_TLS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner) = config;
+}
+
+/// The cluster client's connections to nodes are redlock's own too: one TCP handshake, AUTH
+/// when a password is set, the TLS settings of [`cluster_tls`] (so a node presenting its own
+/// certificate listed in `--tls-ca-file` is trusted as on `rediss://`).
+impl redis::cluster::Connect for Wire {
+    fn connect<T>(info: T, timeout: Option<Duration>) -> RedisResult<Self>
+    where
+        T: redis::IntoConnectionInfo,
+    {
+        let info = info.into_connection_info()?;
+        let timeout = timeout.unwrap_or(Duration::from_secs(5));
+        let tls = CLUSTER_TLS
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone();
+        Wire::connect(&info, tls.as_ref(), timeout, timeout)
+    }
+
+    fn send_packed_command(&mut self, cmd: &[u8]) -> RedisResult<()> {
+        Wire::send_packed_command(self, cmd)
+    }
+
+    fn set_write_timeout(&self, timeout: Option<Duration>) -> RedisResult<()> {
+        Ok(self.io.set_write_timeout(timeout)?)
+    }
+
+    fn set_read_timeout(&self, timeout: Option<Duration>) -> RedisResult<()> {
+        Wire::set_read_timeout(self, timeout)
+    }
+
+    fn recv_response(&mut self) -> RedisResult<Value> {
+        Wire::recv_response(self)
     }
 }
 

@@ -156,31 +156,6 @@ fn a_client_certificate_without_its_key_is_a_usage_error() {
         .exits_with(64);
 }
 
-/// A self-signed server certificate for `CN=localhost` whose names are `san`, made by
-/// `openssl req -x509` (as most guides do) plus `extra` options; returns its file stem.
-fn self_signed(certs: &Certs, stem: &str, san: &str, extra: &[&str]) -> String {
-    let (key, crt) = (format!("{stem}.key"), format!("{stem}.crt"));
-    let subject_alt_name = format!("subjectAltName={san}");
-    let mut args = vec![
-        "req",
-        "-x509",
-        "-newkey",
-        "rsa:2048",
-        "-nodes",
-        "-keyout",
-        &key,
-        "-out",
-        &crt,
-        "-subj",
-        "/CN=localhost",
-        "-addext",
-        &subject_alt_name,
-    ];
-    args.extend_from_slice(extra);
-    certs.openssl(&args);
-    stem.to_string()
-}
-
 /// A redis-server whose TLS port presents `stem.crt`; its plain port stays open too.
 fn tls_server_with(certs: &Certs, stem: &str) -> (RedisServer, String) {
     let port = free_port().to_string();
@@ -202,7 +177,7 @@ fn the_guides_self_signed_certificate_listed_in_the_ca_file_takes_the_lock() {
     let certs = Certs::new();
     // Exactly the guides' command: OpenSSL marks it CA:TRUE. Listed as the CA file, it is
     // trusted as the server's own certificate, as OpenSSL-based clients do.
-    let stem = self_signed(&certs, "guide", "IP:127.0.0.1", &[]);
+    let stem = certs.self_signed("guide", "IP:127.0.0.1", &[]);
     let (server, url) = tls_server_with(&certs, &stem);
     let ca = [
         "--url",
@@ -224,7 +199,7 @@ fn the_guides_self_signed_certificate_listed_in_the_ca_file_takes_the_lock() {
 #[test]
 fn the_guides_certificate_is_still_checked_for_the_servers_name() {
     let certs = Certs::new();
-    let stem = self_signed(&certs, "guide", "IP:127.0.0.2", &[]);
+    let stem = certs.self_signed("guide", "IP:127.0.0.2", &[]);
     let (server, url) = tls_server_with(&certs, &stem);
     Redlock::without_url()
         .args(["--url", &url, "--tls-ca-file", &certs.path("guide.crt")])
@@ -238,8 +213,8 @@ fn the_guides_certificate_is_still_checked_for_the_servers_name() {
 fn a_ca_certificate_presented_but_not_listed_is_explained_with_69() {
     let certs = Certs::new();
     // The server presents one self-signed CA:TRUE certificate, the file lists another.
-    self_signed(&certs, "other", "IP:127.0.0.1", &[]);
-    let stem = self_signed(&certs, "guide", "IP:127.0.0.1", &[]);
+    certs.self_signed("other", "IP:127.0.0.1", &[]);
+    let stem = certs.self_signed("guide", "IP:127.0.0.1", &[]);
     let (server, url) = tls_server_with(&certs, &stem);
     Redlock::without_url()
         .args(["--url", &url, "--tls-ca-file", &certs.path("other.crt")])
@@ -325,8 +300,7 @@ fn expired(certs: &Certs, stem: &str, ext: &str, self_signed: bool) -> String {
 #[test]
 fn a_self_signed_server_certificate_in_the_ca_file_takes_the_lock() {
     let certs = Certs::new();
-    let stem = self_signed(
-        &certs,
+    let stem = certs.self_signed(
         "leaf",
         "IP:127.0.0.1",
         &["-addext", "basicConstraints=critical,CA:FALSE"],
@@ -342,8 +316,7 @@ fn a_self_signed_server_certificate_in_the_ca_file_takes_the_lock() {
 #[test]
 fn a_certificate_for_another_name_says_which_names_it_has() {
     let certs = Certs::new();
-    let stem = self_signed(
-        &certs,
+    let stem = certs.self_signed(
         "elsewhere",
         "IP:127.0.0.2",
         &["-addext", "basicConstraints=critical,CA:FALSE"],

@@ -227,24 +227,56 @@ fn tls_insecure_with_a_client_certificate_over_sentinel_is_a_usage_error() {
         .never_shows("started");
 }
 
-#[test]
-fn a_cluster_presenting_a_ca_certificate_as_its_own_is_explained_with_69() {
-    let certs = Certs::new();
-    // Every node presents the CA's own certificate (CA:TRUE). OpenSSL, between the nodes,
-    // accepts it; cluster nodes are reached through the redis crate's TLS, which does not, and
-    // the message says what to reissue.
-    for (from, to) in [("ca.crt", "server.crt"), ("ca.key", "server.key")] {
-        std::fs::copy(certs.join(from), certs.join(to)).expect("copy the CA as the server's");
+/// Makes every server of `certs` present one self-signed certificate made the guides' way
+/// (`openssl req -x509 … -addext subjectAltName=IP:127.0.0.1`, so CA:TRUE), which is also
+/// their CA file and the cluster bus's client certificate: OpenSSL-based clients, and the
+/// servers between themselves, accept it.
+fn present_the_guides_certificate(certs: &Certs) {
+    let stem = certs.self_signed("guide", "IP:127.0.0.1", &[]);
+    for to in ["server", "ca", "client"] {
+        for ext in ["crt", "key"] {
+            std::fs::copy(
+                certs.join(&format!("{stem}.{ext}")),
+                certs.join(&format!("{to}.{ext}")),
+            )
+            .expect("copy the guides' certificate");
+        }
     }
+}
+
+#[test]
+fn a_cluster_presenting_the_listed_ca_certificate_as_its_own_is_trusted() {
+    let certs = Certs::new();
+    present_the_guides_certificate(&certs);
     let cluster = RedisCluster::start_tls(&certs);
-    redlock(&cluster_url(&cluster), &certs)
+    let url = cluster_url(&cluster);
+    let (mut holder, token) = hold(redlock(&url, &certs), "job");
+    assert_eq!(
+        cluster.owner_node("job").get("job").as_deref(),
+        Some(token.as_str())
+    );
+    redlock(&url, &certs)
+        .args(["run", "--key", "job", "--ttl", "2s", "--", "true"])
+        .exits_with(75);
+    holder.close_stdin();
+    holder.exits_with(0);
+    assert!(!cluster.owner_node("job").exists("job"));
+}
+
+#[test]
+fn a_cluster_presenting_a_ca_certificate_not_listed_is_explained_with_69() {
+    let certs = Certs::new();
+    present_the_guides_certificate(&certs);
+    let cluster = RedisCluster::start_tls(&certs);
+    // The file lists another certificate: the nodes' is neither listed nor signed by a listed
+    // CA, and the message says how to make either true.
+    Redlock::without_url()
+        .args(["--url", &cluster_url(&cluster)])
+        .args(["--tls-ca-file", &certs.path("other.crt")])
         .args(["run", "--key", "job", "--ttl", "2s", "--", "true"])
         .exits_with(69)
-        .error_mentions(&[
-            "as its own",
-            "only from a single rediss:// server",
-            "CA:FALSE",
-        ]);
+        .error_mentions(&["as its own", "list that very certificate", "CA:FALSE"]);
+    assert!(!cluster.owner_node("job").exists("job"));
 }
 
 #[test]

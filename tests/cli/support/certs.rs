@@ -101,6 +101,31 @@ impl Certs {
         certs
     }
 
+    /// A self-signed server certificate for `CN=localhost` whose names are `san`, made by
+    /// `openssl req -x509` (as most guides do) plus `extra` options; returns its file stem.
+    pub fn self_signed(&self, stem: &str, san: &str, extra: &[&str]) -> String {
+        let (key, crt) = (format!("{stem}.key"), format!("{stem}.crt"));
+        let subject_alt_name = format!("subjectAltName={san}");
+        let mut args = vec![
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            &key,
+            "-out",
+            &crt,
+            "-subj",
+            "/CN=localhost",
+            "-addext",
+            &subject_alt_name,
+        ];
+        args.extend_from_slice(extra);
+        self.openssl(&args);
+        stem.to_string()
+    }
+
     pub fn openssl(&self, args: &[&str]) {
         let out = Command::new("openssl")
             .args(args)
