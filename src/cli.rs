@@ -105,9 +105,9 @@ pub struct Global {
     /// CA certificate(s) (PEM) to verify TLS servers (rediss://, rediss+cluster://,
     /// rediss+sentinel://) with, instead of the system's
     ///
-    /// A rediss:// server that presents exactly a certificate listed here is trusted with it,
-    /// even a self-signed one marked CA:TRUE, as redis-cli does; its dates and name are still
-    /// checked.
+    /// A server (a rediss:// one, a cluster node, a sentinel or the master it names) that
+    /// presents exactly a certificate listed here is trusted with it, even a self-signed one
+    /// marked CA:TRUE, as redis-cli does; its dates and name are still checked.
     #[arg(long, global = true, env = "REDLOCK_TLS_CA_FILE", value_name = "PATH")]
     pub tls_ca_file: Option<PathBuf>,
 

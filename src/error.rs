@@ -213,22 +213,15 @@ pub fn explain_tls(err: &anyhow::Error, target: &TlsTarget) -> Option<String> {
                  key usage lacks serverAuth): reissue it"
             ),
             other if format!("{other:?}").contains("CaUsedAsEndEntity") => {
-                let accept = match (&target.ca_file, target.own_accepted) {
-                    (Some(file), true) => {
+                let accept = match &target.ca_file {
+                    Some(file) => {
                         format!("list that very certificate in --tls-ca-file {file}, or ")
                     }
-                    (None, true) => "give that very certificate with --tls-ca-file, or ".into(),
-                    (_, false) => String::new(),
-                };
-                let only = if target.own_accepted {
-                    ""
-                } else {
-                    ", which redlock accepts only from a single rediss:// server, not from \
-                     cluster nodes or sentinels"
+                    None => "give that very certificate with --tls-ca-file, or ".into(),
                 };
                 format!(
                     "the server at {address} presents a CA certificate (basicConstraints \
-                     CA:TRUE) as its own{only}: {accept}reissue it with \
+                     CA:TRUE) as its own: {accept}reissue it with \
                      `-addext basicConstraints=critical,CA:FALSE`, or sign a server certificate \
                      with that CA"
                 )
@@ -348,7 +341,6 @@ mod tests {
         let target = TlsTarget {
             address: "127.0.0.1:6380".into(),
             ca_file: Some("/etc/redis/ca.crt".into()),
-            own_accepted: true,
         };
         let explain = |e| explain_tls(&handshake_failure(e), &target).expect("a TLS failure");
         assert_eq!(

@@ -1,13 +1,16 @@
 //! Where the lock lives: parsing `--url`, applying `--password-file`, connecting with timeouts.
 //!
-//! Three kinds of target, all through the redis crate's own support:
+//! Three kinds of target, every connection redlock's own (`wire.rs`):
 //! * `redis://`, `rediss://`, `redis+unix://`: one server.
 //! * `redis+cluster://HOST:PORT[,HOST:PORT...]`: a Redis Cluster, from any of its nodes; the
-//!   crate routes each script by its first key and follows MOVED/ASK, and the lock's companion
-//!   keys share its hash slot.
+//!   redis crate's cluster router routes each script by its first key and follows MOVED/ASK
+//!   (the lock's companion keys share its hash slot), connecting to nodes through
+//!   `wire::Wire`'s `redis::cluster::Connect`.
 //! * `redis+sentinel://HOST:PORT[,HOST:PORT...]/SERVICE[/DB]`: the master Sentinel names for
-//!   SERVICE, asked again at every (re)connection, so a failover is followed. A password (URL or
-//!   `--password-file`) is the master's; the sentinels' own credentials are separate
+//!   SERVICE, asked again at every (re)connection, so a failover is followed: every sentinel
+//!   is asked `SENTINEL GET-MASTER-ADDR-BY-NAME` at once, and the first master named that
+//!   answers `ROLE` as a master is the connection ([`Server::connect_direct`]). A password
+//!   (URL or `--password-file`) is the master's; the sentinels' own credentials are separate
 //!   ([`SentinelAuth`]: `--sentinel-user`, `--sentinel-password-file`), because operators give
 //!   sentinels their own `requirepass` or ACL user.
 //! * `rediss+cluster://` and `rediss+sentinel://`: the same over TLS, with the TLS flags of
@@ -16,11 +19,10 @@
 //!   it (`tls-replication yes` on the sentinels).
 //!
 //! A failed TLS handshake is worded by `error::explain_tls` with a [`TlsTarget`]: the server that
-//! refused. The cluster client keeps only the text of a failed seed connection, so after a
+//! refused. The cluster router keeps only the text of a failed seed connection, so after a
 //! failure one seed is asked again on a plain TLS connection to learn why (failure path only).
-//! A Sentinel lookup that fails asks its sentinel whether it is the one refusing, or the master
-//! it names (and where that master is), so the message names the right server and the right
-//! password flag.
+//! A Sentinel lookup knows which step failed, so its messages name the sentinel or the master
+//! and the password flag that applies.
 //!
 //! Invariants: a password never leaves this module except inside the redis crate's
 //! `ConnectionInfo` (every message names the server by [`Server::name`], which is redacted);
@@ -29,17 +31,14 @@
 //! no `CLIENT SETINFO`, no `HELLO` (AUTH only when a password is set).
 
 use std::path::Path;
-use std::sync::{Arc, Mutex, mpsc};
+use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow};
 use redis::cluster::{ClusterClientBuilder, ClusterConnection};
-use redis::sentinel::{
-    SentinelClient, SentinelClientBuilder, SentinelNodeConnectionInfo, SentinelServerType::Master,
-};
 use redis::{
-    Client, Cmd, ConnectionAddr, ConnectionInfo, ConnectionLike, IntoConnectionInfo, RedisError,
-    RedisResult, TlsCertificates, TlsMode, Value,
+    Cmd, ConnectionAddr, ConnectionInfo, ConnectionLike, IntoConnectionInfo, RedisError,
+    RedisResult, TlsMode, Value,
 };
 
 use crate::error::{classify_redis, explain_tls, fail, is_timeout, maybe_tls, usage};
@@ -64,10 +63,6 @@ pub struct TlsTarget {
     pub address: String,
     /// `--tls-ca-file` as given; `None` means the system's trust store.
     pub ca_file: Option<String>,
-    /// Whether a certificate of `ca_file` presented as the server's own is accepted: on
-    /// redlock's own connections to one server, not through the crate's cluster and Sentinel
-    /// clients (see `wire.rs`).
-    pub own_accepted: bool,
 }
 
 #[derive(Clone)]
@@ -87,21 +82,18 @@ enum Target {
         tls: Option<Arc<rustls::ClientConfig>>,
     },
     Sentinel {
-        /// One client per sentinel, asked in parallel: a hung sentinel must not hide the others.
-        sentinels: Vec<SentinelNode>,
+        /// The sentinels, with their own credentials, asked in parallel: a hung sentinel must
+        /// not hide the others.
+        sentinels: Vec<ConnectionInfo>,
         service: String,
-        /// `Some` for `rediss+sentinel://`, holding `--tls-ca-file` if given (for messages).
+        /// The master's user, password and database.
+        master: redis::RedisConnectionInfo,
+        /// `rediss+sentinel://`: TLS to the sentinels and to the master, trusting a server's
+        /// own certificate when `--tls-ca-file` lists it (see `wire.rs`).
+        tls: Option<Arc<rustls::ClientConfig>>,
+        /// For messages, `Some` for `rediss+sentinel://`: `--tls-ca-file` if given.
         ca_file: Option<Option<String>>,
-        /// For `rediss+sentinel://`: redlock's own connections to the master.
-        master_tls: Option<Arc<rustls::ClientConfig>>,
     },
-}
-
-/// One sentinel: its address as given (for messages) and a client that asks it for the master.
-#[derive(Clone)]
-struct SentinelNode {
-    address: String,
-    client: Arc<Mutex<SentinelClient>>,
 }
 
 /// The sentinels' own credentials, apart from the master's (`--sentinel-user`,
@@ -277,24 +269,6 @@ impl Tls {
         })
     }
 
-    fn configured(&self) -> bool {
-        self.ca.is_some() || self.identity.is_some()
-    }
-
-    /// The CA and client certificate as the redis crate takes them.
-    fn certificates(&self) -> TlsCertificates {
-        TlsCertificates {
-            client_tls: self
-                .identity
-                .clone()
-                .map(|(cert, key)| redis::ClientTlsConfig {
-                    client_cert: cert,
-                    client_key: key,
-                }),
-            root_cert: self.ca.clone(),
-        }
-    }
-
     /// redlock's own TLS settings (`wire.rs`), with the exception for a server presenting a
     /// certificate of `--tls-ca-file` as its own when `own_certificates`. Errors name the flag.
     fn config(
@@ -312,19 +286,10 @@ impl Tls {
         })
     }
 
-    fn mode(&self) -> TlsMode {
-        if self.insecure {
-            TlsMode::Insecure
-        } else {
-            TlsMode::Secure
-        }
-    }
-
     fn target(&self, address: String) -> TlsTarget {
         TlsTarget {
             address,
             ca_file: self.ca_file.clone(),
-            own_accepted: true,
         }
     }
 }
@@ -398,7 +363,6 @@ impl Server {
             ConnectionAddr::TcpTls { host, port, .. } => Some(TlsTarget {
                 address: format!("{host}:{port}"),
                 ca_file: tls.ca_file.clone(),
-                own_accepted: true,
             }),
             _ => None,
         };
@@ -508,54 +472,38 @@ impl Server {
                 .map_err(|_| usage(format!("--url {name}: database {db:?} is not a number")))?,
             None => 0,
         };
-        // With verification off the crate reaches the master without certificates, so a client
-        // certificate would be sent to the sentinels only: refused rather than half applied.
-        if let Some(tls) = tls
-            && tls.insecure
-            && tls.identity.is_some()
-        {
-            return Err(usage(format!(
-                "--url {name}: --tls-insecure cannot be combined with --tls-cert-file for \
-                 Sentinel (the master would be reached without the certificate); give \
-                 --tls-ca-file instead of --tls-insecure"
-            )));
-        }
         let (nodes, username, url_password) = Server::nodes_of(hosts, tls.is_some(), &name)?;
-        let master_password = password.map(str::to_string).or(url_password);
-        let setup = SentinelSetup {
-            service,
-            db,
-            master: (username.as_deref(), master_password.as_deref()),
-            own: auth,
-            tls,
-        };
+        let mut master = redis::RedisConnectionInfo::default()
+            .set_skip_set_lib_name()
+            .set_db(db);
+        if let Some(user) = username {
+            master = master.set_username(user);
+        }
+        if let Some(pw) = password.map(str::to_string).or(url_password) {
+            master = master.set_password(pw);
+        }
+        let mut own = redis::RedisConnectionInfo::default().set_skip_set_lib_name();
+        if let Some(user) = &auth.username {
+            own = own.set_username(user);
+        }
+        if let Some(pw) = &auth.password {
+            own = own.set_password(pw);
+        }
         let sentinels = nodes
-            .iter()
-            .map(|node| {
-                let client = setup.client(node).map_err(|e| {
-                    let files = if tls.is_some_and(Tls::configured) {
-                        "cannot use the TLS certificate files: "
-                    } else {
-                        ""
-                    };
-                    usage(format!("--url {name}: {files}{}", describe_url_error(&e)))
-                })?;
-                Ok(SentinelNode {
-                    address: address_of(node),
-                    client: Arc::new(Mutex::new(client)),
-                })
-            })
-            .collect::<Result<Vec<_>>>()?;
-        let master_tls = tls
-            .map(|tls| tls.config(false))
+            .into_iter()
+            .map(|node| node.set_redis_settings(own.clone()))
+            .collect();
+        let config = tls
+            .map(|tls| tls.config(true))
             .transpose()
             .map_err(|e| usage(format!("--url {name}: {e}")))?;
         Ok(Server {
             target: Target::Sentinel {
                 sentinels,
                 service: service.to_string(),
+                master,
+                tls: config,
                 ca_file: tls.map(|tls| tls.ca_file.clone()),
-                master_tls,
             },
             name,
             tls: None,
@@ -708,29 +656,17 @@ impl Server {
     /// cluster (enough for pub/sub, which a cluster broadcasts to every node).
     pub fn connect_direct(&self, timeout: Duration) -> Result<Wire> {
         let timeout = timeout.max(Duration::from_millis(1));
-        let started = Instant::now();
-        let master;
+        let seed;
         let (info, tls) = match &self.target {
             Target::Direct { info, tls } => (info, tls.as_ref()),
             Target::Cluster { .. } => {
-                let (seed, tls) = self.seed();
-                master = seed;
-                (&master, tls)
+                let (first, tls) = self.seed();
+                seed = first;
+                (&seed, tls)
             }
-            Target::Sentinel {
-                sentinels,
-                service,
-                ca_file,
-                master_tls,
-            } => {
-                master = self.master(sentinels, service, ca_file.as_ref(), timeout)?;
-                (&master, master_tls.as_ref())
-            }
+            Target::Sentinel { .. } => return self.master(timeout),
         };
-        let left = timeout
-            .saturating_sub(started.elapsed())
-            .max(Duration::from_millis(1));
-        match Wire::connect(info, tls, left, timeout) {
+        match Wire::connect(info, tls, timeout, timeout) {
             Ok(con) => Ok(con),
             Err(e) => {
                 let err = anyhow!(e).context(format!("cannot connect to {}", self.name));
@@ -739,56 +675,74 @@ impl Server {
         }
     }
 
-    /// Asks the sentinels where the master is, all at once; the first answer wins. The crate's
-    /// lookup has no timeout of its own, so each runs in a thread that is abandoned if it does
-    /// not answer within `timeout`. `ca_file` is `Some` for `rediss+sentinel://`.
-    fn master(
-        &self,
-        sentinels: &[SentinelNode],
-        service: &str,
-        ca_file: Option<&Option<String>>,
-        timeout: Duration,
-    ) -> Result<ConnectionInfo> {
+    /// A connection to the master the sentinels name, as Redis documents for Sentinel clients:
+    /// every sentinel is asked `SENTINEL GET-MASTER-ADDR-BY-NAME` at once, each in a thread
+    /// abandoned if it does not answer within `timeout`; the first master named that says
+    /// `ROLE` master is connected to (a master named by a sentinel that has not yet seen a
+    /// failover may have been demoted: the next answer is tried). All on redlock's own
+    /// connections, so sentinels and master get the TLS of `rediss://`.
+    fn master(&self, timeout: Duration) -> Result<Wire> {
+        let Target::Sentinel {
+            sentinels,
+            service,
+            master,
+            tls,
+            ca_file,
+        } = &self.target
+        else {
+            unreachable!("only Sentinel has a master to look up");
+        };
         let deadline = Instant::now() + timeout;
         let (tx, rx) = mpsc::channel();
         for sentinel in sentinels {
-            let (tx, sentinel) = (tx.clone(), sentinel.clone());
-            let (ca_file, service) = (ca_file.cloned(), service.to_string());
+            let asked = Asked {
+                sentinel: sentinel.clone(),
+                service: service.clone(),
+                tls: tls.clone(),
+                ca_file: ca_file.clone(),
+                timeout,
+            };
+            let tx = tx.clone();
             std::thread::Builder::new()
                 .name("sentinel".into())
                 .stack_size(256 * 1024)
                 .spawn(move || {
-                    let mut client = sentinel
-                        .client
-                        .lock()
-                        .unwrap_or_else(std::sync::PoisonError::into_inner);
-                    let answer = client.get_client().map_err(|e| {
-                        let asked = Asked {
-                            sentinel: &sentinel.address,
-                            service: &service,
-                            ca_file,
-                            timeout,
-                        };
-                        asked.refusal(&mut client, e)
-                    });
-                    let _ = tx.send(answer);
+                    let _ = tx.send(asked.master());
                 })
                 .context("cannot start a Sentinel lookup")?;
         }
         drop(tx);
+        let mut tried = Vec::new();
         let mut last_error: Option<anyhow::Error> = None;
+        let mut keep = |e: anyhow::Error| {
+            // A refusal that says what to do (a password, a certificate) outranks one that
+            // does not.
+            if last_error.as_ref().is_none_or(|last| !decided(last)) {
+                last_error = Some(e);
+            }
+        };
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
             match rx.recv_timeout(left) {
-                Ok(Ok(client)) => return Ok(client.get_connection_info().clone()),
-                // A refusal that says what to do (a password, a certificate) outranks one
-                // that does not.
-                Ok(Err(e)) => {
-                    if last_error.as_ref().is_none_or(|last| !decided(last)) {
-                        last_error = Some(e);
+                Ok(Ok((sentinel, host, port))) => {
+                    if tried.contains(&(host.clone(), port)) {
+                        continue;
+                    }
+                    tried.push((host.clone(), port));
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    let named = MasterNamed {
+                        sentinel: &sentinel,
+                        host: &host,
+                        port,
+                        service,
+                        ca_file: ca_file.as_ref(),
+                    };
+                    match named.connect(master, tls.as_ref(), left, timeout) {
+                        Ok(con) => return Ok(con),
+                        Err(e) => keep(e),
                     }
                 }
-                // Every sentinel answered, none with a master.
+                Ok(Err(e)) => keep(e),
                 Err(mpsc::RecvTimeoutError::Disconnected) => {
                     let e = last_error.expect("an answer");
                     if decided(&e) {
@@ -819,176 +773,154 @@ impl Server {
     }
 }
 
-/// What every sentinel of one URL is asked with.
-struct SentinelSetup<'a> {
+/// One sentinel, asked for the master in a thread of its own.
+struct Asked {
+    /// Its address, with the sentinels' own credentials.
+    sentinel: ConnectionInfo,
+    service: String,
+    tls: Option<Arc<rustls::ClientConfig>>,
+    ca_file: Option<Option<String>>,
+    timeout: Duration,
+}
+
+impl Asked {
+    /// The sentinel's address (for messages) and the master's host and port, or why not.
+    fn master(&self) -> Result<(String, String, u16)> {
+        let address = address_of(&self.sentinel);
+        let ask = || -> RedisResult<Option<(String, u16)>> {
+            let mut con = Wire::connect(
+                &self.sentinel,
+                self.tls.as_ref(),
+                self.timeout,
+                self.timeout,
+            )?;
+            redis::cmd("SENTINEL")
+                .arg("GET-MASTER-ADDR-BY-NAME")
+                .arg(&self.service)
+                .query(&mut con)
+        };
+        match ask() {
+            Ok(Some((host, port))) => Ok((address, host, port)),
+            Ok(None) => Err(anyhow!(
+                "sentinel {address} knows no master named {}",
+                self.service
+            )),
+            Err(e) => Err(self.refusal(&address, e)),
+        }
+    }
+
+    /// What a sentinel's refusal means, in the words of the flags that change it.
+    fn refusal(&self, address: &str, err: RedisError) -> anyhow::Error {
+        if classify_redis(&err) == Exit::Permission {
+            let text = if err.code() == Some("NOAUTH") {
+                format!(
+                    "sentinel {address} requires a password: give the sentinels' own password \
+                     with --sentinel-password-file"
+                )
+            } else if err.code() == Some("NOPERM") {
+                format!(
+                    "sentinel {address} does not let --sentinel-user run SENTINEL \
+                     GET-MASTER-ADDR-BY-NAME: grant it +sentinel|get-master-addr-by-name"
+                )
+            } else {
+                format!(
+                    "sentinel {address} refused the sentinels' password: check \
+                     --sentinel-password-file (and --sentinel-user)"
+                )
+            };
+            return fail(Exit::Permission, text);
+        }
+        let err = anyhow!(err);
+        if let Some(text) = tls_words(&err, address, self.ca_file.as_ref()) {
+            return fail(Exit::Unavailable, text);
+        }
+        err.context(format!("sentinel {address}"))
+    }
+}
+
+/// The master a sentinel named.
+struct MasterNamed<'a> {
+    sentinel: &'a str,
+    host: &'a str,
+    port: u16,
     service: &'a str,
-    db: i64,
-    /// The master's user and password.
-    master: (Option<&'a str>, Option<&'a str>),
-    /// The sentinels' own.
-    own: &'a SentinelAuth,
-    tls: Option<&'a Tls>,
+    ca_file: Option<&'a Option<String>>,
 }
 
-impl SentinelSetup<'_> {
-    /// A client that asks the sentinel at `node` for the master, and checks what it names.
-    fn client(&self, node: &ConnectionInfo) -> RedisResult<SentinelClient> {
-        let mut addr = node.addr().clone();
-        if let (ConnectionAddr::TcpTls { insecure, .. }, Some(tls)) = (&mut addr, self.tls) {
-            *insecure = tls.insecure;
-        }
-        if let Some(tls) = self.tls.filter(|tls| tls.configured()) {
-            return self.client_with_certificates(addr, tls);
-        }
-        let (username, password) = self.master;
-        let mut master = redis::RedisConnectionInfo::default()
-            .set_skip_set_lib_name()
-            .set_db(self.db);
-        if let Some(user) = username {
-            master = master.set_username(user);
-        }
-        if let Some(pw) = password {
-            master = master.set_password(pw);
-        }
-        let mut to_master = SentinelNodeConnectionInfo::default()
-            .set_redis_connection_info(master)
-            .set_tcp_settings(nodelay());
-        if let Some(tls) = self.tls {
-            to_master = to_master.set_tls_mode(tls.mode());
-        }
-        let mut own = redis::RedisConnectionInfo::default().set_skip_set_lib_name();
-        if let Some(user) = &self.own.username {
-            own = own.set_username(user);
-        }
-        if let Some(pw) = &self.own.password {
-            own = own.set_password(pw);
-        }
-        let sentinel = node
-            .clone()
-            .set_addr(addr)
-            .set_redis_settings(own)
-            .set_tcp_settings(nodelay());
-        SentinelClient::build(vec![sentinel], self.service, Some(to_master), Master)
-    }
-
-    /// Sentinels and master verified against `--tls-ca-file` (or shown the client
-    /// certificate). Only the crate's builder hands certificates to the master's connections;
-    /// it cannot skip `CLIENT SETINFO`, so the crate's check of the master costs one round
-    /// trip more than on the other paths.
-    fn client_with_certificates(
+impl MasterNamed<'_> {
+    /// Connects with the master's credentials and checks with `ROLE` that it still is one.
+    fn connect(
         &self,
-        addr: ConnectionAddr,
-        tls: &Tls,
-    ) -> RedisResult<SentinelClient> {
-        let mut builder = SentinelClientBuilder::new([addr], self.service, Master)?
-            .set_client_to_redis_db(self.db)
-            .set_client_to_redis_tcp_settings(nodelay())
-            .set_client_to_sentinel_tcp_settings(nodelay())
-            .set_client_to_sentinel_tls_mode(tls.mode())
-            .set_client_to_redis_tls_mode(tls.mode())
-            .set_client_to_sentinel_certificates(tls.certificates())
-            .set_client_to_redis_certificates(tls.certificates());
-        let (username, password) = self.master;
-        if let Some(user) = username {
-            builder = builder.set_client_to_redis_username(user);
+        settings: &redis::RedisConnectionInfo,
+        tls: Option<&Arc<rustls::ClientConfig>>,
+        left: Duration,
+        timeout: Duration,
+    ) -> Result<Wire> {
+        let (host, port) = (self.host.to_string(), self.port);
+        let addr = match tls {
+            Some(_) => ConnectionAddr::TcpTls {
+                host,
+                port,
+                insecure: false,
+                tls_params: None,
+            },
+            None => ConnectionAddr::Tcp(host, port),
+        };
+        let info = addr
+            .into_connection_info()?
+            .set_redis_settings(settings.clone());
+        let address = format!("{}:{}", self.host, self.port);
+        let named = || {
+            format!(
+                "the master {address} that sentinel {} names for {}",
+                self.sentinel, self.service
+            )
+        };
+        let mut con = match Wire::connect(&info, tls, left.max(Duration::from_millis(1)), timeout) {
+            Ok(con) => con,
+            Err(e) => {
+                let err = anyhow!(e);
+                if let Some(text) = tls_words(&err, &address, self.ca_file) {
+                    return Err(fail(Exit::Unavailable, text));
+                }
+                return Err(err.context(format!("cannot connect to {}", named())));
+            }
+        };
+        match redis::cmd("ROLE").query::<Value>(&mut con) {
+            Ok(Value::Array(role)) => match role.first() {
+                Some(Value::BulkString(role)) if role.as_slice() == b"master" => Ok(con),
+                _ => Err(anyhow!(
+                    "{} is not a master (a failover is under way?)",
+                    named()
+                )),
+            },
+            // A user not allowed ROLE: its writes are refused on a replica anyway.
+            Err(e) if e.code() == Some("NOPERM") => Ok(con),
+            Ok(other) => Err(anyhow!("{} answered ROLE with {other:?}", named())),
+            Err(e) => Err(anyhow!(e).context(format!("cannot ask {} its ROLE", named()))),
         }
-        if let Some(pw) = password {
-            builder = builder.set_client_to_redis_password(pw);
-        }
-        if let Some(user) = &self.own.username {
-            builder = builder.set_client_to_sentinel_username(user);
-        }
-        if let Some(pw) = &self.own.password {
-            builder = builder.set_client_to_sentinel_password(pw);
-        }
-        builder.build()
     }
 }
 
-fn nodelay() -> redis::io::tcp::TcpSettings {
-    redis::io::tcp::TcpSettings::default().set_nodelay(true)
+/// A TLS refusal by the server at `address` in plain words, when `ca_file` is `Some`
+/// (`rediss+sentinel://`, holding `--tls-ca-file` if given).
+fn tls_words(
+    err: &anyhow::Error,
+    address: &str,
+    ca_file: Option<&Option<String>>,
+) -> Option<String> {
+    explain_tls(
+        err,
+        &TlsTarget {
+            address: address.to_string(),
+            ca_file: ca_file?.clone(),
+        },
+    )
 }
 
 /// Whether an error already carries its status and words (a `Failure`).
 fn decided(err: &anyhow::Error) -> bool {
     err.downcast_ref::<crate::error::Failure>().is_some()
-}
-
-/// One sentinel's lookup of the master, for explaining its failure.
-struct Asked<'a> {
-    sentinel: &'a str,
-    service: &'a str,
-    /// `Some` for `rediss+sentinel://`: `--tls-ca-file`, if given.
-    ca_file: Option<Option<String>>,
-    timeout: Duration,
-}
-
-impl Asked<'_> {
-    /// What a failed lookup means. The crate returns the sentinel's own error and the error
-    /// of the master it named alike; asking the sentinel again (failure path only) tells them
-    /// apart, so a refused password or certificate is blamed on the right server.
-    fn refusal(&self, client: &mut SentinelClient, err: RedisError) -> anyhow::Error {
-        let sentinel = self.sentinel;
-        let denied = classify_redis(&err) == Exit::Permission;
-        let Ok(sentinel_client) = client.get_sentinel_client() else {
-            // The sentinel itself refused.
-            if denied {
-                let text = if err.code() == Some("NOAUTH") {
-                    format!(
-                        "sentinel {sentinel} requires a password: give the sentinels' own \
-                         password with --sentinel-password-file"
-                    )
-                } else {
-                    format!(
-                        "sentinel {sentinel} refused the sentinels' password: check \
-                         --sentinel-password-file (and --sentinel-user)"
-                    )
-                };
-                return fail(Exit::Permission, text);
-            }
-            let err = anyhow!(err);
-            if let Some(text) = self.explain_tls(&err, sentinel.to_string()) {
-                return fail(Exit::Unavailable, text);
-            }
-            return err.context(format!("sentinel {sentinel}"));
-        };
-        let err = anyhow!(err);
-        if self.explain_tls(&err, String::new()).is_some() {
-            // The master refused the handshake: say where it is.
-            let address = self
-                .master_address(&sentinel_client)
-                .unwrap_or_else(|| format!("the master of {}", self.service));
-            if let Some(text) = self.explain_tls(&err, address) {
-                return fail(Exit::Unavailable, text);
-            }
-        }
-        err
-    }
-
-    fn explain_tls(&self, err: &anyhow::Error, address: String) -> Option<String> {
-        let ca_file = self.ca_file.clone()?;
-        explain_tls(
-            err,
-            &TlsTarget {
-                address,
-                ca_file,
-                own_accepted: false,
-            },
-        )
-    }
-
-    /// `HOST:PORT` of the master the sentinel names now.
-    fn master_address(&self, sentinel: &Client) -> Option<String> {
-        let mut con = sentinel.get_connection_with_timeout(self.timeout).ok()?;
-        con.set_read_timeout(Some(self.timeout)).ok()?;
-        con.set_write_timeout(Some(self.timeout)).ok()?;
-        let (host, port): (String, u16) = redis::cmd("SENTINEL")
-            .arg("GET-MASTER-ADDR-BY-NAME")
-            .arg(self.service)
-            .query(&mut con)
-            .ok()?;
-        Some(format!("{host}:{port}"))
-    }
 }
 
 /// `HOST:PORT` of a node, as messages show it.

@@ -4,11 +4,11 @@
 //! (`redis::Value`); the socket, its TLS and the reading of RESP2 replies are redlock's. That
 //! buys what the crate's sync connection cannot give:
 //!
-//! * **Trusting a server's own certificate.** `rediss://` with `--tls-ca-file` listing the very
-//!   certificate the server presents is accepted (as OpenSSL-based clients do), even when that
-//!   certificate says `CA:TRUE`, which is how most guides make a self-signed one
-//!   ([`OwnCertificates`]). The crate builds its own TLS settings inside, so cluster nodes and
-//!   sentinels (reached through the crate) do not get this; their messages say how to reissue.
+//! * **Trusting a server's own certificate.** `--tls-ca-file` listing the very certificate a
+//!   server presents is accepted (as OpenSSL-based clients do), even when that certificate says
+//!   `CA:TRUE`, which is how most guides make a self-signed one ([`OwnCertificates`]): for a
+//!   `rediss://` server, every cluster node (the crate's cluster router connects through
+//!   `redis::cluster::Connect`, implemented here) and the sentinels and their master.
 //! * **The socket itself.** A waiter can block on its grant and on its signals at once
 //!   ([`Wire::fd`], [`Wire::reply_ready`]).
 //! * **A cheaper start.** Each timeout is set once, the TLS roots are read once per process

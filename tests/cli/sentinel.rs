@@ -186,6 +186,31 @@ fn password_file_is_the_masters_and_not_sent_to_the_sentinel() {
 }
 
 #[test]
+fn a_master_refusing_its_password_exits_77_naming_the_master() {
+    let sentinel = RedisSentinel::start_with_password(PASSWORD);
+    let scratch = TempDir::new("sentinel-pw");
+    let password_file = scratch.join("password");
+    fs::write(&password_file, "not-the-masters\n").expect("write the password file");
+    redlock(&sentinel.url())
+        .arg("--password-file")
+        .arg(&password_file)
+        .args(["run", "--key", "job", "--ttl", "2s", "-c", "echo started"])
+        .exits_with(77)
+        .error_mentions(&[&format!(
+            "the master 127.0.0.1:{} that sentinel 127.0.0.1:{} names for mymaster",
+            sentinel.master().port(),
+            sentinel.port()
+        )])
+        .never_shows("not-the-masters")
+        .never_shows("started");
+    redlock(&sentinel.url())
+        .args(["run", "--key", "job", "--ttl", "2s", "-c", "echo started"])
+        .exits_with(77)
+        .error_mentions(&["--password-file"])
+        .never_shows("started");
+}
+
+#[test]
 fn password_in_the_url_is_the_masters_and_not_sent_to_the_sentinel() {
     let sentinel = RedisSentinel::start_with_password(PASSWORD);
     let outcome = redlock(&sentinel.url_with_password(PASSWORD))

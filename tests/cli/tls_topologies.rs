@@ -211,20 +211,16 @@ fn a_tls_sentinel_url_to_plain_sentinels_exits_69_asking_about_the_port() {
 }
 
 #[test]
-fn tls_insecure_with_a_client_certificate_over_sentinel_is_a_usage_error() {
+fn tls_insecure_with_a_client_certificate_reaches_sentinels_and_master() {
     let certs = Certs::new();
-    Redlock::without_url()
-        .args([
-            "--url",
-            "rediss+sentinel://127.0.0.1:1/mymaster",
-            "--tls-insecure",
-        ])
+    let sentinel = RedisSentinel::start_tls(&certs, None);
+    let outcome = Redlock::without_url()
+        .args(["--url", &sentinel.url(), "--tls-insecure"])
         .args(["--tls-cert-file", &certs.path("client.crt")])
         .args(["--tls-key-file", &certs.path("client.key")])
         .args(["run", "--key", "job", "--ttl", "2s", "-c", "echo started"])
-        .exits_with(64)
-        .error_mentions(&["--tls-insecure"])
-        .never_shows("started");
+        .exits_with(0);
+    assert!(outcome.stdout.contains("started"), "{outcome}");
 }
 
 /// Makes every server of `certs` present one self-signed certificate made the guides' way
@@ -288,4 +284,21 @@ fn a_plain_cluster_url_at_tls_ports_asks_whether_they_are() {
         .args(["run", "--key", "job", "--ttl", "2s", "--", "true"])
         .exits_with(69)
         .error_mentions(&["is it a TLS port", "rediss+cluster://"]);
+}
+
+#[test]
+fn sentinels_and_a_master_presenting_the_listed_ca_certificate_as_their_own_are_trusted() {
+    let certs = Certs::new();
+    present_the_guides_certificate(&certs);
+    let sentinel = RedisSentinel::start_tls(&certs, None);
+    let url = sentinel.url();
+    let (mut holder, token) = hold(redlock(&url, &certs), "job");
+    assert_eq!(
+        sentinel.master().get("job").as_deref(),
+        Some(token.as_str())
+    );
+    redlock(&url, &certs).args(["status", "job"]).exits_with(0);
+    holder.close_stdin();
+    holder.exits_with(0);
+    assert!(!sentinel.master().exists("job"));
 }
