@@ -285,6 +285,15 @@ pub fn render(err: &anyhow::Error) -> String {
         }
         line.push_str(&text);
     }
+    // Unauthenticated, a server with requirepass says NOAUTH, or (to a large request such as
+    // a script) "Protocol error: unauthenticated multibulk length": say what to do.
+    if redis_errors(err).any(|e| {
+        e.code() == Some("NOAUTH") || e.detail().is_some_and(|d| d.contains("unauthenticated"))
+    }) {
+        line.push_str(
+            " (the server requires a password: give it with --password-file or in the URL)",
+        );
+    }
     line
 }
 
@@ -298,6 +307,19 @@ pub fn server_error(line: &str) -> RedisError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_server_wanting_a_password_is_told_how_to_give_it() {
+        for reply in [
+            "NOAUTH Authentication required.",
+            "ERR Protocol error: unauthenticated multibulk length",
+        ] {
+            let err = anyhow::Error::new(server_error(reply)).context("cannot acquire job");
+            assert!(render(&err).ends_with("give it with --password-file or in the URL)"));
+        }
+        let err = anyhow::Error::new(server_error("WRONGPASS invalid")).context("x");
+        assert!(!render(&err).contains("--password-file"));
+    }
 
     #[test]
     fn redis_errors_are_classified_by_their_code() {
