@@ -43,7 +43,7 @@ use redis::{
 
 use crate::error::{classify_redis, explain_tls, fail, is_timeout, maybe_tls, usage};
 use crate::exit::Exit;
-use crate::wire::{self, Wire};
+use crate::wire::{self, Node, Wire};
 
 pub const DEFAULT_URL: &str = "redis://127.0.0.1:6379";
 
@@ -107,7 +107,7 @@ pub struct SentinelAuth {
 /// A connection to wherever the lock lives: one server, or a cluster that routes by key.
 pub enum Conn {
     Single(Wire),
-    Cluster(Box<ClusterConnection<Wire>>),
+    Cluster(Box<ClusterConnection<Node>>),
 }
 
 /// A connection that runs local work while its first request is on the wire: the round trip
@@ -580,7 +580,7 @@ impl Server {
             wire::cluster_tls(tls.clone());
             let con = match builder
                 .build()
-                .and_then(|client| client.get_generic_connection::<Wire>())
+                .and_then(|client| client.get_generic_connection::<Node>())
             {
                 Ok(con) => con,
                 Err(e) => {

@@ -462,10 +462,11 @@ impl ConnectionLike for Wire {
     }
 }
 
-/// The TLS settings of every cluster node's connection. The cluster client connects to nodes
+/// The TLS settings of every cluster node's connection. The cluster router connects to nodes
 /// itself, as it discovers them, through [`redis::cluster::Connect`], which is handed only the
-/// node's address: the settings are the process's, set by [`cluster_tls`] before the cluster
-/// client is built. A process has one cluster at most (a cluster cannot be a quorum member).
+/// node's address: the settings are the process's, set by [`cluster_tls`] before the router
+/// is built. That is sound because a process talks to one cluster at most: a cluster URL
+/// cannot be one of several `--url`s (`context.rs` refuses it).
 static CLUSTER_TLS: std::sync::Mutex<Option<Arc<ClientConfig>>> = std::sync::Mutex::new(None);
 
 /// Sets the TLS settings of cluster nodes' connections ([`CLUSTER_TLS`]).
@@ -475,10 +476,55 @@ pub fn cluster_tls(config: Option<Arc<ClientConfig>>) {
         .unwrap_or_else(std::sync::PoisonError::into_inner) = config;
 }
 
-/// The cluster client's connections to nodes are redlock's own too: one TCP handshake, AUTH
-/// when a password is set, the TLS settings of [`cluster_tls`] (so a node presenting its own
-/// certificate listed in `--tls-ca-file` is trusted as on `rediss://`).
-impl redis::cluster::Connect for Wire {
+/// A cluster node's connection: a [`Wire`] that stays in step when a reply is late.
+///
+/// The crate's cluster router answers a read timeout by sending the same command again on the
+/// same connection; the late reply to the first one then arrives before the retry's. Like the
+/// crate's own connection, a node's connection counts the replies it gave up on and skips as
+/// many before reading the next one, so no command ever reads another's reply. (A single
+/// server's [`Wire`] does the opposite on purpose: its owner drops it after a failure, or
+/// writes a release behind the request that timed out, see `lock::abandon`.)
+///
+/// Connecting is redlock's own too: one TCP handshake, AUTH when a password is set, the TLS
+/// settings of [`cluster_tls`] (so a node presenting its own certificate listed in
+/// `--tls-ca-file` is trusted as on `rediss://`).
+pub struct Node {
+    wire: Wire,
+    /// Replies still to come for requests that timed out.
+    late: usize,
+}
+
+impl Node {
+    /// The next reply to a request still waited for.
+    fn reply(&mut self) -> RedisResult<Value> {
+        while self.late > 0 {
+            self.wire.recv_response()?;
+            self.late -= 1;
+        }
+        self.wire.recv_response()
+    }
+
+    /// `count` replies, the first `skip` of them dropped; after a failure, the ones not read
+    /// are skipped by the next request.
+    fn replies(&mut self, skip: usize, count: usize) -> RedisResult<Vec<Value>> {
+        let mut replies = Vec::with_capacity(count);
+        for index in 0..skip + count {
+            match self.reply() {
+                Ok(reply) if index >= skip => replies.push(reply),
+                Ok(_) => {}
+                Err(e) => {
+                    if !e.is_connection_dropped() {
+                        self.late += skip + count - index;
+                    }
+                    return Err(e);
+                }
+            }
+        }
+        Ok(replies)
+    }
+}
+
+impl redis::cluster::Connect for Node {
     fn connect<T>(info: T, timeout: Option<Duration>) -> RedisResult<Self>
     where
         T: redis::IntoConnectionInfo,
@@ -489,23 +535,61 @@ impl redis::cluster::Connect for Wire {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .clone();
-        Wire::connect(&info, tls.as_ref(), timeout, timeout)
+        let wire = Wire::connect(&info, tls.as_ref(), timeout, timeout)?;
+        Ok(Node { wire, late: 0 })
     }
 
     fn send_packed_command(&mut self, cmd: &[u8]) -> RedisResult<()> {
-        Wire::send_packed_command(self, cmd)
+        self.wire.send_packed_command(cmd)
     }
 
+    /// `None` (which the router sets before redlock's own timeouts) keeps the timeout there
+    /// is: no connection of redlock's ever blocks without one.
     fn set_write_timeout(&self, timeout: Option<Duration>) -> RedisResult<()> {
-        Ok(self.io.set_write_timeout(timeout)?)
+        match timeout {
+            Some(_) => Ok(self.wire.io.set_write_timeout(timeout)?),
+            None => Ok(()),
+        }
     }
 
     fn set_read_timeout(&self, timeout: Option<Duration>) -> RedisResult<()> {
-        Wire::set_read_timeout(self, timeout)
+        match timeout {
+            Some(_) => self.wire.set_read_timeout(timeout),
+            None => Ok(()),
+        }
     }
 
     fn recv_response(&mut self) -> RedisResult<Value> {
-        Wire::recv_response(self)
+        self.replies(0, 1).map(|mut one| one.remove(0))
+    }
+}
+
+impl ConnectionLike for Node {
+    fn req_packed_command(&mut self, cmd: &[u8]) -> RedisResult<Value> {
+        self.wire.send_packed_command(cmd)?;
+        self.replies(0, 1).map(|mut one| one.remove(0))
+    }
+
+    fn req_packed_commands(
+        &mut self,
+        cmd: &[u8],
+        offset: usize,
+        count: usize,
+    ) -> RedisResult<Vec<Value>> {
+        self.wire.send_packed_command(cmd)?;
+        self.replies(offset, count)
+    }
+
+    fn get_db(&self) -> i64 {
+        self.wire.get_db()
+    }
+
+    fn check_connection(&mut self) -> bool {
+        redis::cmd("PING").query::<String>(self).is_ok()
+    }
+
+    fn is_open(&self) -> bool {
+        self.wire.is_open()
     }
 }
 
@@ -885,5 +969,43 @@ mod tests {
         let (mut wire, mut peer) = pair();
         peer.write_all(b"?what\r\n").unwrap();
         assert_eq!(wire.recv_response().unwrap_err().kind(), ErrorKind::Parse);
+    }
+
+    #[test]
+    fn a_cluster_node_skips_the_replies_it_gave_up_on() {
+        let (wire, mut peer) = pair();
+        wire.set_read_timeout(Some(Duration::from_millis(20)))
+            .unwrap();
+        let mut node = Node { wire, late: 0 };
+        let echo = |text: &str| redis::cmd("ECHO").arg(text).get_packed_command();
+        // The first request's reply is late: the router sends it again.
+        let e = node.req_packed_command(&echo("first")).unwrap_err();
+        assert!(e.is_timeout(), "{e}");
+        peer.write_all(b"$5\r\nfirst\r\n").unwrap();
+        peer.write_all(b"$5\r\nagain\r\n").unwrap();
+        assert_eq!(
+            node.req_packed_command(&echo("again")).unwrap(),
+            Value::BulkString(b"again".to_vec())
+        );
+        // A pipeline of three, one reply of which came before the timeout.
+        let mut pipe = redis::pipe();
+        pipe.cmd("ECHO")
+            .arg("a")
+            .cmd("ECHO")
+            .arg("b")
+            .cmd("ECHO")
+            .arg("c");
+        peer.write_all(b"$1\r\na\r\n").unwrap();
+        let e = node
+            .req_packed_commands(&pipe.get_packed_pipeline(), 0, 3)
+            .unwrap_err();
+        assert!(e.is_timeout(), "{e}");
+        peer.write_all(b"$1\r\nb\r\n$1\r\nc\r\n$4\r\nnext\r\n")
+            .unwrap();
+        assert_eq!(
+            node.req_packed_command(&echo("next")).unwrap(),
+            Value::BulkString(b"next".to_vec())
+        );
+        assert_eq!(node.late, 0);
     }
 }
