@@ -31,7 +31,7 @@
 //! no `CLIENT SETINFO`, no `HELLO` (AUTH only when a password is set).
 
 use std::path::Path;
-use std::sync::{Arc, mpsc};
+use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow};
@@ -676,10 +676,12 @@ impl Server {
     }
 
     /// A connection to the master the sentinels name, as Redis documents for Sentinel clients:
-    /// every sentinel is asked `SENTINEL GET-MASTER-ADDR-BY-NAME` at once, each in a thread
-    /// abandoned if it does not answer within `timeout`; the first master named that says
-    /// `ROLE` master is connected to (a master named by a sentinel that has not yet seen a
-    /// failover may have been demoted: the next answer is tried). All on redlock's own
+    /// every sentinel is asked `SENTINEL GET-MASTER-ADDR-BY-NAME` at once, each in a thread of
+    /// its own that then connects to the master named and checks that `ROLE` says master (one
+    /// named by a sentinel that has not yet seen a failover may have been demoted, or be gone).
+    /// The first master that does wins. Each address is tried by one thread only, and every
+    /// step of every thread ends by one deadline, `timeout` from now: a hung sentinel, or a
+    /// stale one naming a hung old master, cannot hide the others. All on redlock's own
     /// connections, so sentinels and master get the TLS of `rediss://`.
     fn master(&self, timeout: Duration) -> Result<Wire> {
         let Target::Sentinel {
@@ -693,14 +695,17 @@ impl Server {
             unreachable!("only Sentinel has a master to look up");
         };
         let deadline = Instant::now() + timeout;
+        let claimed = Arc::new(Mutex::new(Vec::new()));
         let (tx, rx) = mpsc::channel();
         for sentinel in sentinels {
             let asked = Asked {
                 sentinel: sentinel.clone(),
                 service: service.clone(),
+                master: master.clone(),
                 tls: tls.clone(),
                 ca_file: ca_file.clone(),
-                timeout,
+                deadline,
+                claimed: Arc::clone(&claimed),
             };
             let tx = tx.clone();
             std::thread::Builder::new()
@@ -712,37 +717,23 @@ impl Server {
                 .context("cannot start a Sentinel lookup")?;
         }
         drop(tx);
-        let mut tried = Vec::new();
         let mut last_error: Option<anyhow::Error> = None;
-        let mut keep = |e: anyhow::Error| {
-            // A refusal that says what to do (a password, a certificate) outranks one that
-            // does not.
-            if last_error.as_ref().is_none_or(|last| !decided(last)) {
-                last_error = Some(e);
-            }
-        };
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
             match rx.recv_timeout(left) {
-                Ok(Ok((sentinel, host, port))) => {
-                    if tried.contains(&(host.clone(), port)) {
-                        continue;
-                    }
-                    tried.push((host.clone(), port));
-                    let left = deadline.saturating_duration_since(Instant::now());
-                    let named = MasterNamed {
-                        sentinel: &sentinel,
-                        host: &host,
-                        port,
-                        service,
-                        ca_file: ca_file.as_ref(),
-                    };
-                    match named.connect(master, tls.as_ref(), left, timeout) {
-                        Ok(con) => return Ok(con),
-                        Err(e) => keep(e),
+                Ok(Ok(Some(con))) => {
+                    con.set_timeouts(timeout)?;
+                    return Ok(con);
+                }
+                // Another sentinel's thread tries that master.
+                Ok(Ok(None)) => {}
+                // A refusal that says what to do (a password, a certificate) outranks one
+                // that does not.
+                Ok(Err(e)) => {
+                    if last_error.as_ref().is_none_or(|last| !decided(last)) {
+                        last_error = Some(e);
                     }
                 }
-                Ok(Err(e)) => keep(e),
                 Err(mpsc::RecvTimeoutError::Disconnected) => {
                     let e = last_error.expect("an answer");
                     if decided(&e) {
@@ -773,40 +764,61 @@ impl Server {
     }
 }
 
-/// One sentinel, asked for the master in a thread of its own.
+/// One sentinel, asked for the master in a thread of its own, and the master it names.
 struct Asked {
     /// Its address, with the sentinels' own credentials.
     sentinel: ConnectionInfo,
     service: String,
+    /// The master's user, password and database.
+    master: redis::RedisConnectionInfo,
     tls: Option<Arc<rustls::ClientConfig>>,
     ca_file: Option<Option<String>>,
-    timeout: Duration,
+    deadline: Instant,
+    /// The masters some thread has tried or is trying.
+    claimed: Arc<Mutex<Vec<(String, u16)>>>,
 }
 
 impl Asked {
-    /// The sentinel's address (for messages) and the master's host and port, or why not.
-    fn master(&self) -> Result<(String, String, u16)> {
+    /// Time left before the deadline (at least 1 ms, so that a late step fails as a timeout).
+    fn left(&self) -> Duration {
+        self.deadline
+            .saturating_duration_since(Instant::now())
+            .max(Duration::from_millis(1))
+    }
+
+    /// A connection to the master this sentinel names; `None` when another thread tries that
+    /// master.
+    fn master(&self) -> Result<Option<Wire>> {
         let address = address_of(&self.sentinel);
         let ask = || -> RedisResult<Option<(String, u16)>> {
-            let mut con = Wire::connect(
-                &self.sentinel,
-                self.tls.as_ref(),
-                self.timeout,
-                self.timeout,
-            )?;
+            let mut con =
+                Wire::connect(&self.sentinel, self.tls.as_ref(), self.left(), self.left())?;
             redis::cmd("SENTINEL")
                 .arg("GET-MASTER-ADDR-BY-NAME")
                 .arg(&self.service)
                 .query(&mut con)
         };
-        match ask() {
-            Ok(Some((host, port))) => Ok((address, host, port)),
-            Ok(None) => Err(anyhow!(
-                "sentinel {address} knows no master named {}",
-                self.service
-            )),
-            Err(e) => Err(self.refusal(&address, e)),
+        let (host, port) = match ask() {
+            Ok(Some(named)) => named,
+            Ok(None) => {
+                return Err(anyhow!(
+                    "sentinel {address} knows no master named {}",
+                    self.service
+                ));
+            }
+            Err(e) => return Err(self.refusal(&address, e)),
+        };
+        {
+            let mut claimed = self
+                .claimed
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if claimed.contains(&(host.clone(), port)) {
+                return Ok(None);
+            }
+            claimed.push((host.clone(), port));
         }
+        self.connect_master(&address, &host, port).map(Some)
     }
 
     /// What a sentinel's refusal means, in the words of the flags that change it.
@@ -818,9 +830,15 @@ impl Asked {
                      with --sentinel-password-file"
                 )
             } else if err.code() == Some("NOPERM") {
+                let user = self
+                    .sentinel
+                    .redis_settings()
+                    .username()
+                    .map_or_else(|| "the default user".to_string(), |u| format!("user {u}"));
                 format!(
-                    "sentinel {address} does not let --sentinel-user run SENTINEL \
-                     GET-MASTER-ADDR-BY-NAME: grant it +sentinel|get-master-addr-by-name"
+                    "sentinel {address} does not let {user} run SENTINEL \
+                     GET-MASTER-ADDR-BY-NAME: grant it +sentinel|get-master-addr-by-name \
+                     (--sentinel-user names the user)"
                 )
             } else {
                 format!(
@@ -836,51 +854,34 @@ impl Asked {
         }
         err.context(format!("sentinel {address}"))
     }
-}
 
-/// The master a sentinel named.
-struct MasterNamed<'a> {
-    sentinel: &'a str,
-    host: &'a str,
-    port: u16,
-    service: &'a str,
-    ca_file: Option<&'a Option<String>>,
-}
-
-impl MasterNamed<'_> {
-    /// Connects with the master's credentials and checks with `ROLE` that it still is one.
-    fn connect(
-        &self,
-        settings: &redis::RedisConnectionInfo,
-        tls: Option<&Arc<rustls::ClientConfig>>,
-        left: Duration,
-        timeout: Duration,
-    ) -> Result<Wire> {
-        let (host, port) = (self.host.to_string(), self.port);
-        let addr = match tls {
+    /// Connects to the master `sentinel` named, with the master's credentials, and checks with
+    /// `ROLE` that it still is one.
+    fn connect_master(&self, sentinel: &str, host: &str, port: u16) -> Result<Wire> {
+        let addr = match self.tls {
             Some(_) => ConnectionAddr::TcpTls {
-                host,
+                host: host.to_string(),
                 port,
                 insecure: false,
                 tls_params: None,
             },
-            None => ConnectionAddr::Tcp(host, port),
+            None => ConnectionAddr::Tcp(host.to_string(), port),
         };
         let info = addr
             .into_connection_info()?
-            .set_redis_settings(settings.clone());
-        let address = format!("{}:{}", self.host, self.port);
+            .set_redis_settings(self.master.clone());
+        let address = format!("{host}:{port}");
         let named = || {
             format!(
-                "the master {address} that sentinel {} names for {}",
-                self.sentinel, self.service
+                "the master {address} that sentinel {sentinel} names for {}",
+                self.service
             )
         };
-        let mut con = match Wire::connect(&info, tls, left.max(Duration::from_millis(1)), timeout) {
+        let mut con = match Wire::connect(&info, self.tls.as_ref(), self.left(), self.left()) {
             Ok(con) => con,
             Err(e) => {
                 let err = anyhow!(e);
-                if let Some(text) = tls_words(&err, &address, self.ca_file) {
+                if let Some(text) = tls_words(&err, &address, self.ca_file.as_ref()) {
                     return Err(fail(Exit::Unavailable, text));
                 }
                 return Err(err.context(format!("cannot connect to {}", named())));

@@ -259,6 +259,24 @@ fn a_hung_sentinel_does_not_hide_a_working_one() {
     hung.resume();
 }
 
+#[test]
+fn a_sentinel_naming_a_hung_master_does_not_hide_a_working_one() {
+    let working = RedisSentinel::start();
+    let stale = RedisSentinel::start();
+    stale.master().pause();
+    // The stale sentinel is listed first; both name a master called mymaster.
+    let url = format!(
+        "redis+sentinel://127.0.0.1:{},127.0.0.1:{}/mymaster",
+        stale.port(),
+        working.port()
+    );
+    Redlock::without_url()
+        .args(["--url", &url, "--timeout", "2s"])
+        .args(["run", "--key", "job", "--ttl", "1s", "-c", "echo started"])
+        .exits_with(0);
+    stale.master().resume();
+}
+
 /// The sentinels' own password in the tests that set one.
 const SENTINEL_PASSWORD: &str = "sentinel-own-pw";
 
