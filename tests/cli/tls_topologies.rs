@@ -287,10 +287,30 @@ fn a_plain_cluster_url_at_tls_ports_asks_whether_they_are() {
 }
 
 #[test]
-fn sentinels_and_a_master_presenting_the_listed_ca_certificate_as_their_own_are_trusted() {
+fn a_master_presenting_the_listed_ca_certificate_as_its_own_is_trusted_through_sentinels() {
+    // The master and replica present the guides' self-signed certificate; the sentinel keeps
+    // one signed by the test CA (the harness watches it with a client that, unlike redlock,
+    // refuses a CA certificate served as a server's own). One CA file lists both, for the
+    // servers (the sentinel and the replica verify the master with it) and for redlock.
     let certs = Certs::new();
-    present_the_guides_certificate(&certs);
-    let sentinel = RedisSentinel::start_tls(&certs, None);
+    let servers = Certs::new();
+    let stem = servers.self_signed("guide", "IP:127.0.0.1", &[]);
+    for ext in ["crt", "key"] {
+        std::fs::copy(
+            servers.join(&format!("{stem}.{ext}")),
+            servers.join(&format!("server.{ext}")),
+        )
+        .expect("copy the guides' certificate");
+    }
+    let both = [
+        std::fs::read(certs.join("ca.crt")).expect("the CA"),
+        std::fs::read(servers.join(&format!("{stem}.crt"))).expect("the guides' certificate"),
+    ]
+    .concat();
+    for dir in [&certs, &servers] {
+        std::fs::write(dir.join("ca.crt"), &both).expect("write the CA file");
+    }
+    let sentinel = RedisSentinel::start_tls_with(&servers, &certs, None);
     let url = sentinel.url();
     let (mut holder, token) = hold(redlock(&url, &certs), "job");
     assert_eq!(

@@ -69,16 +69,26 @@ impl RedisSentinel {
     /// Master, replica and sentinel speaking TLS only with `certs`'s server certificate
     /// (no client certificates required); the sentinel requires `sentinel_password` if given.
     pub fn start_tls(certs: &Certs, sentinel_password: Option<&str>) -> RedisSentinel {
+        RedisSentinel::start_tls_with(certs, certs, sentinel_password)
+    }
+
+    /// The same, the master and replica with `servers`'s certificates and the sentinel with
+    /// `sentinel`'s (each its `server.crt`, `server.key` and `ca.crt`).
+    pub fn start_tls_with(
+        servers: &Certs,
+        sentinel: &Certs,
+        sentinel_password: Option<&str>,
+    ) -> RedisSentinel {
         let setup = Setup {
             sentinel_password: sentinel_password.map(String::from),
             tls: Some([
-                certs.path("server.crt"),
-                certs.path("server.key"),
-                certs.path("ca.crt"),
+                sentinel.path("server.crt"),
+                sentinel.path("server.key"),
+                sentinel.path("ca.crt"),
             ]),
             ..Setup::default()
         };
-        RedisSentinel::start_inner(setup, Some(certs))
+        RedisSentinel::start_inner(setup, Some(servers))
     }
 
     /// Plain master, replica and sentinel; the sentinel knows only the ACL user `user`, with
@@ -214,11 +224,13 @@ impl RedisSentinel {
             (None, Some(pw)) => format!(":{pw}@"),
             (None, None) => String::new(),
         };
-        // Unverified TLS: the harness only watches the sentinel (some tests give it a
-        // certificate that only redlock and OpenSSL-based clients accept).
         let client = match &self.setup.tls {
-            Some(_) => redis::Client::open(
-                format!("rediss://{auth}127.0.0.1:{}/#insecure", self.port).as_str(),
+            Some([_, _, ca]) => redis::Client::build_with_tls(
+                format!("rediss://{auth}127.0.0.1:{}", self.port).as_str(),
+                redis::TlsCertificates {
+                    client_tls: None,
+                    root_cert: Some(fs::read(ca)?),
+                },
             )?,
             None => redis::Client::open(format!("redis://{auth}127.0.0.1:{}", self.port).as_str())?,
         };
