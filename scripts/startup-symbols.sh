@@ -1,16 +1,19 @@
 #!/usr/bin/env bash
 # Records which functions a short `redlock run` executes, for build.rs to link them together.
 # Run it after changes to the run path or to dependencies, then commit link/startup-symbols.txt.
-# Needs perf (Debian: linux-perf) and redis-server.
+# Needs perf (Debian: linux-perf), valgrind and redis-server.
 #
-# The functions are sampled (perf record at a high rate over a few hundred runs of each kind)
-# rather than traced: valgrind cannot follow redlock past the start of its keeper, a process
-# that shares redlock's memory (clone(CLONE_VM)). Sampling misses the briefest functions, so
-# what it finds is *added* to the list, after the functions already there and in their order
-# (the list began as an exact trace); the run path's own modules (the keeper, the tree, the raw
-# system calls, the spawn, the heartbeat) are added whole from the symbol table. A stale or
-# partial list only makes the layout less tight. Measured: the list merged this way gave 2.0 MB
-# peak RSS and a faster start than a sampled list alone (2.8 MB).
+# Three sources, in this order, then the names already listed that the binary still has:
+# * an exact trace (callgrind) of a run up to the start of its keeper, a process that shares
+#   redlock's memory (clone(CLONE_VM)), which valgrind cannot follow; and of `acquire` and
+#   `release`, which run the same acquire, release and exit paths without a keeper;
+# * samples (perf record at a high rate over a few hundred runs of each kind) for what a run
+#   does after its keeper starts; sampling misses the briefest functions;
+# * the run path's own modules (the keeper, the tree, the raw system calls, the spawn, the
+#   heartbeat), whole, from the symbol table.
+# Names the binary no longer has are dropped (a dependency's features or version change its
+# symbols' names). A stale or partial list only makes the layout less tight. Measured: sampling
+# alone gave 2.8 MB peak RSS, with the exact trace 2.0-2.1 MB.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release
@@ -22,6 +25,15 @@ redis-server --port "$port" --unixsocket "$dir/redis.sock" --save "" --appendonl
     --dir "$dir" --daemonize yes --pidfile "$dir/redis.pid" >/dev/null
 for _ in $(seq 50); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
 url="redis://127.0.0.1:$port"
+trace() {
+    valgrind --tool=callgrind --demangle=no --callgrind-out-file="$dir/cg.$1" "${@:2}" 2>/dev/null
+}
+trace run --dump-before=clone "$bin" --url "$url" run --key t --ttl 1s -- true >/dev/null || true
+trace unix --dump-before=clone "$bin" --url "redis+unix://$dir/redis.sock" run --key u --ttl 1s \
+    -- true >/dev/null || true
+token=$(trace acquire "$bin" --url "$url" acquire --key a --ttl 10s | head -1)
+trace release "$bin" --url "$url" release a --token "$token" >/dev/null
+cat "$dir"/cg.* | sed -n 's/^c\?fn=([0-9]*) //p' | awk '!seen[$0]++' > "$dir/traced"
 runs() { for _ in $(seq 300); do "$bin" "$@" >/dev/null 2>&1 || true; done; }
 sample() { perf record -q -F 30000 -o "$dir/perf.$1" -- bash -c "$(declare -f runs); bin=$bin; runs ${*:2}" 2>/dev/null; }
 sample tcp --url "$url" run --key a --ttl 1s -- true
@@ -44,5 +56,8 @@ kill "$holder"; wait "$holder" || true
 } | grep -v '^0x' | sort -u > "$dir/found"
 list=link/startup-symbols.txt
 touch "$list"
-grep -vxF -f "$list" "$dir/found" >> "$list" || true
+nm "$bin" | awk '{ print $3 }' | sort -u > "$dir/symbols"
+cat "$dir/traced" "$dir/found" "$list" | awk '!seen[$0]++' | grep -xF -f "$dir/symbols" \
+    > "$dir/list" || true
+mv "$dir/list" "$list"
 wc -l "$list"
