@@ -735,7 +735,14 @@ impl Server {
                     }
                 }
                 Err(mpsc::RecvTimeoutError::Disconnected) => {
-                    let e = last_error.expect("an answer");
+                    // Every thread answered (a thread that found its master claimed by another
+                    // answers nothing of its own).
+                    let Some(e) = last_error else {
+                        return Err(anyhow!(
+                            "no sentinel of {} named a usable master",
+                            self.name
+                        ));
+                    };
                     if decided(&e) {
                         return Err(e);
                     }
