@@ -32,23 +32,30 @@ fn hold(redlock: Redlock, key: &str) -> (Running, String) {
     (holder, token)
 }
 
-#[test]
-fn run_status_and_release_work_on_a_tls_only_cluster() {
-    let certs = Certs::new();
-    let cluster = RedisCluster::start_tls(&certs);
-    let url = cluster_url(&cluster);
-    let (mut holder, token) = hold(redlock(&url, &certs), "job");
+/// A run holds `job` on the node that owns it, `status` reads it, a second run is refused,
+/// and the release leaves the key gone.
+fn a_run_holds_and_releases_on(cluster: &RedisCluster, certs: &Certs) {
+    let url = cluster_url(cluster);
+    let (mut holder, token) = hold(redlock(&url, certs), "job");
     assert_eq!(
         cluster.owner_node("job").get("job").as_deref(),
         Some(token.as_str())
     );
-    redlock(&url, &certs).args(["status", "job"]).exits_with(0);
-    redlock(&url, &certs)
+    redlock(&url, certs).args(["status", "job"]).exits_with(0);
+    redlock(&url, certs)
         .args(["run", "--key", "job", "--ttl", "2s", "--", "true"])
         .exits_with(75);
     holder.close_stdin();
     holder.exits_with(0);
     assert!(!cluster.owner_node("job").exists("job"));
+}
+
+#[test]
+fn run_status_and_release_work_on_a_tls_only_cluster() {
+    let certs = Certs::new();
+    let cluster = RedisCluster::start_tls(&certs);
+    a_run_holds_and_releases_on(&cluster, &certs);
+    let url = cluster_url(&cluster);
 
     let token = redlock(&url, &certs)
         .args(["acquire", "--key", "script", "--ttl", "30s"])
@@ -245,18 +252,7 @@ fn a_cluster_presenting_the_listed_ca_certificate_as_its_own_is_trusted() {
     let certs = Certs::new();
     present_the_guides_certificate(&certs);
     let cluster = RedisCluster::start_tls(&certs);
-    let url = cluster_url(&cluster);
-    let (mut holder, token) = hold(redlock(&url, &certs), "job");
-    assert_eq!(
-        cluster.owner_node("job").get("job").as_deref(),
-        Some(token.as_str())
-    );
-    redlock(&url, &certs)
-        .args(["run", "--key", "job", "--ttl", "2s", "--", "true"])
-        .exits_with(75);
-    holder.close_stdin();
-    holder.exits_with(0);
-    assert!(!cluster.owner_node("job").exists("job"));
+    a_run_holds_and_releases_on(&cluster, &certs);
 }
 
 #[test]
