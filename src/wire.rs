@@ -481,7 +481,10 @@ pub fn cluster_tls(config: Option<Arc<ClientConfig>>) {
 /// The crate's cluster router answers a read timeout by sending the same command again on the
 /// same connection; the late reply to the first one then arrives before the retry's. Like the
 /// crate's own connection, a node's connection counts the replies it gave up on and skips as
-/// many before reading the next one, so no command ever reads another's reply. (A single
+/// many before reading the next one. A send that timed out may have left part of the command
+/// (or, over TLS, all of it, buffered) to go out later, which no count can follow: the
+/// connection is then broken, and its next use fails as a dropped connection, which the router
+/// answers by connecting again. So no command of redlock's ever reads another's reply. (A single
 /// server's [`Wire`] does the opposite on purpose: its owner drops it after a failure, or
 /// writes a release behind the request that timed out, see `lock::abandon`.)
 ///
@@ -492,9 +495,35 @@ pub struct Node {
     wire: Wire,
     /// Replies still to come for requests that timed out.
     late: usize,
+    /// A send failed without the connection dropping: what went out is unknown.
+    broken: bool,
 }
 
 impl Node {
+    /// Sends `cmd`, unless the connection is broken or this send breaks it.
+    fn send(&mut self, cmd: &[u8]) -> RedisResult<()> {
+        self.usable()?;
+        let sent = self.wire.send_packed_command(cmd);
+        if let Err(e) = &sent
+            && !e.is_connection_dropped()
+        {
+            self.broken = true;
+        }
+        sent
+    }
+
+    /// An error that the router reads as a dropped connection, once the connection is broken.
+    fn usable(&self) -> RedisResult<()> {
+        if self.broken {
+            return Err(io::Error::new(
+                io::ErrorKind::ConnectionAborted,
+                "a request was only partly sent; connecting again",
+            )
+            .into());
+        }
+        Ok(())
+    }
+
     /// The next reply to a request still waited for.
     fn reply(&mut self) -> RedisResult<Value> {
         while self.late > 0 {
@@ -507,6 +536,7 @@ impl Node {
     /// `count` replies, the first `skip` of them dropped; after a failure, the ones not read
     /// are skipped by the next request.
     fn replies(&mut self, skip: usize, count: usize) -> RedisResult<Vec<Value>> {
+        self.usable()?;
         let mut replies = Vec::with_capacity(count);
         for index in 0..skip + count {
             match self.reply() {
@@ -536,11 +566,15 @@ impl redis::cluster::Connect for Node {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .clone();
         let wire = Wire::connect(&info, tls.as_ref(), timeout, timeout)?;
-        Ok(Node { wire, late: 0 })
+        Ok(Node {
+            wire,
+            late: 0,
+            broken: false,
+        })
     }
 
     fn send_packed_command(&mut self, cmd: &[u8]) -> RedisResult<()> {
-        self.wire.send_packed_command(cmd)
+        self.send(cmd)
     }
 
     /// `None` (which the router sets before redlock's own timeouts) keeps the timeout there
@@ -566,7 +600,7 @@ impl redis::cluster::Connect for Node {
 
 impl ConnectionLike for Node {
     fn req_packed_command(&mut self, cmd: &[u8]) -> RedisResult<Value> {
-        self.wire.send_packed_command(cmd)?;
+        self.send(cmd)?;
         self.replies(0, 1).map(|mut one| one.remove(0))
     }
 
@@ -576,7 +610,7 @@ impl ConnectionLike for Node {
         offset: usize,
         count: usize,
     ) -> RedisResult<Vec<Value>> {
-        self.wire.send_packed_command(cmd)?;
+        self.send(cmd)?;
         self.replies(offset, count)
     }
 
@@ -589,7 +623,7 @@ impl ConnectionLike for Node {
     }
 
     fn is_open(&self) -> bool {
-        self.wire.is_open()
+        self.wire.is_open() && !self.broken
     }
 }
 
@@ -976,7 +1010,11 @@ mod tests {
         let (wire, mut peer) = pair();
         wire.set_read_timeout(Some(Duration::from_millis(20)))
             .unwrap();
-        let mut node = Node { wire, late: 0 };
+        let mut node = Node {
+            wire,
+            late: 0,
+            broken: false,
+        };
         let echo = |text: &str| redis::cmd("ECHO").arg(text).get_packed_command();
         // The first request's reply is late: the router sends it again.
         let e = node.req_packed_command(&echo("first")).unwrap_err();
@@ -1007,5 +1045,31 @@ mod tests {
             Value::BulkString(b"next".to_vec())
         );
         assert_eq!(node.late, 0);
+    }
+
+    #[test]
+    fn a_cluster_node_whose_send_timed_out_is_connected_again() {
+        let (wire, _peer) = pair();
+        wire.io
+            .set_timeouts(
+                Some(Duration::from_millis(20)),
+                Some(Duration::from_millis(20)),
+            )
+            .unwrap();
+        let mut node = Node {
+            wire,
+            late: 0,
+            broken: false,
+        };
+        // The peer reads nothing: a command larger than the socket's buffers cannot go out.
+        let big = redis::cmd("ECHO")
+            .arg(vec![b'x'; 4 << 20])
+            .get_packed_command();
+        let e = node.req_packed_command(&big).unwrap_err();
+        assert!(!e.is_connection_dropped(), "{e}");
+        assert!(!node.is_open());
+        let echo = redis::cmd("ECHO").arg("next").get_packed_command();
+        let e = node.req_packed_command(&echo).unwrap_err();
+        assert!(e.is_connection_dropped(), "{e}");
     }
 }
