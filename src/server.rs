@@ -679,9 +679,10 @@ impl Server {
     /// every sentinel is asked `SENTINEL GET-MASTER-ADDR-BY-NAME` at once, each in a thread of
     /// its own that then connects to the master named and checks that `ROLE` says master (one
     /// named by a sentinel that has not yet seen a failover may have been demoted, or be gone).
-    /// The first master that does wins. Each address is tried by one thread only, and every
-    /// step of every thread ends by one deadline, `timeout` from now: a hung sentinel, or a
-    /// stale one naming a hung old master, cannot hide the others. All on redlock's own
+    /// The first master that does wins. Each address is tried by one thread only; each step of
+    /// each thread (connecting, each reply) is given the time left before one deadline,
+    /// `timeout` from now, and the lookup ends there: a hung sentinel, or a stale one naming a
+    /// hung old master, cannot hide the others. All on redlock's own
     /// connections, so sentinels and master get the TLS of `rediss://`.
     fn master(&self, timeout: Duration) -> Result<Wire> {
         let Target::Sentinel {
@@ -712,15 +713,25 @@ impl Server {
                 .name("sentinel".into())
                 .stack_size(256 * 1024)
                 .spawn(move || {
-                    let _ = tx.send(asked.master());
+                    let answer = asked.master(&tx);
+                    let _ = tx.send(Lookup::Answer(answer));
                 })
                 .context("cannot start a Sentinel lookup")?;
         }
         drop(tx);
         let mut last_error: Option<anyhow::Error> = None;
+        // The last master named, while it is being tried: what a lookup that runs out of time
+        // was waiting for.
+        let mut named: Option<String> = None;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
-            match rx.recv_timeout(left) {
+            match rx.recv_timeout(left).map(|lookup| match lookup {
+                Lookup::Named(master) => {
+                    named = Some(master);
+                    Ok(None)
+                }
+                Lookup::Answer(answer) => answer,
+            }) {
                 Ok(Ok(Some(con))) => {
                     con.set_timeouts(timeout)?;
                     return Ok(con);
@@ -753,6 +764,12 @@ impl Server {
                     if let Some(e) = last_error {
                         return Err(e);
                     }
+                    if let Some(master) = named {
+                        return Err(anyhow!(redis::RedisError::from(std::io::Error::new(
+                            std::io::ErrorKind::TimedOut,
+                            format!("{master} did not answer within {timeout:?}"),
+                        ))));
+                    }
                     let hint = if ca_file.is_some() {
                         " (is it the plain port? use redis+sentinel:// or the sentinels' tls-port)"
                     } else {
@@ -769,6 +786,14 @@ impl Server {
             }
         }
     }
+}
+
+/// What a sentinel's thread tells the lookup.
+enum Lookup {
+    /// The master it is about to try, in words for a message.
+    Named(String),
+    /// A connection to that master, `None` when another thread tries it, or why not.
+    Answer(Result<Option<Wire>>),
 }
 
 /// One sentinel, asked for the master in a thread of its own, and the master it names.
@@ -794,12 +819,13 @@ impl Asked {
     }
 
     /// A connection to the master this sentinel names; `None` when another thread tries that
-    /// master.
-    fn master(&self) -> Result<Option<Wire>> {
+    /// master. Tells `lookup` which master it tries before trying it.
+    fn master(&self, lookup: &mpsc::Sender<Lookup>) -> Result<Option<Wire>> {
         let address = address_of(&self.sentinel);
         let ask = || -> RedisResult<Option<(String, u16)>> {
             let mut con =
                 Wire::connect(&self.sentinel, self.tls.as_ref(), self.left(), self.left())?;
+            con.set_timeouts(self.left())?;
             redis::cmd("SENTINEL")
                 .arg("GET-MASTER-ADDR-BY-NAME")
                 .arg(&self.service)
@@ -825,6 +851,10 @@ impl Asked {
             }
             claimed.push((host.clone(), port));
         }
+        let _ = lookup.send(Lookup::Named(format!(
+            "the master {host}:{port} that sentinel {address} names for {}",
+            self.service
+        )));
         self.connect_master(&address, &host, port).map(Some)
     }
 
@@ -894,6 +924,7 @@ impl Asked {
                 return Err(err.context(format!("cannot connect to {}", named())));
             }
         };
+        con.set_timeouts(self.left())?;
         match redis::cmd("ROLE").query::<Value>(&mut con) {
             Ok(Value::Array(role)) => match role.first() {
                 Some(Value::BulkString(role)) if role.as_slice() == b"master" => Ok(con),

@@ -277,6 +277,25 @@ fn a_sentinel_naming_a_hung_master_does_not_hide_a_working_one() {
     stale.master().resume();
 }
 
+#[test]
+fn a_hung_master_is_named_when_the_lookup_runs_out_of_time() {
+    let sentinel = RedisSentinel::start();
+    sentinel.master().pause();
+    // Well within the sentinel's down-after-milliseconds (1 s): it still names the master.
+    redlock(&sentinel.url())
+        .args(["--timeout", "500ms"])
+        .args(["run", "--key", "job", "--ttl", "2s", "-c", "echo started"])
+        .exits_with(69)
+        .error_mentions(&[&format!(
+            "the master 127.0.0.1:{} that sentinel 127.0.0.1:{} names for mymaster did not \
+             answer",
+            sentinel.master().port(),
+            sentinel.port()
+        )])
+        .never_shows("started");
+    sentinel.master().resume();
+}
+
 /// The sentinels' own password in the tests that set one.
 const SENTINEL_PASSWORD: &str = "sentinel-own-pw";
 
