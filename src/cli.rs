@@ -280,6 +280,10 @@ replication): fail. Before 6.2: warn, that version is no longer maintained upstr
 role: a replica (role:slave) is a fail: locks must be taken on the primary, and a replica \
 refuses writes anyway.
 
+sentinel role check (Sentinel URLs only): redlock asks the master a sentinel names for its ROLE \
+before using it, so that a master demoted since is not used; a user that may not run ROLE \
+skips that check: warn, naming the ACL to grant (+role).
+
 maxmemory-policy: any policy other than noeviction lets Redis evict lock keys under memory \
 pressure, so a second holder can take a lock that is still in use: warn. When CONFIG GET is not \
 permitted for this user, the policy could not be checked; that is a warning that names the ACL \

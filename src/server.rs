@@ -523,6 +523,11 @@ impl Server {
         self.tls.as_ref()
     }
 
+    /// A Sentinel setup (`redis+sentinel://`, `rediss+sentinel://`).
+    pub fn is_sentinel(&self) -> bool {
+        matches!(self.target, Target::Sentinel { .. })
+    }
+
     /// A Redis Cluster (`redis+cluster://`, `rediss+cluster://`).
     pub fn is_cluster(&self) -> bool {
         matches!(self.target, Target::Cluster { .. })

@@ -296,6 +296,47 @@ fn a_hung_master_is_named_when_the_lookup_runs_out_of_time() {
     sentinel.master().resume();
 }
 
+#[test]
+fn doctor_through_sentinel_asks_for_role_when_the_user_may_not_run_it() {
+    let sentinel = RedisSentinel::start();
+    sentinel.master().acl_setuser(
+        "locker",
+        &[
+            "on",
+            ">pw",
+            "allcommands",
+            "allkeys",
+            "allchannels",
+            "-role",
+        ],
+    );
+    let url = format!(
+        "redis+sentinel://locker:pw@127.0.0.1:{}/mymaster",
+        sentinel.port()
+    );
+    // Without ROLE the master named is used unchecked: runs still work.
+    redlock(&url)
+        .args(["run", "--key", "job", "--ttl", "2s", "--", "true"])
+        .exits_with(0);
+    // No persistence in the harness: warnings only, 1.
+    let outcome = redlock(&url).arg("doctor").exits_with(1);
+    assert!(
+        outcome.stdout.lines().any(|line| line.starts_with("warn")
+            && line.contains("sentinel role check")
+            && line.contains("ACL SETUSER locker +role")),
+        "no warning about ROLE:\n{outcome}"
+    );
+    sentinel.master().acl_setuser("locker", &["+role"]);
+    let outcome = redlock(&url).arg("doctor").exits_with(1);
+    assert!(
+        outcome
+            .stdout
+            .lines()
+            .any(|line| line.starts_with("ok") && line.contains("sentinel role check")),
+        "ROLE allowed, not reported:\n{outcome}"
+    );
+}
+
 /// The sentinels' own password in the tests that set one.
 const SENTINEL_PASSWORD: &str = "sentinel-own-pw";
 

@@ -137,6 +137,28 @@ pub(super) fn check_role(info: &Info, user: &User, report: &mut Report) -> bool 
     }
 }
 
+/// Through Sentinel, redlock asks the master it is sent to for its `ROLE`, so as not to take
+/// or read a lock on a replica that a sentinel has not yet seen demoted; a user without `ROLE`
+/// skips that check.
+pub(super) fn check_role_command(con: &mut Conn, user: &User, report: &mut Report) -> Result<()> {
+    const CHECK: &str = "sentinel role check";
+    match answered(redis::cmd("ROLE").query::<redis::Value>(con))? {
+        Ok(_) => report.ok(CHECK, "ROLE allowed: the master named is checked".into()),
+        Err(err) => {
+            let (text, fix) = user.could_not("ROLE", &err, "+role");
+            report.warn(
+                CHECK,
+                format!(
+                    "{text}: a master that Sentinel named but that was demoted since is not \
+                     detected before use (its writes are refused; its reads may be stale)"
+                ),
+                fix,
+            );
+        }
+    }
+    Ok(())
+}
+
 /// One configuration parameter: `Ok(None)` when the server does not know it.
 fn config_get(con: &mut Conn, name: &str) -> Result<RedisResult<Option<String>>> {
     let reply = answered(

@@ -78,6 +78,9 @@ fn check_server(ctx: &Context, server: &Server, report: &mut Report) -> Result<(
 
     checks::check_version(&info, &user, report);
     let replica = checks::check_role(&info, &user, report);
+    if server.is_sentinel() {
+        checks::check_role_command(&mut con, &user, report)?;
+    }
     checks::check_maxmemory(&mut con, &info, &user, report)?;
     checks::check_persistence(&mut con, &info, &user, report)?;
     checks::check_latency(&mut con, &user, report)?;
