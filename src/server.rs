@@ -590,7 +590,7 @@ impl Server {
                 Ok(con) => con,
                 Err(e) => {
                     let err = anyhow!(e).context(format!("cannot connect to {}", self.name));
-                    return Err(self.why_no_tls(err, timeout));
+                    return Err(self.why_not(err, timeout));
                 }
             };
             let con = Conn::Cluster(Box::new(con));
@@ -600,25 +600,37 @@ impl Server {
         Ok(Conn::Single(self.connect_direct(timeout)?))
     }
 
-    /// The cluster client words a failed seed connection as text only: for a TLS cluster, one
-    /// seed is asked again on a connection of our own (same TLS settings, one PING) to learn
-    /// what its handshake says. `err` stays as it is when that says nothing about TLS.
-    fn why_no_tls(&self, err: anyhow::Error, timeout: Duration) -> anyhow::Error {
+    /// The cluster router words a failed seed connection as text only: one seed is asked
+    /// again on a connection of our own (same credentials and TLS settings, one PING) to learn
+    /// what it says — a refused password (77), a TLS handshake explained, a plain URL at a TLS
+    /// port. `err` stays as it is when the seed says nothing of the kind.
+    fn why_not(&self, err: anyhow::Error, timeout: Duration) -> anyhow::Error {
         let (seed, tls) = self.seed();
-        let Some(target) = &self.tls else {
-            // A plain cluster URL at TLS ports: the seed hangs up at the first request.
-            let probe = Wire::connect(&seed, None, timeout, timeout)
-                .and_then(|mut con| redis::cmd("PING").query::<()>(&mut con));
-            return match probe {
-                Err(probe) if probe.is_connection_dropped() => {
-                    err.context(maybe_tls(&address_of(&seed), "rediss+cluster://"))
-                }
-                _ => err,
-            };
-        };
         let probe = Wire::connect(&seed, tls, timeout, timeout)
             .and_then(|mut con| redis::cmd("PING").query::<()>(&mut con));
         let Err(probe) = probe else {
+            return err;
+        };
+        let address = address_of(&seed);
+        if classify_redis(&probe) == Exit::Permission {
+            let text = if probe.code() == Some("NOAUTH") {
+                format!(
+                    "cluster node {address} requires a password: give it with --password-file \
+                     or in the URL"
+                )
+            } else {
+                format!(
+                    "cluster node {address} refused the password: check --password-file (and \
+                     the URL's user)"
+                )
+            };
+            return fail(Exit::Permission, text);
+        }
+        let Some(target) = &self.tls else {
+            // A plain cluster URL at TLS ports: the seed hangs up at the first request.
+            if probe.is_connection_dropped() {
+                return err.context(maybe_tls(&address, "rediss+cluster://"));
+            }
             return err;
         };
         let probe = anyhow!(probe);

@@ -12,7 +12,8 @@ use crate::support::poll::POLL_INTERVAL;
 use crate::support::process::is_running;
 use crate::support::redlock::Running;
 use crate::support::{
-    LockKeys, Outcome, RedisCluster, Redlock, child, free_port, holds_throughout, says, wait_until,
+    LockKeys, Outcome, RedisCluster, Redlock, TempDir, child, free_port, holds_throughout, says,
+    wait_until,
 };
 
 /// `redlock --url URL`, for a cluster URL.
@@ -468,5 +469,35 @@ fn pause_works_per_key_in_the_cluster_and_prefix_wide_only_with_a_hash_tagged_pr
             "2s",
         ])
         .args(["--", "true"])
+        .exits_with(0);
+}
+
+#[test]
+fn a_cluster_that_refuses_the_password_exits_77_saying_which_flag() {
+    let cluster = RedisCluster::start();
+    for node in cluster.nodes() {
+        node.config_set("requirepass", "cluster-pw");
+    }
+    let scratch = TempDir::new("cluster-pw");
+    let (good, bad) = (scratch.join("good"), scratch.join("bad"));
+    std::fs::write(&good, "cluster-pw\n").expect("write the password file");
+    std::fs::write(&bad, "not-the-clusters\n").expect("write the password file");
+    redlock(&cluster.url())
+        .args(["run", "--key", "job", "--ttl", "2s", "-c", "echo started"])
+        .exits_with(77)
+        .error_mentions(&["requires a password", "--password-file"])
+        .never_shows("started");
+    redlock(&cluster.url())
+        .arg("--password-file")
+        .arg(&bad)
+        .args(["run", "--key", "job", "--ttl", "2s", "-c", "echo started"])
+        .exits_with(77)
+        .error_mentions(&["refused the password", "--password-file"])
+        .never_shows("not-the-clusters")
+        .never_shows("started");
+    redlock(&cluster.url())
+        .arg("--password-file")
+        .arg(&good)
+        .args(["run", "--key", "job", "--ttl", "2s", "--", "true"])
         .exits_with(0);
 }
