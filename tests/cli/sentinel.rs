@@ -337,6 +337,43 @@ fn doctor_through_sentinel_asks_for_role_when_the_user_may_not_run_it() {
     );
 }
 
+#[test]
+fn a_sentinel_user_needs_only_get_master_addr_by_name() {
+    let sentinel = RedisSentinel::start_with_sentinel_user_rules(
+        "locker",
+        SENTINEL_PASSWORD,
+        "+sentinel|get-master-addr-by-name",
+    );
+    let scratch = TempDir::new("sentinel-pw");
+    let file = password_file(&scratch, SENTINEL_PASSWORD);
+    redlock(&sentinel.url())
+        .arg("--sentinel-password-file")
+        .arg(&file)
+        .args(["--sentinel-user", "locker"])
+        .args(["run", "--key", "job", "--ttl", "2s", "--", "true"])
+        .exits_with(0);
+}
+
+#[test]
+fn a_sentinel_user_without_get_master_addr_by_name_exits_77_naming_the_grant() {
+    let sentinel = RedisSentinel::start_with_sentinel_user_rules(
+        "locker",
+        SENTINEL_PASSWORD,
+        "+sentinel|masters",
+    );
+    let scratch = TempDir::new("sentinel-pw");
+    let file = password_file(&scratch, SENTINEL_PASSWORD);
+    redlock(&sentinel.url())
+        .arg("--sentinel-password-file")
+        .arg(&file)
+        .args(["--sentinel-user", "locker"])
+        .args(["run", "--key", "job", "--ttl", "2s", "-c", "echo started"])
+        .exits_with(77)
+        .error_mentions(&["user locker", "+sentinel|get-master-addr-by-name"])
+        .never_shows(SENTINEL_PASSWORD)
+        .never_shows("started");
+}
+
 /// The sentinels' own password in the tests that set one.
 const SENTINEL_PASSWORD: &str = "sentinel-own-pw";
 

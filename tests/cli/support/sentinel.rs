@@ -30,6 +30,10 @@ use super::poll::{POLL_INTERVAL, wait_until};
 use super::redis_server::{RedisServer, free_port};
 use super::temp::TempDir;
 
+/// With an ACL user on the sentinel, the user (and password) the harness watches it as: the
+/// user under test may be allowed too little for that.
+const WATCHER: &str = "harness-watcher";
+
 /// The master's service name, as the sentinel knows it.
 pub const SERVICE: &str = "mymaster";
 
@@ -54,8 +58,9 @@ struct Setup {
     password: Option<String>,
     /// The sentinel's own `requirepass`.
     sentinel_password: Option<String>,
-    /// An ACL user on the sentinel, its only user (`default` is off), with its password.
-    sentinel_user: Option<(String, String)>,
+    /// An ACL user on the sentinel, with its password and its rules; `default` is off, and the
+    /// harness has a user of its own ([`WATCHER`]).
+    sentinel_user: Option<(String, String, String)>,
     /// TLS only, everywhere: the server certificate's file, its key and the CA's.
     tls: Option<[String; 3]>,
 }
@@ -94,8 +99,17 @@ impl RedisSentinel {
     /// Plain master, replica and sentinel; the sentinel knows only the ACL user `user`, with
     /// `password`.
     pub fn start_with_sentinel_user(user: &str, password: &str) -> RedisSentinel {
+        RedisSentinel::start_with_sentinel_user_rules(user, password, "+@all")
+    }
+
+    /// The same, the user allowed only what `rules` grant.
+    pub fn start_with_sentinel_user_rules(
+        user: &str,
+        password: &str,
+        rules: &str,
+    ) -> RedisSentinel {
         let setup = Setup {
-            sentinel_user: Some((user.to_string(), password.to_string())),
+            sentinel_user: Some((user.to_string(), password.to_string(), rules.to_string())),
             ..Setup::default()
         };
         RedisSentinel::start_inner(setup, None)
@@ -220,7 +234,7 @@ impl RedisSentinel {
     /// Runs one command on the sentinel.
     pub fn query<T: redis::FromRedisValue>(&self, args: &[&str]) -> redis::RedisResult<T> {
         let auth = match (&self.setup.sentinel_user, &self.setup.sentinel_password) {
-            (Some((user, pw)), _) => format!("{user}:{pw}@"),
+            (Some(_), _) => format!("{WATCHER}:{WATCHER}@"),
             (None, Some(pw)) => format!(":{pw}@"),
             (None, None) => String::new(),
         };
@@ -327,8 +341,11 @@ impl RedisSentinel {
         if let Some(pw) = &self.setup.sentinel_password {
             config.push_str(&format!("requirepass {pw}\n"));
         }
-        if let Some((user, pw)) = &self.setup.sentinel_user {
-            config.push_str(&format!("user default off\nuser {user} on >{pw} +@all\n"));
+        if let Some((user, pw, rules)) = &self.setup.sentinel_user {
+            config.push_str(&format!(
+                "user default off\nuser {user} on >{pw} {rules}\n\
+                 user {WATCHER} on >{WATCHER} +@all\n"
+            ));
         }
         fs::write(self.config_path(), config).expect("write sentinel.conf");
         let _ = fs::remove_file(self.log_path());
