@@ -212,7 +212,7 @@ pub fn explain_tls(err: &anyhow::Error, target: &TlsTarget) -> Option<String> {
                 "the server's certificate at {address} is not for TLS servers (its extended \
                  key usage lacks serverAuth): reissue it"
             ),
-            other if format!("{other:?}").contains("CaUsedAsEndEntity") => {
+            other if crate::wire::ca_used_as_own(other) => {
                 let accept = match &target.ca_file {
                     Some(file) => {
                         format!("list that very certificate in --tls-ca-file {file}, or ")

@@ -801,6 +801,17 @@ fn pem_certificates(pem: &[u8]) -> Result<Vec<CertificateDer<'static>>, String> 
         .map_err(|e| e.to_string())
 }
 
+/// Whether a refused certificate is a CA certificate served as a server's own (webpki's
+/// `CaUsedAsEndEntity`, which rustls passes on inside `CertificateError::Other`).
+pub fn ca_used_as_own(e: &rustls::CertificateError) -> bool {
+    match e {
+        rustls::CertificateError::Other(other) => {
+            other.0.downcast_ref::<webpki::Error>() == Some(&webpki::Error::CaUsedAsEndEntity)
+        }
+        _ => false,
+    }
+}
+
 /// The usual verification, plus one case: a server presenting *exactly* a certificate listed in
 /// `--tls-ca-file` is trusted as that certificate says, even when it is marked as a CA (which
 /// the usual rules refuse as a server's own, `CaUsedAsEndEntity`). Its dates were checked by the
@@ -832,7 +843,8 @@ impl ServerCertVerifier for OwnCertificates {
             Ok(verified) => return Ok(verified),
             Err(e) => e,
         };
-        let ca_as_own = format!("{refused:?}").contains("CaUsedAsEndEntity");
+        let ca_as_own =
+            matches!(&refused, rustls::Error::InvalidCertificate(e) if ca_used_as_own(e));
         if !ca_as_own
             || !self
                 .own
