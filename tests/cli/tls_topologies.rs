@@ -32,8 +32,8 @@ fn hold(redlock: Redlock, key: &str) -> (Running, String) {
     (holder, token)
 }
 
-/// A run holds `job` on the node that owns it, `status` reads it, a second run is refused,
-/// and the release leaves the key gone.
+/// A run holds `job` on the node that owns it, `status` reads it (and `status --all` finds it
+/// among every master's keys), a second run is refused, and the release leaves the key gone.
 fn a_run_holds_and_releases_on(cluster: &RedisCluster, certs: &Certs) {
     let url = cluster_url(cluster);
     let (mut holder, token) = hold(redlock(&url, certs), "job");
@@ -42,6 +42,9 @@ fn a_run_holds_and_releases_on(cluster: &RedisCluster, certs: &Certs) {
         Some(token.as_str())
     );
     redlock(&url, certs).args(["status", "job"]).exits_with(0);
+    // Every master is asked (SCAN through the router, to each node over TLS).
+    let all = redlock(&url, certs).args(["status", "--all"]).exits_with(0);
+    assert!(all.stdout.contains("job"), "{all}");
     redlock(&url, certs)
         .args(["run", "--key", "job", "--ttl", "2s", "--", "true"])
         .exits_with(75);
