@@ -699,8 +699,8 @@ impl Server {
     /// The first master that does wins. Each address is tried by one thread only; each step of
     /// each thread (connecting, each reply) is given the time left before one deadline,
     /// `timeout` from now, and the lookup ends there: a hung sentinel, or a stale one naming a
-    /// hung old master, cannot hide the others. All on redlock's own
-    /// connections, so sentinels and master get the TLS of `rediss://`.
+    /// hung old master, cannot hide the others. All on redlock's own connections, so sentinels
+    /// and master get the TLS of `rediss://`.
     fn master(&self, timeout: Duration) -> Result<Wire> {
         let Target::Sentinel {
             sentinels,
@@ -742,22 +742,17 @@ impl Server {
         let mut named: Option<String> = None;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
-            match rx.recv_timeout(left).map(|lookup| match lookup {
-                Lookup::Named(master) => {
-                    named = Some(master);
-                    Ok(None)
-                }
-                Lookup::Answer(answer) => answer,
-            }) {
-                Ok(Ok(Some(con))) => {
+            match rx.recv_timeout(left) {
+                Ok(Lookup::Named(master)) => named = Some(master),
+                Ok(Lookup::Answer(Ok(Some(con)))) => {
                     con.set_timeouts(timeout)?;
                     return Ok(con);
                 }
                 // Another sentinel's thread tries that master.
-                Ok(Ok(None)) => {}
+                Ok(Lookup::Answer(Ok(None))) => {}
                 // A refusal that says what to do (a password, a certificate) outranks one
                 // that does not.
-                Ok(Err(e)) => {
+                Ok(Lookup::Answer(Err(e))) => {
                     if last_error.as_ref().is_none_or(|last| !decided(last)) {
                         last_error = Some(e);
                     }
@@ -868,11 +863,12 @@ impl Asked {
             }
             claimed.push((host.clone(), port));
         }
-        let _ = lookup.send(Lookup::Named(format!(
+        let named = format!(
             "the master {host}:{port} that sentinel {address} names for {}",
             self.service
-        )));
-        self.connect_master(&address, &host, port).map(Some)
+        );
+        let _ = lookup.send(Lookup::Named(named.clone()));
+        self.connect_master(&named, &host, port).map(Some)
     }
 
     /// What a sentinel's refusal means, in the words of the flags that change it.
@@ -909,9 +905,9 @@ impl Asked {
         err.context(format!("sentinel {address}"))
     }
 
-    /// Connects to the master `sentinel` named, with the master's credentials, and checks with
-    /// `ROLE` that it still is one.
-    fn connect_master(&self, sentinel: &str, host: &str, port: u16) -> Result<Wire> {
+    /// Connects to the master at `host`:`port` (`named` in messages: which sentinel named it),
+    /// with the master's credentials, and checks with `ROLE` that it still is one.
+    fn connect_master(&self, named: &str, host: &str, port: u16) -> Result<Wire> {
         let addr = match self.tls {
             Some(_) => ConnectionAddr::TcpTls {
                 host: host.to_string(),
@@ -925,12 +921,6 @@ impl Asked {
             .into_connection_info()?
             .set_redis_settings(self.master.clone());
         let address = format!("{host}:{port}");
-        let named = || {
-            format!(
-                "the master {address} that sentinel {sentinel} names for {}",
-                self.service
-            )
-        };
         let mut con = match Wire::connect(&info, self.tls.as_ref(), self.left(), self.left()) {
             Ok(con) => con,
             Err(e) => {
@@ -938,7 +928,7 @@ impl Asked {
                 if let Some(text) = tls_words(&err, &address, self.ca_file.as_ref()) {
                     return Err(fail(Exit::Unavailable, text));
                 }
-                return Err(err.context(format!("cannot connect to {}", named())));
+                return Err(err.context(format!("cannot connect to {named}")));
             }
         };
         con.set_timeouts(self.left())?;
@@ -946,14 +936,13 @@ impl Asked {
             Ok(Value::Array(role)) => match role.first() {
                 Some(Value::BulkString(role)) if role.as_slice() == b"master" => Ok(con),
                 _ => Err(anyhow!(
-                    "{} is not a master (a failover is under way?)",
-                    named()
+                    "{named} is not a master (a failover is under way?)"
                 )),
             },
             // A user not allowed ROLE: its writes are refused on a replica anyway.
             Err(e) if e.code() == Some("NOPERM") => Ok(con),
-            Ok(other) => Err(anyhow!("{} answered ROLE with {other:?}", named())),
-            Err(e) => Err(anyhow!(e).context(format!("cannot ask {} its ROLE", named()))),
+            Ok(other) => Err(anyhow!("{named} answered ROLE with {other:?}")),
+            Err(e) => Err(anyhow!(e).context(format!("cannot ask {named} its ROLE"))),
         }
     }
 }

@@ -533,6 +533,11 @@ impl Node {
         self.wire.recv_response()
     }
 
+    /// The one reply to a request sent.
+    fn one_reply(&mut self) -> RedisResult<Value> {
+        self.replies(0, 1).map(|mut one| one.remove(0))
+    }
+
     /// `count` replies, the first `skip` of them dropped; after a failure, the ones not read
     /// are skipped by the next request.
     fn replies(&mut self, skip: usize, count: usize) -> RedisResult<Vec<Value>> {
@@ -594,14 +599,14 @@ impl redis::cluster::Connect for Node {
     }
 
     fn recv_response(&mut self) -> RedisResult<Value> {
-        self.replies(0, 1).map(|mut one| one.remove(0))
+        self.one_reply()
     }
 }
 
 impl ConnectionLike for Node {
     fn req_packed_command(&mut self, cmd: &[u8]) -> RedisResult<Value> {
         self.send(cmd)?;
-        self.replies(0, 1).map(|mut one| one.remove(0))
+        self.one_reply()
     }
 
     fn req_packed_commands(
