@@ -12,7 +12,9 @@ use std::time::{Duration, Instant};
 use crate::support::poll::POLL_INTERVAL;
 use crate::support::process::is_running;
 use crate::support::redlock::Running;
-use crate::support::{RedisSentinel, RedisServer, Redlock, TempDir, child, free_port, says};
+use crate::support::{
+    Outcome, RedisSentinel, RedisServer, Redlock, TempDir, child, free_port, says,
+};
 
 /// The master's password in the tests that set one.
 const PASSWORD: &str = "sentinel-master-pw";
@@ -337,38 +339,30 @@ fn doctor_through_sentinel_asks_for_role_when_the_user_may_not_run_it() {
     );
 }
 
-#[test]
-fn a_sentinel_user_needs_only_get_master_addr_by_name() {
-    let sentinel = RedisSentinel::start_with_sentinel_user_rules(
-        "locker",
-        SENTINEL_PASSWORD,
-        "+sentinel|get-master-addr-by-name",
-    );
+/// A run through a sentinel whose only user, `locker`, is allowed what `rules` grant, given
+/// its password from a file and `--sentinel-user locker`; it must exit with `code`.
+fn run_as_sentinel_user(rules: &str, command: &[&str], code: i32) -> Outcome {
+    let sentinel =
+        RedisSentinel::start_with_sentinel_user_rules("locker", SENTINEL_PASSWORD, rules);
     let scratch = TempDir::new("sentinel-pw");
     let file = password_file(&scratch, SENTINEL_PASSWORD);
     redlock(&sentinel.url())
         .arg("--sentinel-password-file")
         .arg(&file)
         .args(["--sentinel-user", "locker"])
-        .args(["run", "--key", "job", "--ttl", "2s", "--", "true"])
-        .exits_with(0);
+        .args(["run", "--key", "job", "--ttl", "2s"])
+        .args(command)
+        .exits_with(code)
+}
+
+#[test]
+fn a_sentinel_user_needs_only_get_master_addr_by_name() {
+    run_as_sentinel_user("+sentinel|get-master-addr-by-name", &["--", "true"], 0);
 }
 
 #[test]
 fn a_sentinel_user_without_get_master_addr_by_name_exits_77_naming_the_grant() {
-    let sentinel = RedisSentinel::start_with_sentinel_user_rules(
-        "locker",
-        SENTINEL_PASSWORD,
-        "+sentinel|masters",
-    );
-    let scratch = TempDir::new("sentinel-pw");
-    let file = password_file(&scratch, SENTINEL_PASSWORD);
-    redlock(&sentinel.url())
-        .arg("--sentinel-password-file")
-        .arg(&file)
-        .args(["--sentinel-user", "locker"])
-        .args(["run", "--key", "job", "--ttl", "2s", "-c", "echo started"])
-        .exits_with(77)
+    run_as_sentinel_user("+sentinel|masters", &["-c", "echo started"], 77)
         .error_mentions(&["user locker", "+sentinel|get-master-addr-by-name"])
         .never_shows(SENTINEL_PASSWORD)
         .never_shows("started");
