@@ -9,19 +9,23 @@
 //! * It is a separate process (its own thread group, its own process group), so a SIGSTOP or a
 //!   SIGKILL aimed at redlock does not reach it; it blocks every signal it can.
 //! * It sleeps on a CLOCK_BOOTTIME timer armed at the current kill point. redlock arms it once
-//!   before the command starts (a byte on the pipe wakes the keeper to read the kill point) and
-//!   re-arms it after each confirmed renewal by storing the new kill point in shared memory:
-//!   when the timer fires, the keeper reads the kill point again and sleeps on if it moved.
-//!   Re-arming costs one atomic store and no system call.
+//!   before the command starts, setting the keeper's timer itself through its own copy of the
+//!   descriptor (the keeper is not woken: waking it then would take a core from the command's
+//!   start), and re-arms it after each confirmed renewal by storing the new kill point in
+//!   shared memory: when the timer fires, the keeper reads the kill point again and sleeps on
+//!   if it moved. Re-arming costs one atomic store and no system call. The keeper itself only
+//!   ever sets its timer to a kill point it has read, and the kill point only moves later, so
+//!   its timer never fires after the kill point; at worst it fires early and is set again.
 //! * When the kill point passes unrenewed, it kills the command's whole tree (`tree.rs`: every
 //!   member of its cgroup, or every descendant of redlock, frozen first). When redlock dies
 //!   without dismissing it (the pipe it reads reaches end-of-file), it does the same at once.
 //!   Dismissal is a flag in shared memory, read when that end-of-file comes: the keeper does not
 //!   wake while redlock releases the lock and the next holder takes it, and with real-time
 //!   priority it would otherwise take a core from them at that very moment.
-//! * Once armed, it asks for SCHED_FIFO priority 1 (granted to root, or with an RLIMIT_RTPRIO),
-//!   so its timer is served within microseconds even with every core busy; without it, it still
-//!   only needs the CPU for a moment, where the supervisor needs several system calls.
+//! * Once armed, it has SCHED_FIFO priority 1 (redlock sets it when it arms the timer; granted
+//!   to root, or with an RLIMIT_RTPRIO), so its timer is served within microseconds even with
+//!   every core busy; without it, it still only needs the CPU for a moment, where the supervisor
+//!   needs several system calls.
 //!
 //! It exists before the command starts (it is armed before the spawn) and is dismissed only
 //! once every process of the command is gone. It is cheap because it is created like a
@@ -53,12 +57,10 @@ struct Shared {
     fired_for: AtomicU64,
     /// Set once the command's tree is empty: nothing is left to guard.
     dismissed: AtomicBool,
-    /// The end of the pipe the keeper reads: a byte means "the kill point is set", end-of-file
-    /// "redlock is gone".
+    /// The end of the pipe the keeper reads: nothing is written to it, and its end-of-file says
+    /// "redlock is gone" (redlock's end is open until it exits; the keeper closes its copy).
     read_fd: c_int,
-    /// redlock's end, which the keeper closes in its own copy of the descriptor table.
-    write_fd: c_int,
-    /// The keeper's CLOCK_BOOTTIME timer (redlock closes its copy).
+    /// The keeper's CLOCK_BOOTTIME timer (redlock keeps a copy, to arm it).
     timer: c_int,
     /// The keeper's own walk space, touched by no one else.
     scratch: *mut Scratch,
@@ -77,19 +79,22 @@ pub struct Keeper {
 #[derive(Clone, Copy)]
 pub struct Arm {
     kill_at: &'static AtomicU64,
-    wake: c_int,
+    /// redlock's copy of the keeper's timer.
+    timer: c_int,
+    keeper: c_int,
 }
-
-/// The byte redlock writes to the keeper's pipe when it first sets the kill point.
-const ARMED: u8 = 2;
 
 impl Arm {
     /// Moves the kill point to `kill_at` (never earlier: a renewal only adds time). The first
-    /// time wakes the keeper, which sleeps without a timer until then; later moves are only
-    /// seen when the timer fires, which is soon enough, as they only ever move it later.
+    /// time sets the keeper's timer, which is unset until then, and gives the keeper its
+    /// real-time priority (not earlier: it is made while the acquire is on the wire, and at
+    /// real-time priority its start-up would take a core from the Redis server answering it);
+    /// later moves are only seen when the timer fires, which is soon enough, as they only ever
+    /// move it later.
     pub fn arm(&self, kill_at: Moment) {
         if self.kill_at.fetch_max(kill_at.as_nanos(), Ordering::AcqRel) == 0 {
-            sys::write(self.wake, &[ARMED]);
+            sys::timerfd_set_abs(self.timer, kill_at.as_nanos());
+            sys::realtime_priority(self.keeper);
         }
     }
 }
@@ -127,7 +132,6 @@ impl Keeper {
             fired_for: AtomicU64::new(0),
             dismissed: AtomicBool::new(false),
             read_fd: fds[0],
-            write_fd: fds[1],
             timer,
             scratch: Box::into_raw(Scratch::new()),
         }));
@@ -146,14 +150,15 @@ impl Keeper {
             )
         };
         let err = io::Error::last_os_error();
-        // SAFETY: closing our copies of the keeper's descriptors; the keeper has its own.
-        unsafe {
-            libc::close(fds[0]);
-            libc::close(timer);
-        }
+        // SAFETY: closing our copy of the pipe's read end; the keeper has its own. redlock keeps
+        // its copy of the timer, to arm it.
+        unsafe { libc::close(fds[0]) };
         if pid < 0 {
-            // SAFETY: our own descriptor.
-            unsafe { libc::close(fds[1]) };
+            // SAFETY: our own descriptors.
+            unsafe {
+                libc::close(fds[1]);
+                libc::close(timer);
+            }
             return Err(err);
         }
         tree.keeper.store(pid, Ordering::Release);
@@ -163,7 +168,8 @@ impl Keeper {
     pub fn arm(&self) -> Arm {
         Arm {
             kill_at: &self.shared.kill_at,
-            wake: self.shared.write_fd,
+            timer: self.shared.timer,
+            keeper: self.pid,
         }
     }
 
@@ -179,8 +185,9 @@ impl Keeper {
     /// The command's tree is empty (or the command never started): the keeper has nothing
     /// left to guard, and leaves when redlock does. A keeper that was armed and is dropped
     /// without this (a panic unwinding) still kills the tree when redlock goes; one never armed
-    /// has nothing to kill.
-    pub fn dismiss(self) {
+    /// has nothing to kill. Its real-time priority goes when the handle is dropped, which the
+    /// caller may leave until after the release: the hand-off need not wait for it.
+    pub fn dismiss(&self) {
         self.shared.dismissed.store(true, Ordering::Release);
     }
 }
@@ -210,8 +217,11 @@ extern "C" fn keeper_main(arg: *mut libc::c_void) -> c_int {
     let timer = k.timer;
     let mut timer_off = false;
     loop {
-        if !timer_off {
-            sys::timerfd_set_abs(timer, k.kill_at.load(Ordering::Acquire));
+        // Unset (0) until redlock arms it; redlock sets the timer itself then. A kill point read
+        // here may already have moved later: the timer then fires early, and is set again.
+        let kill_at = k.kill_at.load(Ordering::Acquire);
+        if !timer_off && kill_at != 0 {
+            sys::timerfd_set_abs(timer, kill_at);
         }
         let mut fds = [
             libc::pollfd {
@@ -233,14 +243,10 @@ extern "C" fn keeper_main(arg: *mut libc::c_void) -> c_int {
         if fds[0].revents != 0 {
             let mut byte = [0u8; 1];
             match sys::read(k.read_fd, &mut byte) {
-                1 => {
-                    // Armed: from now on it must run the moment its timer fires. Not before:
-                    // it is made while the acquire is on the wire, and at real-time priority
-                    // its start-up would take a core from the Redis server answering it.
-                    sys::realtime_priority();
+                // Nothing is written to the pipe; only its end matters.
+                n if n > 0 || n == -(libc::EINTR as isize) || n == -(libc::EAGAIN as isize) => {
                     continue;
                 }
-                n if n == -(libc::EINTR as isize) || n == -(libc::EAGAIN as isize) => continue,
                 // Dismissed, or never armed (the command never started: the lock was busy,
                 // the wait interrupted): nothing to guard.
                 _ if k.dismissed.load(Ordering::Acquire)

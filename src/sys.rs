@@ -83,11 +83,6 @@ pub fn kill(pid: c_int, sig: c_int) -> isize {
     unsafe { syscall(libc::SYS_kill, args!(pid, sig)) }
 }
 
-pub fn write(fd: c_int, buf: &[u8]) -> isize {
-    // SAFETY: `buf` is valid for reads of its length during the call.
-    unsafe { syscall(libc::SYS_write, args!(fd, buf.as_ptr(), buf.len())) }
-}
-
 pub fn read(fd: c_int, buf: &mut [u8]) -> isize {
     // SAFETY: `buf` is valid for writes of its length during the call.
     unsafe { syscall(libc::SYS_read, args!(fd, buf.as_mut_ptr(), buf.len())) }
@@ -198,16 +193,16 @@ pub fn set_name(name: &[u8]) -> isize {
     unsafe { syscall(libc::SYS_prctl, args!(libc::PR_SET_NAME, name.as_ptr())) }
 }
 
-/// Asks for the lowest real-time priority (SCHED_FIFO 1), so the keeper runs the moment its
-/// timer fires even when every core is busy. Needs CAP_SYS_NICE or an RLIMIT_RTPRIO; the
-/// result says whether it was granted.
-pub fn realtime_priority() -> isize {
+/// Gives process `pid` the lowest real-time priority (SCHED_FIFO 1), so the keeper runs the
+/// moment its timer fires even when every core is busy. Needs CAP_SYS_NICE or an
+/// RLIMIT_RTPRIO; the result says whether it was granted.
+pub fn realtime_priority(pid: c_int) -> isize {
     let param = libc::sched_param { sched_priority: 1 };
     // SAFETY: `param` is valid for reads during the call.
     unsafe {
         syscall(
             libc::SYS_sched_setscheduler,
-            args!(0, libc::SCHED_FIFO, &raw const param),
+            args!(pid, libc::SCHED_FIFO, &raw const param),
         )
     }
 }
