@@ -57,12 +57,24 @@ pub enum Taken {
         slot: Option<u32>,
         /// When the successful acquire was sent: the lease is counted from here.
         sent: Moment,
+        /// What the wait no longer needs; see [`Spent`].
+        spent: Spent,
     },
     Busy(Busy),
     /// `--once-per`: another run already took this window; waiting longer changes nothing.
     Skipped(lock::Ran),
     /// A signal arrived while waiting.
     Interrupted(libc::c_int),
+}
+
+/// What a wait used and no longer needs once the lock is taken: the connection its grant came
+/// on, and its signal descriptor. Closing a TCP connection is work (and wakes the server once
+/// more), so a run drops this once its command has started, not between the grant and the
+/// start.
+#[derive(Default)]
+pub struct Spent {
+    _grant: Option<Wire>,
+    _doorbell: Option<OwnedFd>,
 }
 
 pub struct Request<'a> {
@@ -133,6 +145,7 @@ fn outcome(attempt: Acquire, claim: &Claim, sent: Moment) -> Result<Taken> {
             started_ms,
             slot,
             sent,
+            spent: Spent::default(),
         }),
         Acquire::Busy(busy) => Ok(Taken::Busy(busy)),
         Acquire::Skipped(ran) => Ok(Taken::Skipped(ran)),
@@ -437,9 +450,28 @@ fn wait_for_grant(
             }
         }
     };
-    if !matches!(ended, Ok(Taken::Acquired { .. })) {
-        step_out(nodes, req, queue, &mut con, in_flight.is_some());
-    }
+    let ended = match ended {
+        Ok(Taken::Acquired {
+            fence,
+            started_ms,
+            slot,
+            sent,
+            ..
+        }) => Ok(Taken::Acquired {
+            fence,
+            started_ms,
+            slot,
+            sent,
+            spent: Spent {
+                _grant: con,
+                _doorbell: Some(doorbell),
+            },
+        }),
+        other => {
+            step_out(nodes, req, queue, &mut con, in_flight.is_some());
+            other
+        }
+    };
     if matches!(ended, Ok(Taken::Busy(_))) {
         nodes.count_busy(keys, req.claim.holder);
     }

@@ -167,13 +167,14 @@ fn run_locked(ctx: &Context, args: RunArgs) -> Result<Exit> {
     let taken = wait::take(&mut nodes, &request, &signals, &mut || {
         guard = Some(Guard::prepare(args.contain));
     });
-    let (fence, started_ms, slot, sent) = match taken? {
+    let (fence, started_ms, slot, sent, spent) = match taken? {
         Taken::Acquired {
             fence,
             started_ms,
             slot,
             sent,
-        } => (fence, started_ms, slot, sent),
+            spent,
+        } => (fence, started_ms, slot, sent, spent),
         Taken::Busy(busy) => {
             let code = args.conflict_exit_code.unwrap_or(BUSY);
             let waited = match args.wait {
@@ -320,6 +321,8 @@ fn run_locked(ctx: &Context, args: RunArgs) -> Result<Exit> {
             ));
         }
     };
+    // Only now: closing what the wait used is not worth holding the command's start for.
+    drop(spent);
     log::info(
         "started",
         &format!(
