@@ -43,6 +43,11 @@
 //!    the hand-off per waiter, and order inversions; the medians of the rounds are compared.
 //!    Targets: efficiency at least flock's, hand-off within 1.2× of flock's, no inversion.
 //!
+//! **The floor.** Sections 1, 1b and 7 also run the bench binary itself as the least a safe
+//! lock client on Redis can do (`floor_client`: one `SET NX PX` script to take the key, one
+//! compare-and-delete script to release it, a blocking pop of its turn to queue, nothing else),
+//! so that what redlock's own work costs is measured apart from what any Redis lock pays.
+//!
 //! Figures depend on the machine; quote them together with the CPU and kernel they came from.
 //! `cargo bench --bench run -- 7` runs section 7 only (any list of section numbers).
 
@@ -84,6 +89,11 @@ type Target = (
 );
 
 fn main() {
+    // Re-executed as the floor client (see `floor_client`): nothing else.
+    let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some(FLOOR) {
+        std::process::exit(floor_client(&args[2..]));
+    }
     // `cargo bench` has just written the binaries: until the kernel has written them back, a
     // page fault on a page under writeback waits for it, which slows the first few hundred
     // starts by a tenth. Measure the steady state.
@@ -120,7 +130,7 @@ fn main() {
         .then(|| section("7. Contention", contention(&server)))
         .flatten();
     let (flock_eff, redlock_eff, inversions, handoff_ratio) = match queue.as_deref() {
-        Some([fe, _, re, ri, fp, _, rp, ri0]) => {
+        Some([fe, _, re, ri, _, _, fp, _, rp, ri0, _, _]) => {
             (Some(*fe), Some(*re), Some(ri + ri0), Some(rp / fp))
         }
         _ => (None, None, None, None),
@@ -155,6 +165,78 @@ fn section<T>(title: &str, result: Res<T>) -> Option<T> {
 }
 
 // ---------------------------------------------------------------------------------------------
+// The floor: the least a safe lock client on Redis can do, for comparison
+
+/// The bench binary's first argument that makes it the floor client.
+const FLOOR: &str = "floor-client";
+/// Takes the key if it is free: `SET NX PX`, as a script like redlock's acquire.
+const FLOOR_TAKE: &str = "return redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2])";
+/// Deletes the key if it still holds this token, and with ARGV[2] = '1' pushes the next turn.
+const FLOOR_RELEASE: &str = "if redis.call('GET', KEYS[1]) == ARGV[1] then \
+     redis.call('DEL', KEYS[1]) end \
+     if ARGV[2] == '1' then redis.call('LPUSH', KEYS[2], 1) end return 1";
+
+/// The least a client that keeps two holders' commands apart on one Redis server can do, as a
+/// yardstick for what redlock's own work costs: connect, take the key with one script (`SET NX
+/// PX`), run the command, release it with one compare-and-delete script, exit. As a waiter
+/// (`FLOOR_WAIT=N`), its take waits on the server behind a blocking pop of its turn, `KEY:turn:N`,
+/// sent in the same packet; its release pushes `FLOOR_NEXT`'s turn: first come, first served,
+/// a hand-off in one pass of the server, as redlock's queue does. Nothing else: no lease
+/// renewal, no keeper, no cgroup, no records, no fences, no queue upkeep, no signal handling.
+/// `floor-client PORT KEY COMMAND...`; exits with the command's status, 75 when the key is held.
+fn floor_client(args: &[String]) -> i32 {
+    let run = || -> Res<i32> {
+        let [port, key, command @ ..] = args else {
+            return Err("usage: floor-client PORT KEY COMMAND...".into());
+        };
+        let token = std::process::id().to_string();
+        let turn = |n: String| format!("{key}:turn:{n}");
+        let mut conn = Conn::open(port.parse().map_err(text)?)?;
+        let take: &[&str] = &["EVAL", FLOOR_TAKE, "1", key, &token, "30000"];
+        let taken = match std::env::var("FLOOR_WAIT") {
+            Ok(n) => {
+                let turn = turn(n);
+                conn.send(&[&["BLPOP", &turn, "0"], take])?;
+                conn.read()?;
+                conn.read()?
+            }
+            Err(_) => conn.cmd(take)?,
+        };
+        if !matches!(taken, Reply::Status(_)) {
+            return Ok(75);
+        }
+        let (program, rest) = command.split_first().ok_or("no command")?;
+        let status = Command::new(program).args(rest).status().map_err(text)?;
+        let next = std::env::var("FLOOR_NEXT").ok();
+        let push = if next.is_some() { "1" } else { "" };
+        let next = turn(next.unwrap_or_default());
+        conn.cmd(&["EVAL", FLOOR_RELEASE, "2", key, &next, &token, push])?;
+        Ok(status.code().unwrap_or(1))
+    };
+    run().unwrap_or_else(|e| {
+        eprintln!("floor-client: {e}");
+        1
+    })
+}
+
+/// The floor client, as a command.
+fn floor(port: u16, key: &str, command: &[&str]) -> Command {
+    let mut cmd = Command::new(bench_exe());
+    cmd.arg(FLOOR).arg(port.to_string()).arg(key).args(command);
+    cmd
+}
+
+fn bench_exe() -> PathBuf {
+    std::env::current_exe().expect("the bench's own path")
+}
+
+fn now_ns() -> u128 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos())
+}
+
+// ---------------------------------------------------------------------------------------------
 // 1. Start-up cost
 
 fn startup(server: &Server) -> f64 {
@@ -172,6 +254,10 @@ fn startup(server: &Server) -> f64 {
         (
             "redlock run -- true (unix socket)",
             redlock(&server.unix_url(), RUN_TRUE),
+        ),
+        (
+            "the least safe client, TCP (floor)",
+            floor(server.port, "bench:floor", &["true"]),
         ),
     ];
     for (_, cmd) in &mut cases {
@@ -211,9 +297,14 @@ fn startup(server: &Server) -> f64 {
     }
     let ratio = medians[2] / medians[1];
     println!(
-        "   medians: redlock/flock {ratio:.3} (TCP), {:.3} (unix socket); flock/true {:.3}\n",
+        "   medians: redlock/flock {ratio:.3} (TCP), {:.3} (unix socket); flock/true {:.3}",
         medians[3] / medians[1],
         medians[1] / medians[0]
+    );
+    println!(
+        "   the floor: floor/flock {:.3}, redlock/floor {:.3} (TCP)\n",
+        medians[4] / medians[1],
+        ratio * medians[1] / medians[4]
     );
     ratio
 }
@@ -225,9 +316,15 @@ fn shell_startup(server: &Server) -> f64 {
     std::fs::File::create(&lockfile).expect("create the flock file");
     let flock = format!("flock -n {} true", lockfile.display());
     let redlock = format!("{BIN} --url {} {RUN_TRUE}", server.url());
+    let floor = format!(
+        "{} {FLOOR} {} bench:floor true",
+        bench_exe().display(),
+        server.port
+    );
     let mut cases = [
         ("flock -n FILE true", flock),
         ("redlock run -- true (TCP)", redlock),
+        ("the least safe client, TCP (floor)", floor),
     ]
     .map(|(name, line)| {
         let mut cmd = Command::new("sh");
@@ -237,10 +334,10 @@ fn shell_startup(server: &Server) -> f64 {
         quiet(&mut cmd);
         (name, cmd)
     });
-    let mut samples = [Vec::new(), Vec::new()];
+    let mut samples = [Vec::new(), Vec::new(), Vec::new()];
     for round in 0..SHELL_ROUNDS + 2 {
-        for offset in 0..2 {
-            let i = (round + offset) % 2;
+        for offset in 0..cases.len() {
+            let i = (round + offset) % cases.len();
             let (name, cmd) = &mut cases[i];
             let start = Instant::now();
             let status = cmd.status();
@@ -255,14 +352,18 @@ fn shell_startup(server: &Server) -> f64 {
         "1b. Start-up cost launched from a shell: {SHELL_ROUNDS} alternating loops of {SHELL_RUNS} runs each"
     );
     println!("   {:<36} {:>9}", "command (per run)", "median");
-    let mut medians = [0.0; 2];
+    let mut medians = [0.0; 3];
     for (i, ((name, _), s)) in cases.iter().zip(&mut samples).enumerate() {
         s.sort_by(f64::total_cmp);
         medians[i] = percentile(s, 50.0);
         println!("   {name:<36} {:>6.3} ms", medians[i]);
     }
     let ratio = medians[1] / medians[0];
-    println!("   medians: redlock/flock {ratio:.3}\n");
+    println!(
+        "   medians: redlock/flock {ratio:.3}; floor/flock {:.3}, redlock/floor {:.3}\n",
+        medians[2] / medians[0],
+        medians[1] / medians[2]
+    );
     ratio
 }
 
@@ -827,13 +928,13 @@ fn contention(server: &Server) -> Res<Vec<f64>> {
         "   {:<28} {:>9} {:>11} {:>11} {:>11} {:>10}",
         "tool, section", "total", "efficiency", "per waiter", "inversions", "overtaken"
     );
-    let tools = ["flock -w", "redlock --wait"];
+    let tools = ["flock -w", "redlock --wait", "floor"];
     let mut figures = Vec::new();
     for work in ["0.02", ""] {
         let section_ms = if work.is_empty() { 0.0 } else { 20.0 };
         // Per tool: the totals of its rounds, and its inversions over all rounds.
-        let mut totals = [Vec::new(), Vec::new()];
-        let mut inversions = [0usize; 2];
+        let mut totals = [Vec::new(), Vec::new(), Vec::new()];
+        let mut inversions = [0usize; 3];
         for round in 0..CONTENTION_ROUNDS {
             for offset in 0..tools.len() {
                 let i = (round + offset) % tools.len();
@@ -855,7 +956,7 @@ fn contention(server: &Server) -> Res<Vec<f64>> {
                 inversions[i] += c.inversions;
             }
         }
-        let mut per_waiter = [0.0; 2];
+        let mut per_waiter = [0.0; 3];
         for (i, t) in totals.iter_mut().enumerate() {
             t.sort_by(f64::total_cmp);
             let median = percentile(t, 50.0);
@@ -875,12 +976,14 @@ fn contention(server: &Server) -> Res<Vec<f64>> {
             figures.push(inversions[i] as f64);
         }
         println!(
-            "   hand-off per waiter, redlock/flock (medians): {:.2}",
-            per_waiter[1] / per_waiter[0]
+            "   hand-off per waiter, redlock/flock (medians): {:.2}; floor/flock {:.2}",
+            per_waiter[1] / per_waiter[0],
+            per_waiter[2] / per_waiter[0]
         );
     }
     println!();
-    // [flock eff, flock inv, redlock eff, redlock inv, flock per, flock inv, redlock per, inv]
+    // Per section length (20 ms, then 0 ms), per tool (flock, redlock, floor): the efficiency
+    // (20 ms) or the time per waiter (0 ms), then the inversions.
     Ok(figures)
 }
 
@@ -888,6 +991,8 @@ fn contend(server: &Server, lockfile: &Path, tool: &str, work: &str) -> Res<Cont
     let log = server.dir.join("contention.log");
     let _ = std::fs::remove_file(&log);
     let key = "bench:contended";
+    // The floor's turns are lists named after the key: a key of its own for each queue.
+    let floor_key = format!("bench:floor:{}", now_ns());
     let tool_cmd = |hold: bool| -> Command {
         let script = if hold { "read x" } else { CONTENDED };
         let mut cmd = match tool {
@@ -896,6 +1001,7 @@ fn contend(server: &Server, lockfile: &Path, tool: &str, work: &str) -> Res<Cont
                 c.args(["-w", "120"]).arg(lockfile);
                 c
             }
+            "floor" => floor(server.port, &floor_key, &[]),
             _ => redlock(
                 &server.url(),
                 &format!("run --key {key} --ttl 30s --wait 2m --"),
@@ -909,13 +1015,17 @@ fn contend(server: &Server, lockfile: &Path, tool: &str, work: &str) -> Res<Cont
         cmd
     };
     let mut holder = tool_cmd(true);
-    holder.stdin(Stdio::piped());
+    holder.stdin(Stdio::piped()).env("FLOOR_NEXT", "0");
     let mut holder = Guard(die_with_parent(&mut holder).spawn().map_err(text)?);
     sleep(Duration::from_millis(200));
     let mut waiters = Vec::new();
     for i in 0..WAITERS {
         let mut waiter = tool_cmd(false);
-        waiter.env("I", i.to_string()).stdin(Stdio::null());
+        waiter
+            .env("I", i.to_string())
+            .env("FLOOR_WAIT", i.to_string())
+            .env("FLOOR_NEXT", (i + 1).to_string())
+            .stdin(Stdio::null());
         waiters.push(Guard(die_with_parent(&mut waiter).spawn().map_err(text)?));
         sleep(WAITER_SPACING);
     }
@@ -1128,17 +1238,25 @@ impl Conn {
     }
 
     fn cmd(&mut self, args: &[&str]) -> Res<Reply> {
-        let mut packet = format!("*{}\r\n", args.len()).into_bytes();
-        for arg in args {
-            packet.extend(format!("${}\r\n{arg}\r\n", arg.len()).bytes());
-        }
-        self.stream
-            .write_all(&packet)
-            .map_err(|e| format!("{}: {e}", args[0]))?;
+        self.send(&[args])?;
         match self.read()? {
             Reply::Error(e) => Err(format!("{}: {e}", args.join(" "))),
             reply => Ok(reply),
         }
+    }
+
+    /// Writes commands in one packet; their replies are read with `read`.
+    fn send(&mut self, commands: &[&[&str]]) -> Res<()> {
+        let mut packet = Vec::new();
+        for args in commands {
+            packet.extend(format!("*{}\r\n", args.len()).bytes());
+            for arg in *args {
+                packet.extend(format!("${}\r\n{arg}\r\n", arg.len()).bytes());
+            }
+        }
+        self.stream
+            .write_all(&packet)
+            .map_err(|e| format!("{}: {e}", commands[0][0]))
     }
 
     fn read(&mut self) -> Res<Reply> {
