@@ -94,6 +94,12 @@ fn main() {
     if args.get(1).map(String::as_str) == Some(FLOOR) {
         std::process::exit(floor_client(&args[2..]));
     }
+    // `cargo bench` sets LD_LIBRARY_PATH (four directories of its own), which cron and a login
+    // shell do not: every dynamically linked program started under it looks for each library
+    // there first, and `flock -n FILE true` starts two such programs where redlock (static)
+    // starts one. Measure the commands as cron runs them.
+    // SAFETY: no other thread exists yet to read the environment.
+    unsafe { std::env::remove_var("LD_LIBRARY_PATH") };
     // `cargo bench` has just written the binaries: until the kernel has written them back, a
     // page fault on a page under writeback waits for it, which slows the first few hundred
     // starts by a tenth. Measure the steady state.
