@@ -24,8 +24,9 @@
 //! 5. **Other lock tools.** When `etcd` and `etcdctl` are installed (Debian: etcd-server,
 //!    etcd-client), `etcdctl lock NAME true` against an etcd of its own, interleaved with
 //!    `redlock run -- true`. Consul has no Debian package and is not measured.
-//! 4. **Hand-off latency.** A holder runs `sh -c 'read x'`, a waiter runs with `--wait 10s` and is
-//!    subscribed to `{KEY}:redlock:released`; the bench ends the holder by writing a line to its
+//! 4. **Hand-off latency.** A holder runs `sh -c 'read x'`, a waiter runs with `--wait 10s` and
+//!    waits on the server for its grant (a blocked client; or, where the server refuses the
+//!    blocking pop, it is subscribed to its channel); the bench ends the holder by writing a line to its
 //!    stdin and watches keyspace notifications of the lock key: the time from the holder's `del`
 //!    to the waiter's `set` (both received on one connection) is the hand-off. Target: median
 //!    ≤ 0.5 ms.
@@ -732,7 +733,7 @@ fn handoff(server: &Server) -> Res<f64> {
     events.cmd(&["SUBSCRIBE", &format!("__keyspace@0__:{HANDOFF_KEY}")])?;
     let released = format!("{{{HANDOFF_KEY}}}:redlock:released");
     let (mut handoffs, mut exits, mut totals) = (Vec::new(), Vec::new(), Vec::new());
-    let mut unsubscribed_waiters = 0;
+    let mut unready_waiters = 0;
     for i in 0..HANDOFF_WARMUP + HANDOFF_ITERATIONS {
         let mut holder = redlock(&url, &format!("run --key {HANDOFF_KEY} --ttl 10s -- sh -c"));
         quiet(holder.arg("read x")).stdin(Stdio::piped());
@@ -745,15 +746,17 @@ fn handoff(server: &Server) -> Res<f64> {
             &format!("run --key {HANDOFF_KEY} --ttl 10s --wait 10s -- true"),
         );
         let mut waiter = Guard(die_with_parent(quiet(&mut waiter)).spawn().map_err(text)?);
+        // Ready: its next attempt waits on the server behind a blocking pop of its grant (one
+        // server), or it listens on its channel (where the server refuses the pop).
         let deadline = Instant::now() + Duration::from_secs(3);
-        while subscribers(&mut ctl, &released)? < 1 {
+        while blocked_clients(&mut ctl)? < 1 && subscribers(&mut ctl, &released)? < 1 {
             if Instant::now() > deadline {
-                unsubscribed_waiters += 1;
+                unready_waiters += 1;
                 break;
             }
             sleep(Duration::from_micros(500));
         }
-        sleep(Duration::from_millis(5)); // let the waiter finish its failed attempt and block
+        sleep(Duration::from_millis(5)); // let a listening waiter finish its attempt and block
 
         let told = Instant::now();
         let stdin = holder.0.stdin.as_mut().ok_or("holder has no stdin")?;
@@ -791,9 +794,10 @@ fn handoff(server: &Server) -> Res<f64> {
             percentile(s, 99.0)
         );
     }
-    if unsubscribed_waiters > 0 {
+    if unready_waiters > 0 {
         println!(
-            "   note: in {unsubscribed_waiters} iterations no waiter subscribed to {released} within 3 s"
+            "   note: in {unready_waiters} iterations the waiter neither blocked on its grant nor \
+             subscribed to {released} within 3 s"
         );
     }
     println!();
@@ -892,6 +896,15 @@ fn next_event(events: &mut Conn, name: &str) -> Res<Instant> {
         }
     }
     Err(format!("no `{name}` event within {IO_TIMEOUT:?}"))
+}
+
+/// How many clients wait in a blocking command (`INFO clients`).
+fn blocked_clients(ctl: &mut Conn) -> Res<i64> {
+    let info = ctl.cmd(&["INFO", "clients"])?.text();
+    info.lines()
+        .find_map(|l| l.strip_prefix("blocked_clients:"))
+        .and_then(|n| n.trim().parse().ok())
+        .ok_or_else(|| "INFO clients has no blocked_clients".into())
 }
 
 fn subscribers(ctl: &mut Conn, channel: &str) -> Res<i64> {
