@@ -15,7 +15,7 @@
 //!   shared memory: when the timer fires, the keeper reads the kill point again and sleeps on
 //!   if it moved. Re-arming costs one atomic store and no system call. The keeper itself only
 //!   ever sets its timer to a kill point it has read, and the kill point only moves later, so
-//!   its timer never fires after the kill point; at worst it fires early and is set again.
+//!   its timer is never set past the kill point; at worst it fires early and is set again.
 //! * When the kill point passes unrenewed, it kills the command's whole tree (`tree.rs`: every
 //!   member of its cgroup, or every descendant of redlock, frozen first). When redlock dies
 //!   without dismissing it (the pipe it reads reaches end-of-file), it does the same at once.
@@ -75,7 +75,8 @@ pub struct Keeper {
     pid: c_int,
 }
 
-/// What the heartbeat needs to move the kill point: a store, no system call.
+/// What redlock needs to arm the keeper (two system calls, the first time) and the heartbeat to
+/// move the kill point (a store, no system call).
 #[derive(Clone, Copy)]
 pub struct Arm {
     kill_at: &'static AtomicU64,
@@ -93,7 +94,10 @@ impl Arm {
     /// move it later.
     pub fn arm(&self, kill_at: Moment) {
         if self.kill_at.fetch_max(kill_at.as_nanos(), Ordering::AcqRel) == 0 {
-            sys::timerfd_set_abs(self.timer, kill_at.as_nanos());
+            let set = sys::timerfd_set_abs(self.timer, kill_at.as_nanos());
+            // Cannot fail: our own timer, a valid absolute time. Without real-time priority
+            // (not root, no RLIMIT_RTPRIO) the keeper still runs, only less promptly.
+            debug_assert_eq!(set, 0, "arming the keeper's timer");
             sys::realtime_priority(self.keeper);
         }
     }
