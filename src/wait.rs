@@ -450,28 +450,16 @@ fn wait_for_grant(
             }
         }
     };
-    let ended = match ended {
-        Ok(Taken::Acquired {
-            fence,
-            started_ms,
-            slot,
-            sent,
-            ..
-        }) => Ok(Taken::Acquired {
-            fence,
-            started_ms,
-            slot,
-            sent,
-            spent: Spent {
-                _grant: con,
+    let mut ended = ended;
+    match &mut ended {
+        Ok(Taken::Acquired { spent, .. }) => {
+            *spent = Spent {
+                _grant: con.take(),
                 _doorbell: Some(doorbell),
-            },
-        }),
-        other => {
-            step_out(nodes, req, queue, &mut con, in_flight.is_some());
-            other
+            };
         }
-    };
+        _ => step_out(nodes, req, queue, &mut con, in_flight.is_some()),
+    }
     if matches!(ended, Ok(Taken::Busy(_))) {
         nodes.count_busy(keys, req.claim.holder);
     }
