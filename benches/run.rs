@@ -311,7 +311,7 @@ fn startup(server: &Server) -> f64 {
     println!(
         "   the floor: floor/flock {:.3}, redlock/floor {:.3} (TCP)\n",
         medians[4] / medians[1],
-        ratio * medians[1] / medians[4]
+        medians[2] / medians[4]
     );
     ratio
 }
