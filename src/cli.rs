@@ -13,6 +13,8 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::exit::{self, BUSY, Exit};
 
+mod by_hand;
+
 #[derive(Debug, Parser)]
 #[command(
     name = "redlock",
@@ -663,33 +665,22 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     humantime::parse_duration(t).map_err(|e| e.to_string())
 }
 
-/// Global options that take a value as the next argument; the word after one is its value,
-/// not a subcommand name.
-const GLOBAL_VALUE_FLAGS: [&str; 10] = [
-    "--url",
-    "--password-file",
-    "--sentinel-password-file",
-    "--sentinel-user",
-    "--prefix",
-    "--timeout",
-    "--tls-ca-file",
-    "--tls-cert-file",
-    "--tls-key-file",
-    "--log-format",
-];
-
 impl Cli {
     /// Parses the command line. clap builds every subcommand, and copies each global option
     /// into each of them, before it parses anything: for `redlock run`, which cron starts
     /// thousands of times a day, that was most of redlock's own start-up work. So a command
-    /// line that plainly names `run` (and asks for no help or version) is first parsed
-    /// against a tree holding `run` alone; anything else, and any error there, goes through
-    /// the full tree, so help and error messages are always the full tree's.
+    /// line that plainly names `run` (and asks for no help or version) is first read by hand
+    /// (`by_hand.rs`: the usual forms, exactly as clap reads them), then, if that declines,
+    /// parsed against a tree holding `run` alone; anything else, and any error there, goes
+    /// through the full tree, so help and error messages are always the full tree's.
     pub fn parse_args(args: Vec<std::ffi::OsString>) -> Result<Cli, clap::Error> {
-        if let Some(at) = names_run(&args)
-            && let Ok(cli) = Cli::parse_run_only(&args, at)
-        {
-            return Ok(cli);
+        if let Some(at) = names_run(&args) {
+            if let Some(cli) = by_hand::parse(&args, at, &|name| std::env::var_os(name)) {
+                return Ok(cli);
+            }
+            if let Ok(cli) = Cli::parse_run_only(&args, at) {
+                return Ok(cli);
+            }
         }
         Cli::try_parse_from(args)
     }
@@ -716,22 +707,26 @@ impl Cli {
 }
 
 /// Where the word `run` is, when it is the first word that is not an option (or an option's
-/// value) and no help or version flag comes before the command's own words.
+/// value), every option before it is a global one, and no help or version flag comes before
+/// the command's own words.
 fn names_run(args: &[std::ffi::OsString]) -> Option<usize> {
     let mut words = args.iter().map(|a| a.to_str()).enumerate().skip(1);
     let mut at = None;
     while let Some((i, word)) = words.next() {
-        match word {
-            None | Some("-h" | "--help" | "-V" | "--version") => return None,
-            Some("run") => {
-                at = Some(i);
-                break;
-            }
-            Some(flag) if GLOBAL_VALUE_FLAGS.contains(&flag) => {
-                words.next();
-            }
-            Some(flag) if flag.starts_with('-') => {}
-            Some(_) => return None,
+        let word = word?;
+        if word == "run" {
+            at = Some(i);
+            break;
+        }
+        // A global option, which alone may come before `run` (clap refuses `run`'s own there).
+        let global = by_hand::OPTS[..by_hand::GLOBALS].iter().find(|o| {
+            word.strip_prefix("--")
+                .is_some_and(|w| !o.long.is_empty() && w.split('=').next() == Some(o.long))
+                || o.short.is_some()
+                    && word.strip_prefix('-').and_then(|w| w.parse::<char>().ok()) == o.short
+        })?;
+        if global.value && !word.contains('=') {
+            words.next();
         }
     }
     for (_, word) in words {
@@ -781,6 +776,8 @@ mod tests {
             "redlock -V run",
             "redlock status run",
             "redlock --url run status",
+            "redlock --wait=5s run --key k --ttl 5s -- x",
+            "redlock --key k run --ttl 5s -- x",
         ] {
             assert!(names_run(&words(line)).is_none(), "{line}");
         }
