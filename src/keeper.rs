@@ -22,10 +22,10 @@
 //!   Dismissal is a flag in shared memory, read when that end-of-file comes: the keeper does not
 //!   wake while redlock releases the lock and the next holder takes it, and with real-time
 //!   priority it would otherwise take a core from them at that very moment.
-//! * Once armed, it has SCHED_FIFO priority 1 (redlock sets it when it arms the timer; granted
-//!   to root, or with an RLIMIT_RTPRIO), so its timer is served within microseconds even with
-//!   every core busy; without it, it still only needs the CPU for a moment, where the supervisor
-//!   needs several system calls.
+//! * Once the command runs, it has SCHED_FIFO priority 1 (redlock sets it right after the
+//!   spawn; granted to root, or with an RLIMIT_RTPRIO), so its timer is served within
+//!   microseconds even with every core busy; without it, it still only needs the CPU for a
+//!   moment, where the supervisor needs several system calls.
 //!
 //! It exists before the command starts (it is armed before the spawn) and is dismissed only
 //! once every process of the command is gone. It is cheap because it is created like a
@@ -73,9 +73,11 @@ unsafe impl Sync for Shared {}
 pub struct Keeper {
     shared: &'static Shared,
     pid: c_int,
+    /// Its real-time priority has been given up (or never given).
+    demoted: AtomicBool,
 }
 
-/// What redlock needs to arm the keeper (two system calls, the first time) and the heartbeat to
+/// What redlock needs to arm the keeper (a system call, the first time) and the heartbeat to
 /// move the kill point (a store, no system call).
 #[derive(Clone, Copy)]
 pub struct Arm {
@@ -87,19 +89,24 @@ pub struct Arm {
 
 impl Arm {
     /// Moves the kill point to `kill_at` (never earlier: a renewal only adds time). The first
-    /// time sets the keeper's timer, which is unset until then, and gives the keeper its
-    /// real-time priority (not earlier: it is made while the acquire is on the wire, and at
-    /// real-time priority its start-up would take a core from the Redis server answering it);
-    /// later moves are only seen when the timer fires, which is soon enough, as they only ever
-    /// move it later.
+    /// time sets the keeper's timer, which is unset until then; later moves are only seen when
+    /// the timer fires, which is soon enough, as they only ever move it later.
     pub fn arm(&self, kill_at: Moment) {
         if self.kill_at.fetch_max(kill_at.as_nanos(), Ordering::AcqRel) == 0 {
             let set = sys::timerfd_set_abs(self.timer, kill_at.as_nanos());
-            // Cannot fail: our own timer, a valid absolute time. Without real-time priority
-            // (not root, no RLIMIT_RTPRIO) the keeper still runs, only less promptly.
+            // Cannot fail: our own timer, a valid absolute time.
             debug_assert_eq!(set, 0, "arming the keeper's timer");
-            sys::realtime_priority(self.keeper);
         }
+    }
+
+    /// Gives the keeper its real-time priority, once the command has started: not while the
+    /// acquire is on the wire (at real-time priority the keeper's start-up would take a core
+    /// from the Redis server answering it), and not between the answer and the spawn, where
+    /// changing a process's scheduling class is tens of microseconds of every start. Until
+    /// then, and without it at all (not root, no RLIMIT_RTPRIO), the armed keeper still fires,
+    /// only less promptly on a busy host — and the kill point is a lease's length away.
+    pub fn promote(&self) {
+        sys::realtime_priority(self.keeper);
     }
 }
 
@@ -166,7 +173,11 @@ impl Keeper {
             return Err(err);
         }
         tree.keeper.store(pid, Ordering::Release);
-        Ok(Keeper { shared, pid })
+        Ok(Keeper {
+            shared,
+            pid,
+            demoted: AtomicBool::new(false),
+        })
     }
 
     pub fn arm(&self) -> Arm {
@@ -189,21 +200,31 @@ impl Keeper {
     /// The command's tree is empty (or the command never started): the keeper has nothing
     /// left to guard, and leaves when redlock does. A keeper that was armed and is dropped
     /// without this (a panic unwinding) still kills the tree when redlock goes; one never armed
-    /// has nothing to kill. Its real-time priority goes when the handle is dropped, which the
-    /// caller may leave until after the release: the hand-off need not wait for it.
+    /// has nothing to kill. Its real-time priority goes with [`Keeper::demote`], or when the
+    /// handle is dropped, which the caller may leave until the release is on the wire: the
+    /// hand-off need not wait for it.
     pub fn dismiss(&self) {
         self.shared.dismissed.store(true, Ordering::Release);
     }
 }
 
+impl Keeper {
+    /// The keeper loses its real-time priority, without being woken: it leaves when redlock
+    /// does, and as the last user of the address space it then tears it down, which must not
+    /// take a core from the next holder. Once dismissed, it has nothing left to be prompt for.
+    pub fn demote(&self) {
+        if !self.demoted.swap(true, Ordering::AcqRel) {
+            let param = libc::sched_param { sched_priority: 0 };
+            // SAFETY: `param` is valid for reads; the keeper is our child.
+            unsafe { libc::sched_setscheduler(self.pid, libc::SCHED_OTHER, &param) };
+        }
+    }
+}
+
 impl Drop for Keeper {
-    /// The keeper loses its real-time priority here, without being woken: it leaves when
-    /// redlock does, and as the last user of the address space it then tears it down, which
-    /// must not take a core from the next holder.
+    /// Demoted here if not before (see [`Keeper::demote`]).
     fn drop(&mut self) {
-        let param = libc::sched_param { sched_priority: 0 };
-        // SAFETY: `param` is valid for reads; the keeper is our child.
-        unsafe { libc::sched_setscheduler(self.pid, libc::SCHED_OTHER, &param) };
+        self.demote();
     }
 }
 

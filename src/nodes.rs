@@ -541,13 +541,25 @@ impl Nodes {
     }
 
     /// Releases on every node. `Ok(true)` when a majority (the one node) released it.
+    /// The release on every node; see the module doc for the quorum rules. `meanwhile` runs
+    /// while the request is on the wire (one server) or before it is sent (a quorum); a release
+    /// that fails before sending anything does not run it.
     pub fn release(
         &mut self,
         keys: &Keys,
         token: &str,
         keep: Option<Duration>,
         record: Option<&LastRun>,
+        meanwhile: Option<&mut dyn FnMut()>,
     ) -> Result<bool> {
+        if let Some(work) = meanwhile {
+            if let [node] = self.nodes.as_mut_slice() {
+                return node.with(self.timeout, |c| {
+                    lock::release(&mut Overlap::new(c, work), keys, token, keep, record)
+                });
+            }
+            work();
+        }
         let results = self.each(|c| lock::release(c, keys, token, keep, record));
         if !self.is_quorum() {
             return results.into_iter().next().expect("one node");

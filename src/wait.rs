@@ -484,7 +484,7 @@ fn step_out(
     };
     match lock::grant_reply(c, &req.claim, queue) {
         Ok(Some(Acquire::Acquired { .. })) => {
-            let _ = nodes.release(keys, req.claim.token, None, None);
+            let _ = nodes.release(keys, req.claim.token, None, None, None);
         }
         Ok(Some(Acquire::Busy(_))) => nodes.leave(keys, queue.ticket),
         Err(e) if is_timeout(&e) => {

@@ -89,7 +89,7 @@ pub fn acquire(ctx: &Context, args: AcquireArgs) -> Result<Exit> {
             );
             // A token nobody received is a lock nobody can release: give it back.
             if let Err(e) = log::stdout(&text) {
-                let _ = nodes.release(&keys, &token, None, None);
+                let _ = nodes.release(&keys, &token, None, None, None);
                 return Err(anyhow::Error::new(e).context("cannot print the token; lock released"));
             }
             Ok(Exit::Success)

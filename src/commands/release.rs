@@ -66,7 +66,7 @@ pub fn release(ctx: &Context, args: ReleaseArgs) -> Result<Exit> {
         };
     }
     let token = args.token.unwrap_or_default();
-    if nodes.release(&keys, &token, None, None)? {
+    if nodes.release(&keys, &token, None, None, None)? {
         log::info("released", &format!("released {}", keys.lock), &[]);
         Ok(Exit::Success)
     } else {

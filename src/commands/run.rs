@@ -241,7 +241,7 @@ fn run_locked(ctx: &Context, args: RunArgs) -> Result<Exit> {
     if let Event::Signal(sig) = signals.poll()
         && signals::FORWARDED.contains(&sig)
     {
-        session.release(&mut nodes, false, None);
+        session.release(&mut nodes, false, None, None);
         log::error(
             "interrupted",
             &format!(
@@ -278,6 +278,7 @@ fn run_locked(ctx: &Context, args: RunArgs) -> Result<Exit> {
                 &mut nodes,
                 false,
                 Some(session.record(Outcome::Failed, Exit::NotExecutable.code(), Duration::ZERO)),
+                None,
             );
             return Err(fail(
                 Exit::NotExecutable,
@@ -291,7 +292,7 @@ fn run_locked(ctx: &Context, args: RunArgs) -> Result<Exit> {
     // time to run anything under it.
     if Moment::now() >= timeline.term_at {
         keeper.dismiss();
-        session.release(&mut nodes, false, None);
+        session.release(&mut nodes, false, None, None);
         return Err(fail(
             Exit::Unavailable,
             format!(
@@ -314,6 +315,7 @@ fn run_locked(ctx: &Context, args: RunArgs) -> Result<Exit> {
                 &mut nodes,
                 false,
                 Some(session.record(Outcome::Failed, exit.code(), Duration::ZERO)),
+                None,
             );
             return Err(fail(
                 exit,
@@ -321,7 +323,9 @@ fn run_locked(ctx: &Context, args: RunArgs) -> Result<Exit> {
             ));
         }
     };
-    // Only now: closing what the wait used is not worth holding the command's start for.
+    // Only now, while the command starts: the keeper's real-time priority and closing what the
+    // wait used are not worth holding its start for.
+    keeper.arm().promote();
     drop(spent);
     log::info(
         "started",
@@ -405,10 +409,13 @@ fn run_locked(ctx: &Context, args: RunArgs) -> Result<Exit> {
             ("duration_ms", ran.as_millis().into()),
         ],
     );
+    // The keeper gives up its real-time priority while the release is on the wire: after
+    // that, it only leaves.
     let released = session.release(
         &mut nodes,
         true,
         Some(session.record(outcome, end.status.exit().code(), ran)),
+        Some(&mut || keeper.demote()),
     );
     if let Some(reason) = end.lost {
         return Err(fail(
@@ -502,7 +509,14 @@ impl Session<'_> {
     /// expire then: a command that never started holds nothing back). Failure here is a
     /// warning, not an error: the lease expires by itself. Returns whether the lock was still
     /// ours (`None`: no answer).
-    fn release(&self, nodes: &mut Nodes, ran: bool, record: Option<LastRun>) -> Option<bool> {
+    /// `meanwhile` runs while the release is on the wire (see [`Nodes::release`]).
+    fn release(
+        &self,
+        nodes: &mut Nodes,
+        ran: bool,
+        record: Option<LastRun>,
+        meanwhile: Option<&mut dyn FnMut()>,
+    ) -> Option<bool> {
         let keep = self
             .hold_at_least
             .filter(|_| ran)
@@ -511,8 +525,16 @@ impl Session<'_> {
         if self.acquired_at.elapsed() > self.idle_limit {
             nodes.disconnect();
         }
-        let attempt =
-            |nodes: &mut Nodes| nodes.release(self.keys, self.token, keep, record.as_ref());
+        let mut meanwhile = meanwhile;
+        let mut attempt = |nodes: &mut Nodes| {
+            nodes.release(
+                self.keys,
+                self.token,
+                keep,
+                record.as_ref(),
+                meanwhile.take(),
+            )
+        };
         // The connection sat idle while the command ran; the server may have dropped it, and
         // the failed attempt dropped it too, so a second attempt reconnects. A timeout or a
         // refusal, though, would only repeat: one try.
