@@ -149,8 +149,24 @@ fn usage_error(err: clap::Error) -> u8 {
         _ => {}
     }
     let text = err.render().to_string();
-    let first = text.lines().next().unwrap_or("invalid arguments");
+    let mut lines = text.lines();
+    let first = lines.next().unwrap_or("invalid arguments");
     let first = first.strip_prefix("error: ").unwrap_or(first);
+    // "the following required arguments were not provided:" lists them on the lines below, one
+    // per indented line: they go on the one line, which must name what is wrong.
+    let listed: Vec<&str> = if first.ends_with(':') {
+        lines
+            .take_while(|l| l.starts_with(' '))
+            .map(str::trim)
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let first = if listed.is_empty() {
+        first.to_string()
+    } else {
+        format!("{first} {}", listed.join(", "))
+    };
     log::error(
         "usage",
         &format!("{first} (see 'redlock --help')"),

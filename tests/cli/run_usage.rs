@@ -260,3 +260,32 @@ fn malformed_url_in_redlock_url_is_rejected() {
         .exits_with(64)
         .error_line();
 }
+
+#[test]
+fn a_missing_option_is_named_on_the_one_line() {
+    let outcome = rejected(&["--key", "job", "--", "true"]);
+    let line = outcome.error_line();
+    assert!(line.contains("--ttl"), "{line}");
+    let outcome = rejected(&["--", "true"]);
+    let line = outcome.error_line();
+    assert!(line.contains("--key") && line.contains("--ttl"), "{line}");
+}
+
+#[test]
+fn an_option_of_run_before_the_word_run_is_refused() {
+    let server = RedisServer::start();
+    let outcome = Redlock::new(&server)
+        .args([
+            "--wait=5s",
+            "run",
+            "--key",
+            "job",
+            "--ttl",
+            "5s",
+            "--",
+            "true",
+        ])
+        .exits_with(64);
+    let line = outcome.error_line();
+    assert!(line.contains("--wait"), "{line}");
+}
