@@ -16,9 +16,8 @@
 //!   them (and, as PID 1, every zombie) and knows when the whole tree is gone.
 //! * stdio is inherited, never re-piped.
 
-use std::ffi::CString;
+use std::ffi::{CStr, CString};
 use std::io;
-use std::os::unix::ffi::OsStrExt;
 
 use libc::{c_int, pid_t};
 
@@ -70,13 +69,10 @@ pub fn spawn(argv: &[String], env: &[(&str, &str)], tree: &Tree) -> io::Result<C
         .iter()
         .map(|a| cstr(a.as_bytes()))
         .collect::<io::Result<_>>()?;
-    let mut envs: Vec<CString> = std::env::vars_os()
-        .filter(|(k, _)| !env.iter().any(|(name, _)| k.as_bytes() == name.as_bytes()))
-        .map(|(k, v)| cstr(&[k.as_bytes(), b"=", v.as_bytes()].concat()))
+    let ours: Vec<CString> = env
+        .iter()
+        .map(|(k, v)| cstr(format!("{k}={v}").as_bytes()))
         .collect::<io::Result<_>>()?;
-    for (k, v) in env {
-        envs.push(cstr(format!("{k}={v}").as_bytes())?);
-    }
     let paths = candidates(&argv[0])
         .iter()
         .map(|p| cstr(p.as_bytes()))
@@ -88,7 +84,7 @@ pub fn spawn(argv: &[String], env: &[(&str, &str)], tree: &Tree) -> io::Result<C
         ptrs
     };
     let argv_ptrs = nul(&args);
-    let env_ptrs = nul(&envs);
+    let env_ptrs = environment(env, &ours);
     let path_ptrs = nul(&paths);
     let mut plan = ExecPlan {
         paths: path_ptrs.as_ptr(),
@@ -259,6 +255,39 @@ fn candidates(program: &str) -> Vec<String> {
             }
         })
         .collect()
+}
+
+/// The command's environment: redlock's own, without the variables redlock sets, then those
+/// (`ours`, `NAME=value` each), NULL-terminated. redlock's entries are passed as pointers into its
+/// environment block: copying each one (what `std::env::vars_os` does) was most of the spawn's
+/// preparation, on the path from the lock's grant to the command's start, with a few dozen
+/// variables (a container's environment often has more).
+fn environment(env: &[(&str, &str)], ours: &[CString]) -> Vec<*const libc::c_char> {
+    let mut ptrs = Vec::with_capacity(64);
+    // SAFETY: `environ` is the process's environment block, a NULL-terminated array of
+    // NUL-terminated strings. redlock never changes its environment (no `set_var`), so the
+    // block and its entries stay as they are until the child has exec'd.
+    unsafe {
+        let mut at = libc::environ as *const *const libc::c_char;
+        while !at.is_null() && !(*at).is_null() {
+            let entry = CStr::from_ptr(*at).to_bytes();
+            // As `std::env::vars_os` reads it: the name ends at the first '=' after the first
+            // byte; an entry without one is left out.
+            if let Some(eq) = entry
+                .get(1..)
+                .and_then(|e| e.iter().position(|&b| b == b'='))
+            {
+                let name = &entry[..=eq];
+                if !env.iter().any(|(k, _)| k.as_bytes() == name) {
+                    ptrs.push(*at);
+                }
+            }
+            at = at.add(1);
+        }
+    }
+    ptrs.extend(ours.iter().map(|c| c.as_ptr()));
+    ptrs.push(std::ptr::null());
+    ptrs
 }
 
 /// The exit status for a command that could not be started, tini's convention.

@@ -340,3 +340,27 @@ fn child_stderr_appears_on_redlocks_stderr() {
         "the child's stderr is missing\n{outcome}"
     );
 }
+
+#[test]
+fn child_inherits_the_environment_with_the_lock_variables_replaced() {
+    let server = RedisServer::start();
+    let outcome = Redlock::new(&server)
+        .env("REDLOCK_TEST_INHERITED", "a=b c")
+        .env("REDLOCK_FENCE", "1")
+        .env("REDLOCK_KEY", "stale")
+        .args(["run", "--key", "job", "--ttl", "1s", "-c", "env"])
+        .exits_with(0);
+    let lines: Vec<&str> = outcome.stdout.lines().collect();
+    let named = |name: &str| -> Vec<&str> {
+        lines
+            .iter()
+            .filter_map(|l| l.strip_prefix(name).and_then(|v| v.strip_prefix('=')))
+            .collect()
+    };
+    assert_eq!(named("REDLOCK_TEST_INHERITED"), ["a=b c"], "{outcome}");
+    assert_eq!(named("REDLOCK_KEY"), ["job"], "{outcome}");
+    let fences = named("REDLOCK_FENCE");
+    assert_eq!(fences.len(), 1, "{outcome}");
+    assert_ne!(fences[0], "1", "{outcome}");
+    assert_eq!(named("REDLOCK_TOKEN").len(), 1, "{outcome}");
+}
