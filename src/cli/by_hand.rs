@@ -505,136 +505,54 @@ mod tests {
 
     #[test]
     fn agrees_with_clap_on_conflicts_requirements_and_odd_words() {
-        let accept: &[&[&str]] = &[
-            &["run", "--key", "k", "--ttl", "5s", "--", "true"],
-            &["run", "--key", "k", "--ttl", "5s", "--"],
-            &[
-                "run", "--key", "k", "--ttl", "5s", "--", "a", "--help", "-V", "--", "-c",
-            ],
-            &["run", "--key", "k", "--ttl", "5s", "-c", "sleep 1; true"],
-            &["run", "--key", "k", "--ttl", "5s"],
-            &[
-                "--url",
-                "redis://a:1",
-                "-v",
-                "run",
-                "--key=k",
-                "--ttl=5s",
-                "-c",
-                "x",
-            ],
-            &[
-                "--prefix", "run", "run", "--key", "run", "--ttl", "1s", "--", "run",
-            ],
-            &[
-                "run",
-                "--url",
-                "redis://a:1",
-                "--url",
-                "redis://b:2,redis://c:3",
-                "--key",
-                "k",
-                "--ttl",
-                "5s",
-            ],
-            &[
-                "run",
-                "--tls-cert-file",
-                "c",
-                "--tls-key-file",
-                "k",
-                "--key",
-                "k",
-                "--ttl",
-                "5s",
-            ],
-            &[
-                "run",
-                "--sentinel-user",
-                "u",
-                "--sentinel-password-file",
-                "p",
-                "--key",
-                "k",
-                "--ttl",
-                "5s",
-            ],
-            &[
-                "run",
-                "--sentinel-password-file",
-                "p",
-                "--key",
-                "k",
-                "--ttl",
-                "5s",
-            ],
-            &["run", "--shared", "--key", "k", "--ttl", "5s", "--", "x"],
-            &[
-                "run", "--slots", "3", "--key", "k", "--ttl", "5s", "--", "x",
-            ],
-            &[
-                "-q",
-                "--log-format",
-                "json",
-                "run",
-                "--key",
-                "k",
-                "--ttl",
-                "5s",
-                "--",
-                "x",
-            ],
-            &[
-                "run",
-                "--key",
-                "k",
-                "--ttl",
-                "5s",
-                "--max-runtime",
-                "1m",
-                "--kill-after",
-                "1s",
-                "--",
-                "x",
-            ],
-            &[
-                "run",
-                "--key",
-                "k",
-                "--ttl",
-                "5s",
-                "--once-per",
-                "1h",
-                "--retry-failed",
-                "--",
-                "x",
-            ],
+        // Words separated by single spaces.
+        let accept = [
+            "run --key k --ttl 5s -- true",
+            "run --key k --ttl 5s --",
+            "run --key k --ttl 5s -- a --help -V -- -c",
+            "run --key k --ttl 5s -c true",
+            "run --key k --ttl 5s",
+            "--url redis://a:1 -v run --key=k --ttl=5s -c x",
+            "--prefix run run --key run --ttl 1s -- run",
+            "run --url redis://a:1 --url redis://b:2,redis://c:3 --key k --ttl 5s",
+            "run --tls-cert-file c --tls-key-file k --key k --ttl 5s",
+            "run --sentinel-user u --sentinel-password-file p --key k --ttl 5s",
+            "run --sentinel-password-file p --key k --ttl 5s",
+            "run --shared --key k --ttl 5s -- x",
+            "run --slots 3 --key k --ttl 5s -- x",
+            "-q --log-format json run --key k --ttl 5s -- x",
+            "run --key k --ttl 5s --max-runtime 1m --kill-after 1s -- x",
+            "run --key k --ttl 5s --once-per 1h --retry-failed -- x",
         ];
         for line in accept {
-            assert!(agrees(&words(line)), "declined: {line:?}");
+            assert!(
+                agrees(&words(&line.split(' ').collect::<Vec<_>>())),
+                "declined: {line}"
+            );
         }
-        let decline: &[&[&str]] = &[
-            &["run", "--ttl", "5s", "--", "x"],
-            &["run", "--key", "k", "--", "x"],
-            &["run", "--key", "k", "--ttl", "5s", "-c", "x", "--", "y"],
-            &["run", "--key", "k", "--ttl", "5s", "-c", "x", "--"],
-            &["-v", "-q", "run", "--key", "k", "--ttl", "5s"],
-            &["-vq", "run", "--key", "k", "--ttl", "5s"],
-            &[
-                "run", "--shared", "--slots", "2", "--key", "k", "--ttl", "5s",
-            ],
-            &["run", "--tls-cert-file", "c", "--key", "k", "--ttl", "5s"],
-            &["run", "--tls-key-file", "k", "--key", "k", "--ttl", "5s"],
-            &["run", "--sentinel-user", "u", "--key", "k", "--ttl", "5s"],
-            &["run", "--key", "k", "--ttl", "5s", "x"],
-            &["run", "--key", "k", "--ttl", "5s", "--help"],
-            &["run", "--key", "k", "--ttl", "5s", "--kee", "x"],
-            &["run", "--key", "k", "--ttl", "5s", "-"],
-            &["run", "--key", "k", "--ttl", "5s", "--timeout"],
-            &["run", "--key", "k", "--ttl", "5s", "-c"],
+        let decline = [
+            "run --ttl 5s -- x",
+            "run --key k -- x",
+            "run --key k --ttl 5s -c x -- y",
+            "run --key k --ttl 5s -c x --",
+            "-v -q run --key k --ttl 5s",
+            "-vq run --key k --ttl 5s",
+            "run --shared --slots 2 --key k --ttl 5s",
+            "run --tls-cert-file c --key k --ttl 5s",
+            "run --tls-key-file k --key k --ttl 5s",
+            "run --sentinel-user u --key k --ttl 5s",
+            "run --key k --ttl 5s x",
+            "run --key k --ttl 5s --help",
+            "run --key k --ttl 5s --kee x",
+            "run --key k --ttl 5s -",
+            "run --key k --ttl 5s --timeout",
+            "run --key k --ttl 5s -c",
         ];
         for line in decline {
-            assert!(!agrees(&words(line)), "accepted: {line:?}");
+            assert!(
+                !agrees(&words(&line.split(' ').collect::<Vec<_>>())),
+                "accepted: {line}"
+            );
         }
         // Words that are not UTF-8 are clap's to refuse or read.
         let mut odd = words(&["run", "--key", "k", "--ttl", "5s", "--", "x"]);
@@ -690,8 +608,8 @@ mod tests {
 
     const CASE: &str = "REDLOCK_TEST_BY_HAND_LINE";
 
-    /// Environment variables, a command line (words joined by U+001F), and whether the hand
-    /// reader should accept it.
+    /// Environment variables, a command line (words separated by single spaces), and whether
+    /// the hand reader should accept it.
     type Case<'a> = (&'a [(&'a str, &'a str)], &'a str, bool);
     type Vars = Vec<(&'static str, OsString)>;
 
@@ -702,7 +620,7 @@ mod tests {
     fn agrees_with_clap_on_the_environment() {
         if let Some(line) = std::env::var_os(CASE) {
             let line = line.into_string().unwrap();
-            let args = words(&line.split('\u{1f}').collect::<Vec<_>>());
+            let args = words(&line.split(' ').collect::<Vec<_>>());
             println!(
                 "by hand: {}",
                 if agrees(&args) {
@@ -713,12 +631,12 @@ mod tests {
             );
             return;
         }
-        let run = "run\u{1f}--key\u{1f}k\u{1f}--ttl\u{1f}5s\u{1f}--\u{1f}x";
-        let tls = "run\u{1f}--tls-cert-file\u{1f}c\u{1f}--key\u{1f}k\u{1f}--ttl\u{1f}5s";
-        let user = "run\u{1f}--sentinel-user\u{1f}u\u{1f}--key\u{1f}k\u{1f}--ttl\u{1f}5s";
-        let timeout = "run\u{1f}--timeout\u{1f}2s\u{1f}--key\u{1f}k\u{1f}--ttl\u{1f}5s";
-        let url = "--url\u{1f}redis://c:3\u{1f}run\u{1f}--key\u{1f}k\u{1f}--ttl\u{1f}5s";
-        let shared = "run\u{1f}--shared\u{1f}--key\u{1f}k\u{1f}--ttl\u{1f}5s";
+        let run = "run --key k --ttl 5s -- x";
+        let tls = "run --tls-cert-file c --key k --ttl 5s";
+        let user = "run --sentinel-user u --key k --ttl 5s";
+        let timeout = "run --timeout 2s --key k --ttl 5s";
+        let url = "--url redis://c:3 run --key k --ttl 5s";
+        let shared = "run --shared --key k --ttl 5s";
         let cases: &[Case] = &[
             (&[], run, true),
             (&[("REDLOCK_URL", "redis://a:1")], run, true),
