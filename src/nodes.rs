@@ -541,9 +541,8 @@ impl Nodes {
     }
 
     /// Releases on every node. `Ok(true)` when a majority (the one node) released it.
-    /// The release on every node; see the module doc for the quorum rules. `meanwhile` runs
-    /// while the request is on the wire (one server) or before it is sent (a quorum); a release
-    /// that fails before sending anything does not run it.
+    /// `meanwhile` runs while the request is on the wire (one server) or before it is sent (a
+    /// quorum); a release that cannot connect does not run it.
     pub fn release(
         &mut self,
         keys: &Keys,
