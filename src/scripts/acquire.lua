@@ -49,9 +49,20 @@ if current == ARGV[1] then
   local h = redis.call('HMGET', KEYS[3], 'fence', 'started')
   return {1, tonumber(h[1]) or tonumber(redis.call('GET', KEYS[2])) or 0, tonumber(h[2]) or now, -1}
 end
--- Pauses and shared holders: an exclusive taker finds neither in the common case with one
--- EXISTS, and looks closer only when one of the keys is there.
-local rare = shape ~= '' or redis.call('EXISTS', KEYS[8], KEYS[10], KEYS[11]) > 0
+-- Pauses, shared holders and waiters: an exclusive taker finds none of them in the common case
+-- with one EXISTS, and looks closer only when one of the keys is there. The queue is counted in
+-- it, so a free lock with nobody queued needs no look at the queue; a queue that is the only key
+-- there (one found, and it has a head) is nothing rare.
+local head, queue_read = nil, false
+local rare = shape ~= ''
+if not rare then
+  local found = redis.call('EXISTS', KEYS[8], KEYS[10], KEYS[11], KEYS[5])
+  if found > 0 then
+    head = redis.call('ZRANGE', KEYS[5], 0, 0)[1]
+    rare = not (head and found == 1)
+  end
+  queue_read = true
+end
 local pause
 if rare then
   pause = paused(KEYS[10], now)
@@ -112,7 +123,7 @@ local free = not current and sharers == 0
 if shape == 'shared' then free = not current end
 if shape ~= '' and shape ~= 'shared' then free = not current and sharers < tonumber(shape) end
 if free and not pause then
-  local head = redis.call('ZRANGE', KEYS[5], 0, 0)[1]
+  if not queue_read then head = redis.call('ZRANGE', KEYS[5], 0, 0)[1] end
   if head and head ~= ticket then head = live_head(now) end
   if not head or head == ticket then
     -- The fence is above every fence handed out before, even when the counter was lost (a
