@@ -156,7 +156,10 @@ impl Heartbeat {
     /// it is compare-and-pexpire, and finds the key gone.
     pub fn stop(&self) {
         self.shared.lock().stop = true;
-        self.shared.stop.notify_all();
+        // A thread never started waits on nothing (and the notification is a system call).
+        if self.pending.is_none() {
+            self.shared.stop.notify_all();
+        }
     }
 }
 
