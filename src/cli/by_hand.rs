@@ -7,11 +7,11 @@
 //! thousands of times a day. This reader takes the command lines cron jobs and container
 //! entrypoints actually use (long options with their value as the next word or after `=`,
 //! `-v`, `-q`, `-c CMD`, `--` and the command, the documented environment variables) and gives
-//! exactly what clap gives for them. Anything else it declines — help and version, a repeated
-//! or unknown option, a value that starts with `-` or is empty, a conflict, a missing or
-//! malformed value, an environment variable it does not read the way clap does (a boolean
-//! one, say) — and clap reads the line as before, so every message and every edge case stays
-//! clap's.
+//! exactly what clap gives for them (through the tree holding `run` alone, which reads `run`'s
+//! lines; see `Cli::parse_args`). Anything else it declines — help and version, a repeated or
+//! unknown option, a value that starts with `-` or is empty, a conflict, a missing or malformed
+//! value, an environment variable that is set but empty or not as clap reads it — and clap
+//! reads the line as before, so every message and every edge case stays clap's.
 //!
 //! Tests hold it to that: they compare it with clap on every option and environment variable
 //! of `run` and the global options, in every form above, and fail when clap's definition has
@@ -143,9 +143,7 @@ pub(super) const ENV: [(usize, &str); 17] = [
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Source {
     Absent,
-    /// The command line, before `run` (a global option) or after it.
-    Before,
-    After,
+    Line,
     Env,
 }
 
@@ -157,7 +155,6 @@ pub(super) fn parse(
     env: &dyn Fn(&str) -> Option<OsString>,
 ) -> Option<Cli> {
     let mut given: [Vec<&str>; OPTS.len()] = Default::default();
-    let mut before = [false; OPTS.len()];
     let mut command: Option<Vec<String>> = None;
     // The words but the program's name and `run`, as the run-only tree reads them; before
     // `run` only global options are allowed (clap's full tree refuses `run`'s own there).
@@ -189,11 +186,8 @@ pub(super) fn parse(
             };
             (OPTS.iter().position(|o| o.short == Some(c))?, None)
         };
-        if position < at {
-            if index >= GLOBALS {
-                return None;
-            }
-            before[index] = true;
+        if position < at && index >= GLOBALS {
+            return None;
         }
         let opt = &OPTS[index];
         if !given[index].is_empty() && !opt.repeats {
@@ -216,19 +210,21 @@ pub(super) fn parse(
         }
     }
 
-    // Each option's value: from the line, else from its environment variable. clap's full
-    // tree reads a global option's variable even when the line gives the option after `run`,
-    // and refuses a bad value there, so every variable that is set must be good. One that is
-    // empty, not UTF-8, or boolean (clap reads true, yes, on, 1, … its own way) is left to clap.
+    // Each option's value: from the line, else from its environment variable, which must then
+    // be good (a boolean one is `true` or `false`, as clap's parser for flags reads it); one
+    // that is empty or not UTF-8 is left to clap.
     let mut from_env: [Option<String>; OPTS.len()] = Default::default();
     for (index, name) in ENV {
+        if !given[index].is_empty() {
+            continue;
+        }
         let Some(value) = env(name) else {
             continue;
         };
         let value = value.into_string().ok()?;
         let good = !value.is_empty()
             && match index {
-                TLS_INSECURE | RETRY_FAILED => false,
+                TLS_INSECURE | RETRY_FAILED => matches!(value.as_str(), "true" | "false"),
                 TIMEOUT | MAX_RUNTIME | ONCE_PER => parse_duration(&value).is_ok(),
                 LOG_FORMAT => matches!(value.as_str(), "text" | "json"),
                 CONTAIN => matches!(value.as_str(), "auto" | "descendants"),
@@ -238,15 +234,11 @@ pub(super) fn parse(
         if !good {
             return None;
         }
-        if given[index].is_empty() {
-            from_env[index] = Some(value);
-        }
+        from_env[index] = Some(value);
     }
     let source = |index: usize| {
-        if before[index] {
-            Source::Before
-        } else if !given[index].is_empty() {
-            Source::After
+        if !given[index].is_empty() {
+            Source::Line
         } else if from_env[index].is_some() {
             Source::Env
         } else {
@@ -256,13 +248,10 @@ pub(super) fn parse(
     let text = |index: usize| -> Option<&str> {
         given[index].first().copied().or(from_env[index].as_deref())
     };
-    let flag = |index: usize| -> Option<bool> {
-        match source(index) {
-            Source::Absent => Some(false),
-            Source::Before | Source::After => Some(true),
-            // clap reads a boolean variable its own way (true, yes, on, 1, …).
-            Source::Env => None,
-        }
+    let flag = |index: usize| match source(index) {
+        Source::Absent => false,
+        Source::Line => true,
+        Source::Env => from_env[index].as_deref() == Some("true"),
     };
     let duration = |index: usize| -> Option<Option<std::time::Duration>> {
         match text(index) {
@@ -282,16 +271,14 @@ pub(super) fn parse(
         }
     };
 
-    // Conflicts and requirements are clap's to report. An option required by another is
-    // accepted only from the same source as the one requiring it (clap's full tree checks
-    // requirements on each side of `run` apart).
-    let paired = |a: usize, b: usize| source(a) == source(b);
+    // Conflicts and unmet requirements are clap's to report. A requirement is met by the
+    // other option from the line or from its variable.
+    let present = |index: usize| source(index) != Source::Absent;
     if !given[VERBOSE].is_empty() && !given[QUIET].is_empty()
         || !given[SHARED].is_empty() && !given[SLOTS].is_empty()
         || !given[SHELL].is_empty() && command.is_some()
-        || !paired(TLS_CERT_FILE, TLS_KEY_FILE)
-        || source(SENTINEL_USER) != Source::Absent
-            && source(SENTINEL_PASSWORD_FILE) != source(SENTINEL_USER)
+        || present(TLS_CERT_FILE) != present(TLS_KEY_FILE)
+        || present(SENTINEL_USER) && !present(SENTINEL_PASSWORD_FILE)
     {
         return None;
     }
@@ -334,9 +321,9 @@ pub(super) fn parse(
         tls_ca_file: path(TLS_CA_FILE),
         tls_cert_file: path(TLS_CERT_FILE),
         tls_key_file: path(TLS_KEY_FILE),
-        tls_insecure: flag(TLS_INSECURE)?,
-        verbose: flag(VERBOSE)?,
-        quiet: flag(QUIET)?,
+        tls_insecure: flag(TLS_INSECURE),
+        verbose: flag(VERBOSE),
+        quiet: flag(QUIET),
         log_format,
     };
     let run = RunArgs {
@@ -346,11 +333,11 @@ pub(super) fn parse(
         conflict_exit_code,
         kill_after: duration(KILL_AFTER)?,
         hold_at_least: duration(HOLD_AT_LEAST)?,
-        shared: flag(SHARED)?,
+        shared: flag(SHARED),
         slots: number(SLOTS)?,
         max_runtime: duration(MAX_RUNTIME)?,
         once_per: duration(ONCE_PER)?,
-        retry_failed: flag(RETRY_FAILED)?,
+        retry_failed: flag(RETRY_FAILED),
         contain,
         label: string(LABEL),
         metrics_file: path(METRICS_FILE),
@@ -380,7 +367,8 @@ mod tests {
             .collect()
     }
 
-    /// Reads `args` by hand and with clap's full tree, in this process's environment: where the
+    /// Reads `args` by hand and as clap does without the hand reader (the tree holding `run`
+    /// alone, and where that refuses, the full tree), in this process's environment: where the
     /// reader accepts the line, clap must accept it and give the same. Whether it accepted.
     fn agrees(args: &[OsString]) -> bool {
         let Some(at) = names_run(args) else {
@@ -389,7 +377,7 @@ mod tests {
         let Some(by_hand) = parse(args, at, &|name| std::env::var_os(name)) else {
             return false;
         };
-        match Cli::try_parse_from(args) {
+        match Cli::parse_run_only(args, at).or_else(|_| Cli::try_parse_from(args)) {
             Ok(clap) => assert_eq!(
                 format!("{by_hand:?}"),
                 format!("{clap:?}"),
@@ -524,6 +512,15 @@ mod tests {
             "run --key k --ttl 5s --max-runtime 1m --kill-after 1s -- x",
             "run --key k --ttl 5s --once-per 1h --retry-failed -- x",
         ];
+        // Checked both ways where clap's own reading is the question: the same option on both
+        // sides of `run`.
+        for line in [
+            "--url redis://a:1 run --url redis://b:2 --key k --ttl 5s",
+            "--prefix a: run --prefix b: --key k --ttl 5s",
+            "-v run -v --key k --ttl 5s",
+        ] {
+            agrees(&words(&line.split(' ').collect::<Vec<_>>()));
+        }
         for line in accept {
             assert!(
                 agrees(&words(&line.split(' ').collect::<Vec<_>>())),
@@ -637,6 +634,7 @@ mod tests {
         let timeout = "run --timeout 2s --key k --ttl 5s";
         let url = "--url redis://c:3 run --key k --ttl 5s";
         let shared = "run --shared --key k --ttl 5s";
+        let sentinel = "--sentinel-password-file p run --key k --ttl 5s";
         let cases: &[Case] = &[
             (&[], run, true),
             (&[("REDLOCK_URL", "redis://a:1")], run, true),
@@ -653,7 +651,7 @@ mod tests {
             (&[("REDLOCK_TIMEOUT", "2s")], run, true),
             (&[("REDLOCK_TIMEOUT", " 2s ")], run, true),
             (&[("REDLOCK_TIMEOUT", "5")], run, false),
-            (&[("REDLOCK_TIMEOUT", "soon")], timeout, false),
+            (&[("REDLOCK_TIMEOUT", "soon")], timeout, true),
             (&[("REDLOCK_TIMEOUT", "1s")], timeout, true),
             (&[("REDLOCK_TLS_CA_FILE", "/ca.pem")], run, true),
             (
@@ -664,10 +662,12 @@ mod tests {
                 run,
                 true,
             ),
-            (&[("REDLOCK_TLS_KEY_FILE", "k")], tls, false),
+            (&[("REDLOCK_TLS_KEY_FILE", "k")], tls, true),
             (&[("REDLOCK_TLS_KEY_FILE", "k")], run, false),
-            (&[("REDLOCK_TLS_INSECURE", "true")], run, false),
+            (&[("REDLOCK_TLS_INSECURE", "true")], run, true),
+            (&[("REDLOCK_TLS_INSECURE", "false")], run, true),
             (&[("REDLOCK_TLS_INSECURE", "0")], run, false),
+            (&[("REDLOCK_TLS_INSECURE", "yes")], run, false),
             (
                 &[
                     ("REDLOCK_SENTINEL_PASSWORD_FILE", "p"),
@@ -676,13 +676,19 @@ mod tests {
                 run,
                 true,
             ),
-            (&[("REDLOCK_SENTINEL_PASSWORD_FILE", "p")], user, false),
+            (&[("REDLOCK_SENTINEL_PASSWORD_FILE", "p")], user, true),
             (&[("REDLOCK_SENTINEL_USER", "u")], run, false),
+            (&[("REDLOCK_SENTINEL_USER", "u")], sentinel, true),
             (&[("REDLOCK_LOG_FORMAT", "json")], run, true),
             (&[("REDLOCK_LOG_FORMAT", "JSON")], run, false),
             (&[("REDLOCK_MAX_RUNTIME", "1m")], run, true),
             (&[("REDLOCK_ONCE_PER", "1h")], run, true),
             (&[("REDLOCK_RETRY_FAILED", "1")], run, false),
+            (
+                &[("REDLOCK_RETRY_FAILED", "true"), ("REDLOCK_ONCE_PER", "1h")],
+                run,
+                true,
+            ),
             (&[("REDLOCK_CONTAIN", "descendants")], run, true),
             (&[("REDLOCK_CONTAIN", "bogus")], run, false),
             (&[("REDLOCK_LABEL", "nightly report")], run, true),
