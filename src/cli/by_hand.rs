@@ -139,14 +139,6 @@ pub(super) const ENV: [(usize, &str); 17] = [
     (METRICS_FILE, "REDLOCK_METRICS_FILE"),
 ];
 
-/// Where an option's value came from.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Source {
-    Absent,
-    Line,
-    Env,
-}
-
 /// `args` (the whole command line, `run` at `at`) as clap would read it, or `None` where this
 /// reader leaves the line to clap. `env` looks up an environment variable.
 pub(super) fn parse(
@@ -228,7 +220,6 @@ pub(super) fn parse(
                 TIMEOUT | MAX_RUNTIME | ONCE_PER => parse_duration(&value).is_ok(),
                 LOG_FORMAT => matches!(value.as_str(), "text" | "json"),
                 CONTAIN => matches!(value.as_str(), "auto" | "descendants"),
-                URL => value.split(',').all(|url| !url.is_empty()),
                 _ => true,
             };
         if !good {
@@ -236,23 +227,12 @@ pub(super) fn parse(
         }
         from_env[index] = Some(value);
     }
-    let source = |index: usize| {
-        if !given[index].is_empty() {
-            Source::Line
-        } else if from_env[index].is_some() {
-            Source::Env
-        } else {
-            Source::Absent
-        }
-    };
     let text = |index: usize| -> Option<&str> {
         given[index].first().copied().or(from_env[index].as_deref())
     };
-    let flag = |index: usize| match source(index) {
-        Source::Absent => false,
-        Source::Line => true,
-        Source::Env => from_env[index].as_deref() == Some("true"),
-    };
+    // A flag on the line is set; from its variable, as that says.
+    let flag =
+        |index: usize| !given[index].is_empty() || from_env[index].as_deref() == Some("true");
     let duration = |index: usize| -> Option<Option<std::time::Duration>> {
         match text(index) {
             None => Some(None),
@@ -273,7 +253,7 @@ pub(super) fn parse(
 
     // Conflicts and unmet requirements are clap's to report. A requirement is met by the
     // other option from the line or from its variable.
-    let present = |index: usize| source(index) != Source::Absent;
+    let present = |index: usize| text(index).is_some();
     if !given[VERBOSE].is_empty() && !given[QUIET].is_empty()
         || !given[SHARED].is_empty() && !given[SLOTS].is_empty()
         || !given[SHELL].is_empty() && command.is_some()
@@ -283,13 +263,11 @@ pub(super) fn parse(
         return None;
     }
 
-    let urls_given: Vec<&str> = match (&given[URL][..], from_env[URL].as_deref()) {
-        ([], None) => Vec::new(),
-        ([], Some(value)) => vec![value],
-        (values, _) => values.to_vec(),
-    };
+    // Each value (the line's, or the variable's) is a comma-separated list; an empty entry is
+    // clap's to judge.
     let mut urls = Vec::new();
-    for value in urls_given {
+    let values = given[URL].iter().copied().chain(from_env[URL].as_deref());
+    for value in values {
         for url in value.split(',') {
             if url.is_empty() {
                 return None;
