@@ -164,8 +164,9 @@ fn run_locked(ctx: &Context, args: RunArgs) -> Result<Exit> {
     // The command's room and its keeper are made while the acquire is on the wire: local work
     // that would otherwise follow the round trip.
     let mut guard: Option<Guard> = None;
+    let socket = nodes.single_socket();
     let taken = wait::take(&mut nodes, &request, &signals, &mut || {
-        guard = Some(Guard::prepare(args.contain));
+        guard = Some(Guard::prepare(args.contain, socket));
     });
     let (fence, started_ms, slot, sent, spent) = match taken? {
         Taken::Acquired {
@@ -270,7 +271,9 @@ fn run_locked(ctx: &Context, args: RunArgs) -> Result<Exit> {
     }
     // The room and the keeper exist before the command does: from its first instruction, the
     // command is inside the tree and the keeper's kill point is armed.
-    let Guard { tree, keeper } = guard.take().unwrap_or_else(|| Guard::prepare(args.contain));
+    let Guard { tree, keeper } = guard
+        .take()
+        .unwrap_or_else(|| Guard::prepare(args.contain, None));
     let keeper = match keeper {
         Ok(keeper) => keeper,
         Err(e) => {
@@ -463,14 +466,14 @@ struct Guard {
 }
 
 impl Guard {
-    fn prepare(contain: Contain) -> Guard {
+    fn prepare(contain: Contain, socket: Option<libc::c_int>) -> Guard {
         // Leaked: the keeper reads it, and may outlive this function (or redlock).
         let tree: &'static Tree = Box::leak(Box::new(Tree::prepare(contain == Contain::Auto)));
         // Unused (the lock was busy, the wait interrupted), the keeper is never armed and leaves
         // with redlock; the cgroup is free again once both are gone.
         Guard {
             tree,
-            keeper: Keeper::start(tree),
+            keeper: Keeper::start(tree, socket),
         }
     }
 }

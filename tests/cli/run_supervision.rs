@@ -113,6 +113,42 @@ fn a_redlock_killed_at_once_takes_the_background_job_with_it() {
     }
 }
 
+/// The keeper holds redlock's connection (so that redlock's exit does not wait for its
+/// closing): the server still sees it end once the run is over, whether redlock exits or is
+/// killed while its command runs.
+#[test]
+fn the_server_sees_the_connection_end_once_the_run_is_over() {
+    let server = RedisServer::start();
+    let clients = || server.info_number("clients", "connected_clients");
+    // The test's own connection.
+    let alone = clients();
+    Redlock::new(&server)
+        .args(["run", "--key", "job", "--ttl", "5s", "--", "true"])
+        .exits_with(0);
+    wait_until(
+        "the run's connection to end",
+        Duration::from_secs(5),
+        || (clients() == alone).then_some(()),
+    );
+    let mut holder = hold(&server, "5s", "auto", r#"echo "child $$"; exec sleep 300"#);
+    let child = holder.expect_pid("child");
+    assert!(
+        clients() > alone,
+        "the holder's connection is open while it runs"
+    );
+    holder.kill9();
+    wait_until_gone(
+        child,
+        "the command of a killed redlock",
+        Duration::from_secs(5),
+    );
+    wait_until(
+        "the killed run's connection to end",
+        Duration::from_secs(5),
+        || (clients() == alone).then_some(()),
+    );
+}
+
 #[test]
 fn sigterm_reaches_a_job_that_timeout_moved_to_its_own_group() {
     for room in ROOMS {
