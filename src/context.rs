@@ -7,9 +7,10 @@ use std::time::Duration;
 use anyhow::Result;
 
 use crate::cli::Global;
-use crate::error::usage;
-use crate::server::{self, Server};
-use crate::{log, nodes};
+use crate::lock::nodes;
+use crate::redis::server::Server;
+use crate::report::error::usage;
+use crate::report::log;
 
 /// What every subcommand needs from the global options, checked before anything is contacted.
 pub struct Context {
@@ -21,13 +22,16 @@ pub struct Context {
 impl Context {
     pub fn new(global: &Global) -> Result<Context> {
         let password = match &global.password_file {
-            Some(path) => Some(server::read_password_file("--password-file", path)?),
+            Some(path) => Some(crate::redis::url::read_password_file(
+                "--password-file",
+                path,
+            )?),
             None => None,
         };
-        let sentinel = server::SentinelAuth {
+        let sentinel = crate::redis::sentinel::SentinelAuth {
             username: global.sentinel_user.clone(),
             password: match &global.sentinel_password_file {
-                Some(path) => Some(server::read_password_file(
+                Some(path) => Some(crate::redis::url::read_password_file(
                     "--sentinel-password-file",
                     path,
                 )?),
@@ -35,11 +39,11 @@ impl Context {
             },
         };
         let urls = if global.urls.is_empty() {
-            vec![server::DEFAULT_URL.to_string()]
+            vec![crate::redis::url::DEFAULT_URL.to_string()]
         } else {
             rejoin_urls(&global.urls)
         };
-        let tls = server::Tls::load(
+        let tls = crate::redis::tls::Tls::load(
             global.tls_ca_file.as_deref(),
             global.tls_cert_file.as_deref(),
             global.tls_key_file.as_deref(),
@@ -74,10 +78,10 @@ impl Context {
     }
 
     /// The keys named on the command line, under the prefix (64 for a bad one).
-    pub fn keys(&self, names: &[String]) -> Result<Vec<crate::keys::Keys>> {
+    pub fn keys(&self, names: &[String]) -> Result<Vec<crate::lock::keys::Keys>> {
         names
             .iter()
-            .map(|k| crate::keys::Keys::new(&self.prefix, k))
+            .map(|k| crate::lock::keys::Keys::new(&self.prefix, k))
             .collect()
     }
 
@@ -91,7 +95,7 @@ impl Context {
         let shape = crate::lock::Shape::from_flags(shared, slots)?;
         if shape != crate::lock::Shape::Exclusive && self.servers.len() > 1 {
             let flag = if shared { "--shared" } else { "--slots" };
-            return Err(crate::error::usage(format!(
+            return Err(crate::report::error::usage(format!(
                 "{flag} cannot be used with several --url (a quorum): a majority vote does not \
                  keep a count of holders; use one server, a Cluster or Sentinel"
             )));

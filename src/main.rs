@@ -11,39 +11,22 @@
 
 #![cfg_attr(not(test), no_main)]
 
-mod child;
 mod cli;
 mod commands;
 mod context;
-mod error;
-mod exit;
-mod heartbeat;
-mod inspect;
-mod json;
-mod keeper;
-mod keys;
-mod lease;
 mod lock;
-mod log;
-mod lua;
-mod nested;
-mod nodes;
-mod record;
-mod scripts;
-mod server;
-mod signals;
-mod sys;
-mod tree;
-mod wait;
-mod wire;
+mod redis;
+mod report;
+mod supervise;
 
 use anyhow::Result;
 use clap::error::ErrorKind;
 
 use crate::cli::{Cli, Command};
 pub use crate::context::Context;
-use crate::error::classify;
-use crate::exit::Exit;
+use crate::report::error::{self, classify};
+use crate::report::exit::Exit;
+use crate::report::log;
 
 // Under `cargo test` the test harness brings its own entry point; this one is then unused.
 #[cfg_attr(not(test), unsafe(no_mangle))]

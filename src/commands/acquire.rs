@@ -17,15 +17,15 @@ use anyhow::{Context as _, Result};
 
 use crate::Context;
 use crate::cli::AcquireArgs;
-use crate::exit::{BUSY, Exit};
-use crate::json::Json;
-use crate::keys::Keys;
-use crate::lease;
+use crate::lock::keys::Keys;
+use crate::lock::record::Holder;
+use crate::lock::wait::{self, Request, Taken};
 use crate::lock::{self, Claim};
-use crate::log;
-use crate::record::Holder;
-use crate::signals::Signals;
-use crate::wait::{self, Request, Taken};
+use crate::report::exit::{BUSY, Exit};
+use crate::report::json::Json;
+use crate::report::log;
+use crate::supervise::lease;
+use crate::supervise::signals::Signals;
 
 pub fn acquire(ctx: &Context, args: AcquireArgs) -> Result<Exit> {
     lease::check_ttl(args.ttl)?;
@@ -35,7 +35,7 @@ pub fn acquire(ctx: &Context, args: AcquireArgs) -> Result<Exit> {
     let mut nodes = ctx.nodes(ctx.timeout);
     nodes.connect()?;
     // Inside a run that holds this key: that run's token is the answer.
-    if let Some((token, lease)) = crate::nested::confirm(&mut nodes, &keys)? {
+    if let Some((token, lease)) = crate::lock::nested::confirm(&mut nodes, &keys)? {
         let left = lease.pttl_ms.max(0);
         let text = lease_text(
             &keys,

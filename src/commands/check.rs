@@ -26,14 +26,14 @@ use anyhow::Result;
 
 use crate::Context;
 use crate::cli::CheckArgs;
-use crate::error::{classify, render};
-use crate::exit::Exit;
-use crate::inspect::Inspection;
-use crate::json::Json;
-use crate::keys::Keys;
-use crate::lease::fmt;
-use crate::log;
-use crate::record::{Holder, LockState, Outcome};
+use crate::lock::inspect::Inspection;
+use crate::lock::keys::Keys;
+use crate::lock::record::{Holder, LockState, Outcome};
+use crate::report::error::{classify, render};
+use crate::report::exit::Exit;
+use crate::report::json::Json;
+use crate::report::log;
+use crate::supervise::lease::fmt;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum State {

@@ -5,12 +5,12 @@ use anyhow::Result;
 
 use crate::Context;
 use crate::cli::ExtendArgs;
-use crate::exit::Exit;
-use crate::keys::Keys;
-use crate::lease;
 use crate::lock::Standing;
-use crate::log;
-use crate::nodes::Renewal;
+use crate::lock::keys::Keys;
+use crate::lock::nodes::Renewal;
+use crate::report::exit::Exit;
+use crate::report::log;
+use crate::supervise::lease;
 
 pub fn extend(ctx: &Context, args: ExtendArgs) -> Result<Exit> {
     lease::check_ttl(args.ttl)?;

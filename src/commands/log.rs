@@ -20,11 +20,11 @@ use redis::Value;
 
 use crate::Context;
 use crate::cli::LogArgs;
-use crate::exit::Exit;
-use crate::keys;
-use crate::log::{self, json_str};
-use crate::server::Conn;
-use crate::signals::{self, Event, Signals};
+use crate::lock::keys;
+use crate::redis::server::Conn;
+use crate::report::exit::Exit;
+use crate::report::log::{self, json_str};
+use crate::supervise::signals::{self, Event, Signals};
 
 /// How often `--follow` asks for new entries.
 pub const FOLLOW_EVERY: Duration = Duration::from_millis(250);
@@ -61,7 +61,7 @@ impl Entry {
         } else {
             self.lock.clone()
         };
-        let who = crate::record::who(
+        let who = crate::lock::record::who(
             self.get("host").unwrap_or("?"),
             self.get("pid").and_then(|p| p.parse().ok()),
             self.get("user"),
@@ -88,7 +88,7 @@ impl Entry {
             if let Some(ms) = self.get("duration_ms").and_then(|d| d.parse::<u64>().ok()) {
                 line.push_str(&format!(
                     " after {}",
-                    crate::lease::fmt(Duration::from_millis(ms))
+                    crate::supervise::lease::fmt(Duration::from_millis(ms))
                 ));
             }
         }
@@ -176,7 +176,7 @@ pub fn log(ctx: &Context, args: LogArgs) -> Result<Exit> {
     let found = nodes.each(|con| {
         if args.all {
             let mut all: Vec<(String, String)> =
-                keys::scan_companions(con, &ctx.prefix, crate::scripts::LOG)?
+                keys::scan_companions(con, &ctx.prefix, crate::lock::scripts::LOG)?
                     .into_iter()
                     .map(|k| (k.lock.clone(), k.log.clone()))
                     .collect();

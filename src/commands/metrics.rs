@@ -20,19 +20,19 @@ use anyhow::{Context as _, Result};
 
 use crate::Context;
 use crate::cli::MetricsArgs;
-use crate::exit::Exit;
-use crate::inspect::Inspection;
-use crate::keys::Keys;
-use crate::log;
-use crate::nodes::Nodes;
-use crate::record::{LockState, Outcome};
+use crate::lock::inspect::Inspection;
+use crate::lock::keys::Keys;
+use crate::lock::nodes::Nodes;
+use crate::lock::record::{LockState, Outcome};
+use crate::report::exit::Exit;
+use crate::report::log;
 
 pub fn metrics(ctx: &Context, args: MetricsArgs) -> Result<Exit> {
     let named = ctx.keys(&args.keys)?;
     let mut nodes = ctx.nodes(ctx.timeout);
     nodes.connect()?;
     let keys = if args.all {
-        nodes.find_locks(&ctx.prefix, crate::scripts::FENCE)?
+        nodes.find_locks(&ctx.prefix, crate::lock::scripts::FENCE)?
     } else {
         named
     };

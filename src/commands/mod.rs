@@ -1,4 +1,4 @@
-//! One module per subcommand. Each returns the [`Exit`](crate::exit::Exit) it ended with or an
+//! One module per subcommand. Each returns the [`Exit`](crate::report::exit::Exit) it ended with or an
 //! error that `main` classifies; none of them exits the process.
 
 pub mod acquire;

@@ -11,7 +11,7 @@
 //! script (`nested.rs`), so the outer run's command finishes what it started.
 //!
 //! `--for D` sets the record's `until`; the script treats a lapsed pause as none, and the record
-//! is kept a day longer ([`crate::record::PAUSE_KEPT`]) so that `check` can report a pause that ran out
+//! is kept a day longer ([`crate::lock::record::PAUSE_KEPT`]) so that `check` can report a pause that ran out
 //! without a resume. Time is the server's.
 //!
 //! `--drain D` then reads the paused locks (the status pipeline) every 200 ms until none has a
@@ -28,16 +28,16 @@ use anyhow::Result;
 
 use crate::Context;
 use crate::cli::{PauseArgs, ResumeArgs};
-use crate::error::usage;
-use crate::exit::{BUSY, Exit};
-use crate::keys::{self, Keys};
-use crate::lease::fmt;
 use crate::lock;
-use crate::log;
-use crate::nodes::Nodes;
-use crate::record::{Holder, Pause, rfc3339};
-use crate::scripts::PAUSED;
-use crate::server::Server;
+use crate::lock::keys::{self, Keys};
+use crate::lock::nodes::Nodes;
+use crate::lock::record::{Holder, Pause, rfc3339};
+use crate::lock::scripts::PAUSED;
+use crate::redis::server::Server;
+use crate::report::error::usage;
+use crate::report::exit::{BUSY, Exit};
+use crate::report::log;
+use crate::supervise::lease::fmt;
 
 /// How often `--drain` looks again.
 const DRAIN_POLL: Duration = Duration::from_millis(200);
@@ -109,7 +109,7 @@ pub fn pause(ctx: &Context, args: PauseArgs) -> Result<Exit> {
         return Ok(Exit::Success);
     };
     let watched = if args.all {
-        nodes.find_locks(&ctx.prefix, crate::scripts::FENCE)?
+        nodes.find_locks(&ctx.prefix, crate::lock::scripts::FENCE)?
     } else {
         keys
     };

@@ -10,10 +10,10 @@ use anyhow::Result;
 
 use crate::Context;
 use crate::cli::ReleaseArgs;
-use crate::exit::Exit;
-use crate::keys::Keys;
-use crate::log;
-use crate::record::Holder;
+use crate::lock::keys::Keys;
+use crate::lock::record::Holder;
+use crate::report::exit::Exit;
+use crate::report::log;
 
 pub fn release(ctx: &Context, args: ReleaseArgs) -> Result<Exit> {
     let keys = Keys::new(&ctx.prefix, &args.key)?;

@@ -25,21 +25,21 @@ use anyhow::Result;
 use libc::pid_t;
 
 use crate::Context;
-use crate::child::{self, Reaped, Status};
 use crate::cli::{Contain, RunArgs};
-use crate::error::{fail, is_readonly, is_server_reply, is_timeout, render, usage};
-use crate::exit::{BUSY, Exit};
-use crate::heartbeat::Heartbeat;
-use crate::keeper::Keeper;
-use crate::keys::Keys;
-use crate::lease::{self, Lease, Limit, Moment, Timeline};
+use crate::lock::heartbeat::Heartbeat;
+use crate::lock::keys::Keys;
+use crate::lock::nodes::Nodes;
+use crate::lock::record::{Holder, LastRun, Outcome};
+use crate::lock::wait::{self, Request, Taken};
 use crate::lock::{self, Claim, Standing};
-use crate::log;
-use crate::nodes::Nodes;
-use crate::record::{Holder, LastRun, Outcome};
-use crate::signals::{self, Event, Signals};
-use crate::tree::{Scratch, Tree};
-use crate::wait::{self, Request, Taken};
+use crate::report::error::{fail, is_readonly, is_server_reply, is_timeout, render, usage};
+use crate::report::exit::{BUSY, Exit};
+use crate::report::log;
+use crate::supervise::child::{self, Reaped, Status};
+use crate::supervise::keeper::Keeper;
+use crate::supervise::lease::{self, Lease, Limit, Moment, Timeline};
+use crate::supervise::signals::{self, Event, Signals};
+use crate::supervise::tree::{Scratch, Tree};
 
 /// The longest `--once-per` window: its record lives twice as long.
 const MAX_ONCE_PER: Duration = Duration::from_secs(366 * 24 * 3600);
@@ -81,7 +81,7 @@ pub fn run(ctx: &Context, mut args: RunArgs) -> Result<Exit> {
     // After the release, so the file shows the run's own record; a bad command line contacted
     // nothing and writes nothing. The file is the run's by-product: failing to write it is a
     // warning, and the exit status stays the run's.
-    if !matches!(&result, Err(e) if crate::error::classify(e) == Exit::Usage) {
+    if !matches!(&result, Err(e) if crate::report::error::classify(e) == Exit::Usage) {
         let written = Keys::new(&ctx.prefix, &key).and_then(|keys| {
             let mut nodes = ctx.nodes(ctx.timeout);
             nodes.connect()?;
@@ -120,22 +120,22 @@ fn run_locked(ctx: &Context, args: RunArgs) -> Result<Exit> {
             lease::fmt(hold)
         )));
     }
-    let display = crate::record::redact(&display_command(&argv, args.shell.is_some()));
+    let display = crate::lock::record::redact(&display_command(&argv, args.shell.is_some()));
 
     let signals = Signals::block();
     let started = Moment::now();
     let mut nodes = ctx.nodes(node_timeout(ctx, lease.ttl));
     nodes.connect()?;
     // Inside a run that holds this key: become the command, under that run's lease.
-    if crate::nested::confirm(&mut nodes, &keys)?.is_some() {
+    if crate::lock::nested::confirm(&mut nodes, &keys)?.is_some() {
         drop(nodes);
-        return Err(crate::nested::exec(&argv));
+        return Err(crate::lock::nested::exec(&argv));
     }
     child::become_subreaper();
-    if crate::log::enabled(crate::log::Level::Info) {
+    if crate::report::log::enabled(crate::report::log::Level::Info) {
         let names: Vec<&str> = nodes
             .servers()
-            .map(super::super::server::Server::name)
+            .map(crate::redis::server::Server::name)
             .collect();
         log::info(
             "connected",

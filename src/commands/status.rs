@@ -54,22 +54,22 @@ use anyhow::Result;
 
 use crate::Context;
 use crate::cli::StatusArgs;
-use crate::exit::Exit;
-use crate::inspect::{self, Inspection};
-use crate::json::Json;
-use crate::keys::Keys;
-use crate::lease::fmt;
 use crate::lock::Shape;
-use crate::log;
-use crate::nodes::{Nodes, Tally};
-use crate::record::{Holder, LockState, Waiter};
+use crate::lock::inspect::{self, Inspection};
+use crate::lock::keys::Keys;
+use crate::lock::nodes::{Nodes, Tally};
+use crate::lock::record::{Holder, LockState, Waiter};
+use crate::report::exit::Exit;
+use crate::report::json::Json;
+use crate::report::log;
+use crate::supervise::lease::fmt;
 
 pub fn status(ctx: &Context, args: StatusArgs) -> Result<Exit> {
     let keys = ctx.keys(&args.keys)?;
     let mut nodes = ctx.nodes(ctx.timeout);
     nodes.connect()?;
     let keys = if args.all {
-        nodes.find_locks(&ctx.prefix, crate::scripts::FENCE)?
+        nodes.find_locks(&ctx.prefix, crate::lock::scripts::FENCE)?
     } else {
         keys
     };
@@ -81,7 +81,11 @@ pub fn status(ctx: &Context, args: StatusArgs) -> Result<Exit> {
         let per_node = nodes.answered(per_node)?;
         for (server, result) in nodes.servers().zip(&per_node) {
             if let Err(e) = result {
-                log::warn("node_failed", &crate::nodes::node_error(server, e), &[]);
+                log::warn(
+                    "node_failed",
+                    &crate::lock::nodes::node_error(server, e),
+                    &[],
+                );
             }
         }
         per_node
@@ -100,7 +104,7 @@ pub fn status(ctx: &Context, args: StatusArgs) -> Result<Exit> {
                     let answer = match r {
                         Ok(all) => Ok(&all[i]),
                         Err(e) => {
-                            let text = crate::error::render(e);
+                            let text = crate::report::error::render(e);
                             let prefix = format!("{name}: ");
                             Err(text.strip_prefix(&prefix).unwrap_or(&text).to_string())
                         }
@@ -194,7 +198,7 @@ pub fn inspect_each(nodes: &mut Nodes, keys: &[Keys]) -> Result<Vec<Inspection>>
             .collect();
         let tally = Tally::count(&ok, majority, &nothing);
         if tally.unknown {
-            return Err(crate::error::fail(
+            return Err(crate::report::error::fail(
                 Exit::Unavailable,
                 format!(
                     "the quorum cannot tell whether {} is held: too many nodes did not answer",
@@ -334,7 +338,7 @@ impl<'a> View<'a> {
             self.i
                 .last
                 .as_ref()
-                .map_or(Json::Null, crate::record::LastRun::json),
+                .map_or(Json::Null, crate::lock::record::LastRun::json),
         ));
         if let Some(q) = &self.quorum {
             fields.push((
@@ -443,7 +447,12 @@ impl<'a> View<'a> {
                 Some(h) => {
                     let mut who = format!(
                         "{key}: held by {}",
-                        crate::record::who(&h.host, h.pid.map(i64::from), h.user.as_deref(), None)
+                        crate::lock::record::who(
+                            &h.host,
+                            h.pid.map(i64::from),
+                            h.user.as_deref(),
+                            None
+                        )
                     );
                     if let Some(f) = h.fence {
                         who.push_str(&format!(", fence {f}"));
@@ -528,7 +537,7 @@ impl<'a> View<'a> {
             let mut line = format!(
                 "  waiting   {}. {}",
                 place + 1,
-                crate::record::who(
+                crate::lock::record::who(
                     &waiter.host,
                     waiter.pid.map(i64::from),
                     waiter.user.as_deref(),
@@ -611,7 +620,7 @@ impl<'a> View<'a> {
 /// no process to look for.
 fn process_alive(h: &Holder) -> Option<bool> {
     let pid = libc::pid_t::try_from(h.pid?).ok().filter(|p| *p > 0)?;
-    if h.finished || h.host != crate::record::hostname() {
+    if h.finished || h.host != crate::lock::record::hostname() {
         return None;
     }
     // SAFETY: signal 0 only checks that the process exists; nothing is sent.

@@ -11,8 +11,8 @@ use redis::RedisResult;
 
 use super::permissions::User;
 use super::{Report, answered};
-use crate::exit::Exit;
-use crate::server::Conn;
+use crate::redis::server::Conn;
+use crate::report::exit::Exit;
 
 /// The scripts need effects replication, the default from Redis 5 on.
 const REQUIRED_VERSION: (u32, u32) = (5, 0);

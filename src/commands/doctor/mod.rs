@@ -41,10 +41,10 @@ use anyhow::Result;
 use redis::{RedisError, RedisResult};
 
 use crate::Context;
-use crate::error::redis_errors;
-use crate::exit::Exit;
-use crate::log;
-use crate::server::{Conn, Server};
+use crate::redis::server::{Conn, Server};
+use crate::report::error::redis_errors;
+use crate::report::exit::Exit;
+use crate::report::log;
 
 mod checks;
 mod permissions;
@@ -61,9 +61,9 @@ pub fn doctor(ctx: &Context) -> Result<Exit> {
         let _ = log::stdout(&format!("server {}\n", server.name()));
         if let Err(e) = check_server(ctx, server, &mut report).map_err(|e| server.explained(e)) {
             report.fail(
-                crate::error::classify(&e),
+                crate::report::error::classify(&e),
                 "connection",
-                crate::error::render(&e),
+                crate::report::error::render(&e),
                 "a quorum keeps working with a minority of nodes down; bring this one back".into(),
             );
         }

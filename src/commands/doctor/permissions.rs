@@ -13,14 +13,14 @@ use redis::RedisError;
 
 use super::{Report, answered, answered_lock, describe};
 use crate::Context;
-use crate::error::classify_redis;
-use crate::exit::Exit;
-use crate::inspect;
-use crate::keys::Keys;
+use crate::lock::inspect;
+use crate::lock::keys::Keys;
+use crate::lock::record::{Holder, LastRun, Outcome};
+use crate::lock::scripts;
 use crate::lock::{self, Acquire, Claim, Refusal};
-use crate::record::{Holder, LastRun, Outcome};
-use crate::scripts;
-use crate::server::{Conn, Server};
+use crate::redis::server::{Conn, Server};
+use crate::report::error::classify_redis;
+use crate::report::exit::Exit;
 
 /// Long enough for the probe's few round trips, short enough that a probe left behind by a
 /// doctor that died mid-way frees itself at once.
@@ -313,7 +313,7 @@ fn probe(
             probe.odd.push(format!(
                 "{} was gone before its {} TTL ran out (evicted?)",
                 keys.lock,
-                crate::lease::fmt(PROBE_TTL)
+                crate::supervise::lease::fmt(PROBE_TTL)
             ));
         }
     }
@@ -599,7 +599,7 @@ fn run_rules() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::error::server_error;
+    use crate::report::error::server_error;
 
     #[test]
     fn refusals_name_what_is_missing() {

@@ -23,8 +23,8 @@ use clap_mangen::Man;
 use clap_mangen::roff::{Roff, bold, roman};
 
 use crate::cli::{Cli, GenerateDocsArgs};
-use crate::exit::{self, Exit, Status, plain};
-use crate::log;
+use crate::report::exit::{self, Exit, Status, plain};
+use crate::report::log;
 
 mod pages;
 

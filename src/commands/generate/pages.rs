@@ -466,7 +466,7 @@ mod tests {
 
     use super::*;
     use crate::cli::Cli;
-    use crate::exit::Status;
+    use crate::report::exit::Status;
 
     #[test]
     fn every_visible_subcommand_has_its_own_exit_status_and_examples() {

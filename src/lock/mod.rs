@@ -6,16 +6,26 @@
 //! SCRIPT LOAD when the server's script cache was flushed: one round trip to acquire, one to
 //! extend, one to release.
 
+pub mod heartbeat;
+pub mod inspect;
+pub mod keys;
+pub mod lua;
+pub mod nested;
+pub mod nodes;
+pub mod record;
+pub mod scripts;
+pub mod wait;
+
 use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow};
 use redis::{ConnectionLike, RedisError, Value};
 
-use crate::keys::{Keys, RECORD_TTL};
-use crate::lua::{Invocation, Lua, lua};
-use crate::record::{Holder, LastRun, Pause};
-use crate::server::Conn;
-use crate::wire::Wire;
+use crate::lock::keys::{Keys, RECORD_TTL};
+use crate::lock::lua::{Invocation, Lua, lua};
+use crate::lock::record::{Holder, LastRun, Pause};
+use crate::redis::server::Conn;
+use crate::redis::wire::Wire;
 
 /// A lock token: a UUID v4 (122 random bits from the OS source), unique to one acquisition.
 ///
@@ -59,17 +69,17 @@ pub fn new_token() -> Result<String> {
 ///   the script with the lock untouched, never taken and left behind.
 /// * A lock already holding *our* token is ours: an earlier attempt landed but its reply was
 ///   lost. It is renewed and reported as acquired, with the fence that attempt drew.
-static ACQUIRE: Lua = lua!(crate::scripts::ACQUIRE);
+static ACQUIRE: Lua = lua!(crate::lock::scripts::ACQUIRE);
 
 /// Compare-and-pexpire: renews only our own lease, and the holder record with it.
-static EXTEND: Lua = lua!(crate::scripts::EXTEND);
+static EXTEND: Lua = lua!(crate::lock::scripts::EXTEND);
 
 /// Compare-and-delete (or, with `--hold-at-least`, compare-and-pexpire) plus the run's record.
 /// Publishes on the release channel only when the key was deleted, so waiters wake exactly when
 /// the lock is free. The record is written even when the lock was no longer ours: a lost lease
 /// is exactly what `status` must be able to show. `pcall` because a key of another type is
 /// simply not ours.
-static RELEASE: Lua = lua!(crate::scripts::RELEASE);
+static RELEASE: Lua = lua!(crate::lock::scripts::RELEASE);
 
 /// How a lock is held: by one holder (the lock key, a plain string), by any number of shared
 /// holders, or by up to N holders, each in its own slot. The shapes exclude one another: an
@@ -89,7 +99,7 @@ impl Shape {
     /// `--slots 0` is a usage error (64).
     pub fn from_flags(shared: bool, slots: Option<u32>) -> Result<Shape> {
         match (shared, slots) {
-            (_, Some(0)) => Err(crate::error::usage(
+            (_, Some(0)) => Err(crate::report::error::usage(
                 "--slots must be at least 1 (it is how many holders may run at once)",
             )),
             (_, Some(1)) => Ok(Shape::Exclusive),
@@ -186,7 +196,7 @@ impl Ran {
             let t = std::time::UNIX_EPOCH + Duration::from_millis(ms.max(0) as u64);
             humantime::format_rfc3339_seconds(t).to_string()
         };
-        let who = crate::record::who(&self.host, self.pid, self.user.as_deref(), None);
+        let who = crate::lock::record::who(&self.host, self.pid, self.user.as_deref(), None);
         let how = match self.outcome.as_str() {
             "running" => "still running".to_string(),
             "vanished" => "it ended without a release (its lease lapsed)".to_string(),
@@ -198,7 +208,9 @@ impl Ran {
                 if let (Some(s), Some(e)) = (self.started_ms, self.ended_ms) {
                     how.push_str(&format!(
                         " after {}",
-                        crate::lease::fmt(Duration::from_millis(e.saturating_sub(s).max(0) as u64))
+                        crate::supervise::lease::fmt(Duration::from_millis(
+                            e.saturating_sub(s).max(0) as u64
+                        ))
                     ));
                 }
                 how
@@ -208,7 +220,7 @@ impl Ran {
             "the window {}–{} (--once-per {}): {who} started {}, {how}",
             at(self.window_start_ms),
             at(self.window_start_ms + self.every_ms),
-            crate::lease::fmt(Duration::from_millis(self.every_ms.max(0) as u64)),
+            crate::supervise::lease::fmt(Duration::from_millis(self.every_ms.max(0) as u64)),
             self.started_ms.map_or("at an unknown time".to_string(), at),
         )
     }
@@ -219,8 +231,8 @@ impl Ran {
     }
 
     /// `status --json`'s `once` object.
-    pub fn json(&self) -> crate::json::Json {
-        use crate::json::Json;
+    pub fn json(&self) -> crate::report::json::Json {
+        use crate::report::json::Json;
         Json::Obj(vec![
             ("window_start_ms", Json::Num(self.window_start_ms.into())),
             ("every_ms", Json::Num(self.every_ms.into())),
@@ -312,12 +324,12 @@ impl Busy {
         if self.sharers.is_some() && self.pttl_ms >= 0 {
             out.push_str(&format!(
                 ", the first lease expires in {}",
-                crate::lease::fmt(Duration::from_millis(self.pttl_ms as u64))
+                crate::supervise::lease::fmt(Duration::from_millis(self.pttl_ms as u64))
             ));
         } else if self.pttl_ms >= 0 {
             out.push_str(&format!(
                 ", expires in {}",
-                crate::lease::fmt(Duration::from_millis(self.pttl_ms as u64))
+                crate::supervise::lease::fmt(Duration::from_millis(self.pttl_ms as u64))
             ));
         } else {
             out.push_str(", with no expiry");
@@ -423,7 +435,7 @@ fn acquire_call(
             .map_or(String::new(), |a| a.to_string()),
         QUEUE_ENTRY_LIFE.as_millis().to_string(),
         if queue.is_some() || shape != Shape::Exclusive {
-            crate::record::Waiter::who(holder)
+            crate::lock::record::Waiter::who(holder)
         } else {
             String::new()
         },
@@ -617,7 +629,7 @@ pub fn abandon_single(single: &mut Wire, keys: &Keys, token: &str) {
     let mut pipe = redis::pipe();
     pipe.cmd("SCRIPT")
         .arg("LOAD")
-        .arg(crate::scripts::RELEASE)
+        .arg(crate::lock::scripts::RELEASE)
         .cmd("EVALSHA")
         .arg(RELEASE.get_hash())
         .arg(keys.of_an_ending().len())
@@ -714,7 +726,7 @@ pub struct Standing {
     pub holder: Option<Holder>,
 }
 
-static HEAL: Lua = lua!(crate::scripts::HEAL);
+static HEAL: Lua = lua!(crate::lock::scripts::HEAL);
 
 /// Re-establishes our lock on a node where it is missing. `Ok(false)`: another token took the
 /// key there meanwhile.
@@ -804,7 +816,7 @@ pub fn undo(con: &mut dyn ConnectionLike, keys: &Keys, token: &str) -> Result<()
     Ok(())
 }
 
-static PAUSE: Lua = lua!(crate::scripts::PAUSE);
+static PAUSE: Lua = lua!(crate::lock::scripts::PAUSE);
 
 /// Stores a pause record at `record` (a lock's, or the prefix-wide one) for `span` (`None`:
 /// until resumed). Returns the server's (since, until) in ms; until 0: until resumed.
@@ -819,7 +831,7 @@ pub fn pause(
     call.key(record)
         .key(log)
         .arg(span.map_or(0, |d| d.as_millis().max(1) as u64))
-        .arg(crate::record::PAUSE_KEPT.as_millis() as u64);
+        .arg(crate::lock::record::PAUSE_KEPT.as_millis() as u64);
     for (name, value) in who {
         call.arg(*name).arg(value);
     }
@@ -827,7 +839,7 @@ pub fn pause(
         .with_context(|| format!("cannot pause {record}"))
 }
 
-static RESUME: Lua = lua!(crate::scripts::RESUME);
+static RESUME: Lua = lua!(crate::lock::scripts::RESUME);
 
 /// Lifts a lock's own pause, waking its first waiter when the lock is free. `Ok(true)` when
 /// there was a pause record.
@@ -847,7 +859,7 @@ pub fn resume(
     Ok(removed == 1)
 }
 
-static LEAVE: Lua = lua!(crate::scripts::LEAVE);
+static LEAVE: Lua = lua!(crate::lock::scripts::LEAVE);
 
 /// Takes a waiter that gives up out of the key's queue, waking the next one if the lock is free.
 pub fn leave(con: &mut dyn ConnectionLike, keys: &Keys, ticket: &str) -> Result<()> {
@@ -861,7 +873,7 @@ pub fn leave(con: &mut dyn ConnectionLike, keys: &Keys, ticket: &str) -> Result<
 
 /// Quorum fencing: raises this node's counter to at least the fence handed out (see nodes.rs),
 /// and records that fence in our holder record if we hold the lock here.
-static RAISE_FENCE: Lua = lua!(crate::scripts::RAISE_FENCE);
+static RAISE_FENCE: Lua = lua!(crate::lock::scripts::RAISE_FENCE);
 
 pub fn raise_fence(
     con: &mut dyn ConnectionLike,
@@ -883,7 +895,7 @@ pub fn raise_fence(
 /// Deletes the lock whoever holds it (`release --force`). Returns the token and holder record it
 /// removed, or `None` when there was no lock. A key of another type is not a lock and is left
 /// alone (WRONGTYPE, 78).
-static FORCE_RELEASE: Lua = lua!(crate::scripts::FORCE_RELEASE);
+static FORCE_RELEASE: Lua = lua!(crate::lock::scripts::FORCE_RELEASE);
 
 /// What `release --force` removed.
 #[derive(Debug, Clone)]
@@ -892,7 +904,7 @@ pub struct Removed {
     /// that keeps no holder record.
     pub holder: Option<Option<Holder>>,
     /// The shared holders (`--shared`, `--slots`) it removed.
-    pub sharers: Vec<crate::record::Sharer>,
+    pub sharers: Vec<crate::lock::record::Sharer>,
 }
 
 pub fn force_release(
@@ -919,7 +931,7 @@ pub fn force_release(
             holder: (!token.is_empty()).then(|| brief(reply.get(1))),
             sharers: sharers
                 .iter()
-                .map(|s| crate::record::Sharer::decode(s))
+                .map(|s| crate::lock::record::Sharer::decode(s))
                 .collect(),
         }
     }))
@@ -938,7 +950,7 @@ mod tests {
     }
 }
 
-static HELD: Lua = lua!(crate::scripts::HELD);
+static HELD: Lua = lua!(crate::lock::scripts::HELD);
 
 /// The lease a token holds, as one node sees it (see [`held`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -4,10 +4,10 @@
 use anyhow::{Context, Result};
 use redis::Value;
 
-use crate::keys::Keys;
 use crate::lock::Shape;
-use crate::record::{Counters, Holder, LastRun, LockState, Pause, Sharer, Waiter};
-use crate::server::Conn;
+use crate::lock::keys::Keys;
+use crate::lock::record::{Counters, Holder, LastRun, LockState, Pause, Sharer, Waiter};
+use crate::redis::server::Conn;
 
 /// Everything Redis knows about one lock.
 #[derive(Debug, Clone, Default)]

@@ -15,8 +15,8 @@ pub struct Lua {
 /// `Lua` for a source known at compile time, hashed then.
 macro_rules! lua {
     ($code:expr) => {{
-        const HEX: [u8; 40] = $crate::lua::sha1_hex($code.as_bytes());
-        $crate::lua::Lua::hashed($code, &HEX)
+        const HEX: [u8; 40] = $crate::lock::lua::sha1_hex($code.as_bytes());
+        $crate::lock::lua::Lua::hashed($code, &HEX)
     }};
 }
 pub(crate) use lua;
@@ -185,7 +185,7 @@ mod tests {
 
     #[test]
     fn the_compile_time_hashes_are_sha1s() {
-        for (name, code) in crate::scripts::ALL {
+        for (name, code) in crate::lock::scripts::ALL {
             let ours = sha1_hex(code.as_bytes());
             assert_eq!(
                 std::str::from_utf8(&ours).unwrap(),

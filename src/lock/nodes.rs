@@ -30,18 +30,19 @@ use std::time::Duration;
 
 use anyhow::{Result, anyhow};
 
-use crate::error::{
-    classify, explain_tls, fail, is_definitive_error, is_dropped, is_readonly, is_server_reply,
-    is_timeout, maybe_tls, render,
-};
-use crate::exit::Exit;
-use crate::inspect::Inspection;
-use crate::keys::Keys;
-use crate::lease::Moment;
+use crate::lock::inspect::Inspection;
+use crate::lock::keys::Keys;
+use crate::lock::record::{LastRun, LockState};
 use crate::lock::{self, Acquire, Busy, Claim, Queueing, Refusal, Removed, Renewed, Standing};
-use crate::log;
-use crate::record::{LastRun, LockState};
-use crate::server::{Conn, Overlap, Server, set_timeouts};
+use crate::redis::server::{Conn, Overlap, Server, set_timeouts};
+use crate::redis::tls::{explain_tls, maybe_tls};
+use crate::report::error::{
+    classify, fail, is_definitive_error, is_dropped, is_readonly, is_server_reply, is_timeout,
+    render,
+};
+use crate::report::exit::Exit;
+use crate::report::log;
+use crate::supervise::lease::Moment;
 
 struct Node {
     server: Server,
@@ -316,7 +317,7 @@ impl Nodes {
                 Err(e) => errors.push(node_error(server, e)),
             }
         }
-        let valid = sent.elapsed() + crate::lease::drift(ttl) < ttl;
+        let valid = sent.elapsed() + crate::supervise::lease::drift(ttl) < ttl;
         if fences.len() >= self.majority() && valid {
             let fence = fences.iter().copied().max().unwrap_or(0);
             let raised = self.each(|c| lock::raise_fence(c, keys, token, fence));
@@ -595,7 +596,7 @@ impl Nodes {
     /// Every lock under `prefix` that has a companion `name` (`FENCE`: every lock redlock
     /// created), found by SCAN on every node, once each, by name.
     pub fn find_locks(&mut self, prefix: &str, name: &str) -> Result<Vec<Keys>> {
-        let found = self.each(|c| crate::keys::scan_companions(c, prefix, name));
+        let found = self.each(|c| crate::lock::keys::scan_companions(c, prefix, name));
         let mut all = std::collections::BTreeMap::new();
         for k in self.answered(found)?.into_iter().flatten().flatten() {
             all.insert(k.lock.clone(), k);
@@ -667,7 +668,7 @@ impl Nodes {
     }
 
     /// Counts one busy refusal on every node.
-    pub fn count_busy(&mut self, keys: &Keys, holder: &crate::record::Holder) {
+    pub fn count_busy(&mut self, keys: &Keys, holder: &crate::lock::record::Holder) {
         for result in self.each(|c| lock::count_busy(c, keys, holder)) {
             if let Err(e) = result {
                 log::warn("count_failed", &render(&e), &[]);

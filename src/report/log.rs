@@ -23,8 +23,6 @@ use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
-use crate::cli::LogFormat;
-
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Level {
     Info,
@@ -59,6 +57,15 @@ fn config() -> Config {
         quiet: false,
         format: LogFormat::Text,
     })
+}
+
+/// How redlock's own lines are written (`--log-format`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// `redlock: message` lines
+    Text,
+    /// One JSON object per line
+    Json,
 }
 
 /// Writes `text` to stdout. A reader that went away (`status | head -1`) is not redlock's

@@ -11,7 +11,8 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use crate::exit::{self, BUSY, Exit};
+use crate::report::exit::{self, BUSY, Exit};
+use crate::report::log::LogFormat;
 
 mod by_hand;
 
@@ -155,14 +156,6 @@ pub struct Global {
         value_name = "FORMAT"
     )]
     pub log_format: LogFormat,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum LogFormat {
-    /// `redlock: message` lines
-    Text,
-    /// One JSON object per line
-    Json,
 }
 
 /// Where the command's processes are kept track of (see `tree.rs`).

@@ -36,12 +36,12 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use redis::Value;
 
-use crate::error::usage;
-use crate::scripts::{
+use crate::lock::scripts::{
     ALIVE, COMPANIONS, FENCE, HOLDER, HOLDERS, LAST, LEASES, LOG, ONCE, PAUSED, QUEUE, RELEASED,
     STATS, WAITERS,
 };
-use crate::server::Conn;
+use crate::redis::server::Conn;
+use crate::report::error::usage;
 
 /// How long the last-run record and the counters outlive their last write.
 pub const RECORD_TTL: Duration = Duration::from_secs(30 * 24 * 3600);
@@ -341,8 +341,8 @@ mod tests {
         for key in ["a}b", "x{}y{z}", "}{"] {
             let err = Keys::new("", key).unwrap_err();
             assert_eq!(
-                crate::error::classify(&err),
-                crate::exit::Exit::Usage,
+                crate::report::error::classify(&err),
+                crate::report::exit::Exit::Usage,
                 "{key}"
             );
         }
@@ -361,8 +361,8 @@ mod tests {
                 );
                 let err = Keys::new("", companion).unwrap_err();
                 assert_eq!(
-                    crate::error::classify(&err),
-                    crate::exit::Exit::Usage,
+                    crate::report::error::classify(&err),
+                    crate::report::exit::Exit::Usage,
                     "{companion}"
                 );
                 assert!(err.to_string().contains("is not a lock"), "{err}");

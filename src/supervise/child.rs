@@ -21,8 +21,8 @@ use std::io;
 
 use libc::{c_int, pid_t};
 
-use crate::exit::Exit;
-use crate::tree::{MODE_DESCENDANTS, Tree};
+use crate::report::exit::Exit;
+use crate::supervise::tree::{MODE_DESCENDANTS, Tree};
 
 pub struct Child {
     pub pid: pid_t,
@@ -101,8 +101,9 @@ pub fn spawn(argv: &[String], env: &[(&str, &str)], tree: &Tree) -> io::Result<C
     let mut pid = -1;
     #[cfg(target_arch = "x86_64")]
     if plan.cgroup >= 0 {
-        let args = crate::sys::CloneArgs {
-            flags: (libc::CLONE_VM | libc::CLONE_VFORK) as u64 | crate::sys::CLONE_INTO_CGROUP,
+        let args = crate::supervise::sys::CloneArgs {
+            flags: (libc::CLONE_VM | libc::CLONE_VFORK) as u64
+                | crate::supervise::sys::CLONE_INTO_CGROUP,
             exit_signal: libc::SIGCHLD as u64,
             stack: stack.as_mut_ptr() as u64,
             stack_size: (CHILD_STACK - stack.as_ptr() as usize % 16) as u64,
@@ -111,7 +112,7 @@ pub fn spawn(argv: &[String], env: &[(&str, &str)], tree: &Tree) -> io::Result<C
         };
         plan.joined = true;
         // SAFETY: as for clone below; the stack's top (base + size) is 16-byte aligned.
-        let rc = unsafe { crate::sys::clone3_run(&args, exec_child, plan_ptr) };
+        let rc = unsafe { crate::supervise::sys::clone3_run(&args, exec_child, plan_ptr) };
         if rc > 0 {
             pid = rc as pid_t;
         } else {

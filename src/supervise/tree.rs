@@ -43,7 +43,7 @@ use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, Ordering};
 
 use libc::c_int;
 
-use crate::sys;
+use crate::supervise::sys;
 
 /// How many processes a walk can see at once; a host with more is walked in part.
 const MAX_PROCS: usize = 32 * 1024;

@@ -25,12 +25,13 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::thread;
 use std::time::Duration;
 
-use crate::keeper::Arm;
-use crate::keys::Keys;
-use crate::lease::{Lease, Limit, Moment, Timeline};
 use crate::lock::Standing;
-use crate::nodes::{Nodes, Renewal};
-use crate::{log, signals};
+use crate::lock::keys::Keys;
+use crate::lock::nodes::{Nodes, Renewal};
+use crate::report::log;
+use crate::supervise::keeper::Arm;
+use crate::supervise::lease::{Lease, Limit, Moment, Timeline};
+use crate::supervise::signals;
 
 #[derive(Debug)]
 struct State {
@@ -245,7 +246,7 @@ impl Worker {
                             &format!(
                                 "lease on {} renewed again after {} of failures",
                                 self.keys.lock,
-                                crate::lease::fmt(since.elapsed())
+                                crate::supervise::lease::fmt(since.elapsed())
                             ),
                             &[("key", (&self.keys.lock).into())],
                         );
@@ -276,8 +277,8 @@ impl Worker {
                                 "cannot renew {}: {}; retrying, the command is stopped in {} \
                                  unless a renewal succeeds",
                                 self.keys.lock,
-                                crate::error::render(&err),
-                                crate::lease::fmt(left)
+                                crate::report::error::render(&err),
+                                crate::supervise::lease::fmt(left)
                             ),
                             &[("key", (&self.keys.lock).into())],
                         );

@@ -52,9 +52,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use libc::c_int;
 
-use crate::lease::Moment;
-use crate::sys;
-use crate::tree::{Scratch, Tree};
+use crate::supervise::lease::Moment;
+use crate::supervise::sys;
+use crate::supervise::tree::{Scratch, Tree};
 
 const STACK: usize = 64 * 1024;
 

@@ -13,8 +13,8 @@
 
 use std::time::Duration;
 
-use crate::json::Json;
-use crate::lease::fmt;
+use crate::report::json::Json;
+use crate::supervise::lease::fmt;
 
 /// A hash as Redis returns it (HGETALL): field/value pairs.
 pub type Fields = [(String, String)];
@@ -972,7 +972,7 @@ mod tests {
     /// Every field a script writes or reads by name is one this module knows.
     #[test]
     fn the_scripts_name_only_known_fields() {
-        for (name, source) in crate::scripts::ALL {
+        for (name, source) in crate::lock::scripts::ALL {
             for line in source.lines().filter(|l| !l.trim_start().starts_with("--")) {
                 let Some(call) = ["'HSET'", "'HMGET'", "'HINCRBY'"]
                     .iter()
@@ -1004,7 +1004,7 @@ mod tests {
     fn brief_replies_list_the_fields_in_order() {
         let expected = format!("'HMGET', KEYS[3], '{}'", BRIEF.join("', '"));
         let force = expected.replace("KEYS[3]", "KEYS[2]");
-        for (name, source) in crate::scripts::ALL {
+        for (name, source) in crate::lock::scripts::ALL {
             let wanted = match *name {
                 "acquire" => &expected,
                 "force_release" => &force,
@@ -1016,7 +1016,10 @@ mod tests {
             );
         }
         let pause = format!("'HMGET', key, '{}'", PAUSE_BRIEF.join("', '"));
-        assert!(crate::scripts::ACQUIRE.contains(&pause), "acquire.lua");
+        assert!(
+            crate::lock::scripts::ACQUIRE.contains(&pause),
+            "acquire.lua"
+        );
     }
 
     #[test]

@@ -149,7 +149,7 @@ fn commands_in(source: &str) -> BTreeSet<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::keys::Keys;
+    use crate::lock::keys::Keys;
 
     #[test]
     fn the_commands_are_read_from_calls_and_pcalls_outside_comments() {

@@ -40,14 +40,14 @@ use std::time::{Duration, Instant};
 
 use anyhow::Result;
 
-use crate::error::{is_server_reply, is_timeout};
-use crate::keys::Keys;
-use crate::lease::Moment;
+use crate::lock::keys::Keys;
+use crate::lock::nodes::Nodes;
 use crate::lock::{self, Acquire, Busy, Claim, QUEUE_REFRESH, Queueing, Refusal};
-use crate::nodes::Nodes;
-use crate::server::Server;
-use crate::signals::{self, Event, Signals};
-use crate::wire::Wire;
+use crate::redis::server::Server;
+use crate::redis::wire::Wire;
+use crate::report::error::{is_server_reply, is_timeout};
+use crate::supervise::lease::Moment;
+use crate::supervise::signals::{self, Event, Signals};
 
 pub enum Taken {
     Acquired {
@@ -149,21 +149,24 @@ fn outcome(attempt: Acquire, claim: &Claim, sent: Moment) -> Result<Taken> {
         }),
         Acquire::Busy(busy) => Ok(Taken::Busy(busy)),
         Acquire::Skipped(ran) => Ok(Taken::Skipped(ran)),
-        Acquire::Mismatch(held) => Err(crate::error::fail(crate::exit::Exit::Config, {
-            let held = match held {
-                lock::Shape::Slots(n) => format!("held with {n} slots"),
-                _ => "held shared".to_string(),
-            };
-            let asked = match claim.shape {
-                lock::Shape::Slots(n) => format!("asks for {n} slots"),
-                _ => "asks for a shared hold".to_string(),
-            };
-            format!(
-                "{} is {held}, and this {asked}; every holder of a key must ask for the same \
+        Acquire::Mismatch(held) => Err(crate::report::error::fail(
+            crate::report::exit::Exit::Config,
+            {
+                let held = match held {
+                    lock::Shape::Slots(n) => format!("held with {n} slots"),
+                    _ => "held shared".to_string(),
+                };
+                let asked = match claim.shape {
+                    lock::Shape::Slots(n) => format!("asks for {n} slots"),
+                    _ => "asks for a shared hold".to_string(),
+                };
+                format!(
+                    "{} is {held}, and this {asked}; every holder of a key must ask for the same \
                      shape (the same --slots N, or --shared)",
-                claim.keys.lock
-            )
-        })),
+                    claim.keys.lock
+                )
+            },
+        )),
     }
 }
 
@@ -243,13 +246,13 @@ fn wait_notified(
         match signals.wait(Some(poll.min(until - now))) {
             // Ctrl-Z while waiting: redlock holds nothing, so it may stop like any job.
             Event::Signal(libc::SIGTSTP) => {
-                crate::child::stop_self();
+                crate::supervise::child::stop_self();
                 continue;
             }
             Event::Signal(sig) if signals::JOB_CONTROL.contains(&sig) => continue,
             Event::Signal(sig) => return Ok(Taken::Interrupted(sig)),
             Event::Child => {
-                crate::child::reap(0);
+                crate::supervise::child::reap(0);
                 continue;
             }
             Event::Wake | Event::Timeout => {}
@@ -278,14 +281,14 @@ fn wait_notified(
 
 /// Says once where the waiter stands.
 fn announce(keys: &Keys, busy: &Busy, until: Instant) {
-    crate::log::note(
+    crate::report::log::note(
         "waiting",
         &format!(
             "waiting for {}: {} in line, {}; waiting up to {}",
             keys.lock,
             ordinal(busy.ahead + 1),
             busy.describe(),
-            crate::lease::fmt(until.saturating_duration_since(Instant::now()))
+            crate::supervise::lease::fmt(until.saturating_duration_since(Instant::now()))
         ),
         &[
             ("key", (&keys.lock).into()),
@@ -298,7 +301,7 @@ fn announce(keys: &Keys, busy: &Busy, until: Instant) {
 fn moved(keys: &Keys, busy: &Busy, place: &mut usize) {
     if busy.ahead != *place {
         *place = busy.ahead;
-        crate::log::info(
+        crate::report::log::info(
             "queue_moved",
             &format!("{}: now {} in line", keys.lock, ordinal(*place + 1)),
             &[("key", (&keys.lock).into()), ("place", (*place + 1).into())],
@@ -364,7 +367,7 @@ fn wait_for_grant(
                     }
                     match wait_for(signals, &doorbell, None, block.min(until - now)) {
                         Waited::Interrupted(sig) => break Ok(Taken::Interrupted(sig)),
-                        Waited::Stop => crate::child::stop_self(),
+                        Waited::Stop => crate::supervise::child::stop_self(),
                         Waited::Nothing => {}
                     }
                     continue;
@@ -396,7 +399,7 @@ fn wait_for_grant(
                 Waited::Stop => {
                     step_out(nodes, req, queue, &mut con, true);
                     in_flight = None;
-                    crate::child::stop_self();
+                    crate::supervise::child::stop_self();
                     continue;
                 }
                 Waited::Nothing => {}
@@ -542,7 +545,7 @@ fn wait_for(
         Event::Signal(sig) if signals::JOB_CONTROL.contains(&sig) => Waited::Nothing,
         Event::Signal(sig) => Waited::Interrupted(sig),
         Event::Child => {
-            crate::child::reap(0);
+            crate::supervise::child::reap(0);
             Waited::Nothing
         }
         Event::Wake | Event::Timeout => Waited::Nothing,
@@ -569,8 +572,8 @@ fn now_us() -> i64 {
 }
 
 /// Says that a signal ended the wait, and returns the status for it (128+N).
-pub fn interrupted(sig: libc::c_int, keys: &Keys) -> crate::exit::Exit {
-    crate::log::error(
+pub fn interrupted(sig: libc::c_int, keys: &Keys) -> crate::report::exit::Exit {
+    crate::report::log::error(
         "interrupted",
         &format!(
             "{} while waiting for {}; nothing held",
@@ -579,7 +582,7 @@ pub fn interrupted(sig: libc::c_int, keys: &Keys) -> crate::exit::Exit {
         ),
         &[],
     );
-    crate::exit::Exit::Signal(sig)
+    crate::report::exit::Exit::Signal(sig)
 }
 
 /// A random duration in [lo, hi), from the OS random source.

@@ -35,14 +35,12 @@ use std::time::Duration;
 use redis::{
     ConnectionAddr, ConnectionInfo, ConnectionLike, ErrorKind, RedisError, RedisResult, Value,
 };
-use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
-use rustls::{ClientConfig, DigitallySignedStruct, SignatureScheme};
+use rustls::ClientConfig;
+use rustls::pki_types::ServerName;
 
 /// A connection to one server.
 pub struct Wire {
-    io: Io,
+    pub(super) io: Io,
     /// What was read and not yet parsed: `read[at..]`; the reply being parsed starts at
     /// `start` (kept until it is whole, so that a read that times out halfway loses nothing).
     read: Vec<u8>,
@@ -52,7 +50,7 @@ pub struct Wire {
     open: bool,
 }
 
-enum Io {
+pub(super) enum Io {
     Tcp(TcpStream),
     Unix(UnixStream),
     Tls(Box<rustls::StreamOwned<rustls::ClientConnection, TcpStream>>),
@@ -67,7 +65,7 @@ impl Io {
         }
     }
 
-    fn set_write_timeout(&self, write: Option<Duration>) -> io::Result<()> {
+    pub(super) fn set_write_timeout(&self, write: Option<Duration>) -> io::Result<()> {
         match self {
             Io::Tcp(s) => s.set_write_timeout(write),
             Io::Unix(s) => s.set_write_timeout(write),
@@ -75,7 +73,7 @@ impl Io {
         }
     }
 
-    fn set_read_timeout(&self, read: Option<Duration>) -> io::Result<()> {
+    pub(super) fn set_read_timeout(&self, read: Option<Duration>) -> io::Result<()> {
         match self {
             Io::Tcp(s) => s.set_read_timeout(read),
             Io::Unix(s) => s.set_read_timeout(read),
@@ -83,7 +81,11 @@ impl Io {
         }
     }
 
-    fn set_timeouts(&self, read: Option<Duration>, write: Option<Duration>) -> io::Result<()> {
+    pub(super) fn set_timeouts(
+        &self,
+        read: Option<Duration>,
+        write: Option<Duration>,
+    ) -> io::Result<()> {
         self.set_read_timeout(read)?;
         self.set_write_timeout(write)
     }
@@ -462,176 +464,6 @@ impl ConnectionLike for Wire {
     }
 }
 
-/// The TLS settings of every cluster node's connection. The cluster router connects to nodes
-/// itself, as it discovers them, through [`redis::cluster::Connect`], which is handed only the
-/// node's address: the settings are the process's, set by [`cluster_tls`] before the router
-/// is built. That is sound because a process talks to one cluster at most: a cluster URL
-/// cannot be one of several `--url`s (`context.rs` refuses it).
-static CLUSTER_TLS: std::sync::Mutex<Option<Arc<ClientConfig>>> = std::sync::Mutex::new(None);
-
-/// Sets the TLS settings of cluster nodes' connections ([`CLUSTER_TLS`]).
-pub fn cluster_tls(config: Option<Arc<ClientConfig>>) {
-    *CLUSTER_TLS
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner) = config;
-}
-
-/// A cluster node's connection: a [`Wire`] that stays in step when a reply is late.
-///
-/// The crate's cluster router answers a read timeout by sending the same command again on the
-/// same connection; the late reply to the first one then arrives before the retry's. Like the
-/// crate's own connection, a node's connection counts the replies it gave up on and skips as
-/// many before reading the next one. A send that timed out may have left part of the command
-/// (or, over TLS, all of it, buffered) to go out later, which no count can follow: the
-/// connection is then broken, and its next use fails as a dropped connection, which the router
-/// answers by connecting again. So no command of redlock's ever reads another's reply. (A single
-/// server's [`Wire`] does the opposite on purpose: its owner drops it after a failure, or
-/// writes a release behind the request that timed out, see `lock::abandon`.)
-///
-/// Connecting is redlock's own too: one TCP handshake, AUTH when a password is set, the TLS
-/// settings of [`cluster_tls`] (so a node presenting its own certificate listed in
-/// `--tls-ca-file` is trusted as on `rediss://`).
-pub struct Node {
-    wire: Wire,
-    /// Replies still to come for requests that timed out.
-    late: usize,
-    /// A send failed without the connection dropping: what went out is unknown.
-    broken: bool,
-}
-
-impl Node {
-    /// Sends `cmd`, unless the connection is broken or this send breaks it.
-    fn send(&mut self, cmd: &[u8]) -> RedisResult<()> {
-        self.usable()?;
-        let sent = self.wire.send_packed_command(cmd);
-        if let Err(e) = &sent
-            && !e.is_connection_dropped()
-        {
-            self.broken = true;
-        }
-        sent
-    }
-
-    /// An error that the router reads as a dropped connection, once the connection is broken.
-    fn usable(&self) -> RedisResult<()> {
-        if self.broken {
-            return Err(io::Error::new(
-                io::ErrorKind::ConnectionAborted,
-                "a request was only partly sent; connecting again",
-            )
-            .into());
-        }
-        Ok(())
-    }
-
-    /// The next reply to a request still waited for.
-    fn reply(&mut self) -> RedisResult<Value> {
-        while self.late > 0 {
-            self.wire.recv_response()?;
-            self.late -= 1;
-        }
-        self.wire.recv_response()
-    }
-
-    /// The one reply to a request sent.
-    fn one_reply(&mut self) -> RedisResult<Value> {
-        self.replies(0, 1).map(|mut one| one.remove(0))
-    }
-
-    /// `count` replies, the first `skip` of them dropped; after a failure, the ones not read
-    /// are skipped by the next request.
-    fn replies(&mut self, skip: usize, count: usize) -> RedisResult<Vec<Value>> {
-        self.usable()?;
-        let mut replies = Vec::with_capacity(count);
-        for index in 0..skip + count {
-            match self.reply() {
-                Ok(reply) if index >= skip => replies.push(reply),
-                Ok(_) => {}
-                Err(e) => {
-                    if !e.is_connection_dropped() {
-                        self.late += skip + count - index;
-                    }
-                    return Err(e);
-                }
-            }
-        }
-        Ok(replies)
-    }
-}
-
-impl redis::cluster::Connect for Node {
-    fn connect<T>(info: T, timeout: Option<Duration>) -> RedisResult<Self>
-    where
-        T: redis::IntoConnectionInfo,
-    {
-        let info = info.into_connection_info()?;
-        let timeout = timeout.unwrap_or(Duration::from_secs(5));
-        let tls = CLUSTER_TLS
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone();
-        let wire = Wire::connect(&info, tls.as_ref(), timeout, timeout)?;
-        Ok(Node {
-            wire,
-            late: 0,
-            broken: false,
-        })
-    }
-
-    fn send_packed_command(&mut self, cmd: &[u8]) -> RedisResult<()> {
-        self.send(cmd)
-    }
-
-    /// `None` (which the router sets before redlock's own timeouts) keeps the timeout there
-    /// is: no connection of redlock's ever blocks without one.
-    fn set_write_timeout(&self, timeout: Option<Duration>) -> RedisResult<()> {
-        match timeout {
-            Some(_) => Ok(self.wire.io.set_write_timeout(timeout)?),
-            None => Ok(()),
-        }
-    }
-
-    fn set_read_timeout(&self, timeout: Option<Duration>) -> RedisResult<()> {
-        match timeout {
-            Some(_) => self.wire.set_read_timeout(timeout),
-            None => Ok(()),
-        }
-    }
-
-    fn recv_response(&mut self) -> RedisResult<Value> {
-        self.one_reply()
-    }
-}
-
-impl ConnectionLike for Node {
-    fn req_packed_command(&mut self, cmd: &[u8]) -> RedisResult<Value> {
-        self.send(cmd)?;
-        self.one_reply()
-    }
-
-    fn req_packed_commands(
-        &mut self,
-        cmd: &[u8],
-        offset: usize,
-        count: usize,
-    ) -> RedisResult<Vec<Value>> {
-        self.send(cmd)?;
-        self.replies(offset, count)
-    }
-
-    fn get_db(&self) -> i64 {
-        self.wire.get_db()
-    }
-
-    fn check_connection(&mut self) -> bool {
-        redis::cmd("PING").query::<String>(self).is_ok()
-    }
-
-    fn is_open(&self) -> bool {
-        self.wire.is_open() && !self.broken
-    }
-}
-
 /// A unix socket connection with both timeouts set, the connect bounded by `connect` (the
 /// send timeout bounds it: a server whose backlog is full does not accept).
 fn unix(path: &std::path::Path, connect: Duration, timeout: Duration) -> io::Result<UnixStream> {
@@ -711,227 +543,13 @@ fn tcp(host: &str, port: u16, connect: Duration, timeout: Duration) -> io::Resul
     }))
 }
 
-/// What a TLS connection trusts and shows, read from the certificate files once.
-pub struct TlsFiles<'a> {
-    /// PEM: the CAs (and own certificates) of `--tls-ca-file`; `None` is the system's store.
-    pub ca: Option<&'a [u8]>,
-    /// PEM: the client certificate chain and its key.
-    pub identity: Option<(&'a [u8], &'a [u8])>,
-    pub insecure: bool,
-    /// Whether a certificate of `ca` presented as the server's own is accepted
-    /// ([`OwnCertificates`]).
-    pub own_certificates: bool,
-}
-
-/// The rustls settings for `files`. Errors are worded for `--tls-*` flags.
-pub fn client_config(files: &TlsFiles) -> Result<Arc<ClientConfig>, String> {
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let builder = ClientConfig::builder_with_provider(Arc::clone(&provider))
-        .with_safe_default_protocol_versions()
-        .map_err(|e| e.to_string())?;
-    let listed: Vec<CertificateDer<'static>> = match files.ca {
-        Some(pem) => {
-            let certs = pem_certificates(pem)
-                .map_err(|e| format!("--tls-ca-file holds no readable certificate: {e}"))?;
-            if certs.is_empty() {
-                return Err("--tls-ca-file holds no certificate".into());
-            }
-            certs
-        }
-        None => Vec::new(),
-    };
-    let algorithms = provider.signature_verification_algorithms;
-    let builder = if files.insecure {
-        builder
-            .dangerous()
-            .with_custom_certificate_verifier(Arc::new(Unverified(algorithms)))
-    } else {
-        let mut roots = rustls::RootCertStore::empty();
-        if files.ca.is_some() {
-            for cert in &listed {
-                roots
-                    .add(cert.clone())
-                    .map_err(|e| format!("--tls-ca-file: a certificate is not usable: {e}"))?;
-            }
-        } else {
-            let found = rustls_native_certs::load_native_certs();
-            roots.add_parsable_certificates(found.certs);
-            if roots.is_empty() {
-                return Err(
-                    "this host has no trusted CA certificates (install ca-certificates, or give \
-                     --tls-ca-file)"
-                        .into(),
-                );
-            }
-        }
-        let webpki = rustls::client::WebPkiServerVerifier::builder_with_provider(
-            Arc::new(roots),
-            Arc::clone(&provider),
-        )
-        .build()
-        .map_err(|e| e.to_string())?;
-        let verifier: Arc<dyn ServerCertVerifier> = if files.own_certificates && !listed.is_empty()
-        {
-            Arc::new(OwnCertificates {
-                webpki,
-                own: listed,
-            })
-        } else {
-            webpki
-        };
-        builder
-            .dangerous()
-            .with_custom_certificate_verifier(verifier)
-    };
-    let mut config = match files.identity {
-        Some((cert, key)) => {
-            let chain = pem_certificates(cert)
-                .map_err(|e| format!("--tls-cert-file holds no readable certificate: {e}"))?;
-            let key = PrivateKeyDer::from_pem_slice(key)
-                .map_err(|e| format!("--tls-key-file holds no readable private key: {e}"))?;
-            builder
-                .with_client_auth_cert(chain, key)
-                .map_err(|e| format!("--tls-cert-file and --tls-key-file do not fit: {e}"))?
-        }
-        None => builder.with_no_client_auth(),
-    };
-    // As the redis crate: no server name sent when nothing is verified.
-    config.enable_sni = !files.insecure;
-    Ok(Arc::new(config))
-}
-
-fn pem_certificates(pem: &[u8]) -> Result<Vec<CertificateDer<'static>>, String> {
-    CertificateDer::pem_slice_iter(pem)
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| e.to_string())
-}
-
-/// Whether a refused certificate is a CA certificate served as a server's own (webpki's
-/// `CaUsedAsEndEntity`, which rustls passes on inside `CertificateError::Other`).
-pub fn ca_used_as_own(e: &rustls::CertificateError) -> bool {
-    match e {
-        rustls::CertificateError::Other(other) => {
-            other.0.downcast_ref::<webpki::Error>() == Some(&webpki::Error::CaUsedAsEndEntity)
-        }
-        _ => false,
-    }
-}
-
-/// The usual verification, plus one case: a server presenting *exactly* a certificate listed in
-/// `--tls-ca-file` is trusted as that certificate says, even when it is marked as a CA (which
-/// the usual rules refuse as a server's own, `CaUsedAsEndEntity`). Its dates were checked by the
-/// usual verification before it refused (validity comes first), the name is checked here, and
-/// the handshake's signature proves the server holds its key. Only the extended key usage is
-/// not looked at: the operator listed this very certificate for this server.
-#[derive(Debug)]
-struct OwnCertificates {
-    webpki: Arc<rustls::client::WebPkiServerVerifier>,
-    own: Vec<CertificateDer<'static>>,
-}
-
-impl ServerCertVerifier for OwnCertificates {
-    fn verify_server_cert(
-        &self,
-        end_entity: &CertificateDer<'_>,
-        intermediates: &[CertificateDer<'_>],
-        server_name: &ServerName<'_>,
-        ocsp_response: &[u8],
-        now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        let refused = match self.webpki.verify_server_cert(
-            end_entity,
-            intermediates,
-            server_name,
-            ocsp_response,
-            now,
-        ) {
-            Ok(verified) => return Ok(verified),
-            Err(e) => e,
-        };
-        let ca_as_own =
-            matches!(&refused, rustls::Error::InvalidCertificate(e) if ca_used_as_own(e));
-        if !ca_as_own
-            || !self
-                .own
-                .iter()
-                .any(|own| own.as_ref() == end_entity.as_ref())
-        {
-            return Err(refused);
-        }
-        let parsed = rustls::server::ParsedCertificate::try_from(end_entity)?;
-        rustls::client::verify_server_name(&parsed, server_name)?;
-        Ok(ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.webpki.verify_tls12_signature(message, cert, dss)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.webpki.verify_tls13_signature(message, cert, dss)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.webpki.supported_verify_schemes()
-    }
-}
-
-/// `--tls-insecure`: encryption without verification, as the redis crate's insecure mode.
-#[derive(Debug)]
-struct Unverified(rustls::crypto::WebPkiSupportedAlgorithms);
-
-impl ServerCertVerifier for Unverified {
-    fn verify_server_cert(
-        &self,
-        _: &CertificateDer<'_>,
-        _: &[CertificateDer<'_>],
-        _: &ServerName<'_>,
-        _: &[u8],
-        _: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        Ok(ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        _: &[u8],
-        _: &CertificateDer<'_>,
-        _: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        Ok(HandshakeSignatureValid::assertion())
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        _: &[u8],
-        _: &CertificateDer<'_>,
-        _: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        Ok(HandshakeSignatureValid::assertion())
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.supported_schemes()
-    }
-}
-
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use std::io::Write;
 
     /// A connection whose server is `peer`.
-    fn pair() -> (Wire, UnixStream) {
+    pub(in crate::redis) fn pair() -> (Wire, UnixStream) {
         let (ours, peer) = UnixStream::pair().expect("a socket pair");
         ours.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
         let wire = Wire {
@@ -1020,73 +638,5 @@ mod tests {
         let (mut wire, mut peer) = pair();
         peer.write_all(b"?what\r\n").unwrap();
         assert_eq!(wire.recv_response().unwrap_err().kind(), ErrorKind::Parse);
-    }
-
-    #[test]
-    fn a_cluster_node_skips_the_replies_it_gave_up_on() {
-        let (wire, mut peer) = pair();
-        wire.set_read_timeout(Some(Duration::from_millis(20)))
-            .unwrap();
-        let mut node = Node {
-            wire,
-            late: 0,
-            broken: false,
-        };
-        let echo = |text: &str| redis::cmd("ECHO").arg(text).get_packed_command();
-        // The first request's reply is late: the router sends it again.
-        let e = node.req_packed_command(&echo("first")).unwrap_err();
-        assert!(e.is_timeout(), "{e}");
-        peer.write_all(b"$5\r\nfirst\r\n").unwrap();
-        peer.write_all(b"$5\r\nagain\r\n").unwrap();
-        assert_eq!(
-            node.req_packed_command(&echo("again")).unwrap(),
-            Value::BulkString(b"again".to_vec())
-        );
-        // A pipeline of three, one reply of which came before the timeout.
-        let mut pipe = redis::pipe();
-        pipe.cmd("ECHO")
-            .arg("a")
-            .cmd("ECHO")
-            .arg("b")
-            .cmd("ECHO")
-            .arg("c");
-        peer.write_all(b"$1\r\na\r\n").unwrap();
-        let e = node
-            .req_packed_commands(&pipe.get_packed_pipeline(), 0, 3)
-            .unwrap_err();
-        assert!(e.is_timeout(), "{e}");
-        peer.write_all(b"$1\r\nb\r\n$1\r\nc\r\n$4\r\nnext\r\n")
-            .unwrap();
-        assert_eq!(
-            node.req_packed_command(&echo("next")).unwrap(),
-            Value::BulkString(b"next".to_vec())
-        );
-        assert_eq!(node.late, 0);
-    }
-
-    #[test]
-    fn a_cluster_node_whose_send_timed_out_is_connected_again() {
-        let (wire, _peer) = pair();
-        wire.io
-            .set_timeouts(
-                Some(Duration::from_millis(20)),
-                Some(Duration::from_millis(20)),
-            )
-            .unwrap();
-        let mut node = Node {
-            wire,
-            late: 0,
-            broken: false,
-        };
-        // The peer reads nothing: a command larger than the socket's buffers cannot go out.
-        let big = redis::cmd("ECHO")
-            .arg(vec![b'x'; 4 << 20])
-            .get_packed_command();
-        let e = node.req_packed_command(&big).unwrap_err();
-        assert!(!e.is_connection_dropped(), "{e}");
-        assert!(!node.is_open());
-        let echo = redis::cmd("ECHO").arg("next").get_packed_command();
-        let e = node.req_packed_command(&echo).unwrap_err();
-        assert!(e.is_connection_dropped(), "{e}");
     }
 }

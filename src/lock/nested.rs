@@ -23,11 +23,11 @@ use std::os::unix::process::CommandExt;
 
 use anyhow::Result;
 
-use crate::error::fail;
-use crate::keys::Keys;
 use crate::lock::Held;
-use crate::log;
-use crate::nodes::Nodes;
+use crate::lock::keys::Keys;
+use crate::lock::nodes::Nodes;
+use crate::report::error::fail;
+use crate::report::log;
 
 /// The token of the run this process is inside, when that run's key is `keys`' key.
 pub fn outer_token(keys: &Keys) -> Option<String> {
@@ -81,7 +81,7 @@ pub fn exec(argv: &[String]) -> anyhow::Error {
     }
     let err = std::process::Command::new(&argv[0]).args(&argv[1..]).exec();
     fail(
-        crate::child::spawn_failure_exit(&err),
+        crate::supervise::child::spawn_failure_exit(&err),
         format!("cannot run {}: {err}", argv[0]),
     )
 }

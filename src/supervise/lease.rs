@@ -38,7 +38,7 @@ use std::time::Duration;
 
 use anyhow::Result;
 
-use crate::error::usage;
+use crate::report::error::usage;
 
 /// The smallest TTL `run` accepts. Below it, renewal round trips and scheduling noise eat the
 /// margins that keep the child inside its lease.
@@ -330,7 +330,10 @@ mod tests {
     fn ttl_outside_the_bounds_is_a_usage_error() {
         for ttl in [Duration::ZERO, 499 * MS, MAX_TTL + MS] {
             let err = Lease::new(ttl, None).unwrap_err();
-            assert_eq!(crate::error::classify(&err), crate::exit::Exit::Usage);
+            assert_eq!(
+                crate::report::error::classify(&err),
+                crate::report::exit::Exit::Usage
+            );
             assert!(err.to_string().contains("--ttl"));
         }
     }

@@ -1,7 +1,7 @@
 //! A minimal JSON value for the documents redlock prints (`status --json`, `acquire --json`).
 //! Field order is kept as written, so the output is stable and diffable.
 
-use crate::log::json_str;
+use crate::report::log::json_str;
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Json {
