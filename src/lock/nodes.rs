@@ -185,20 +185,6 @@ impl Nodes {
         self.timeout = timeout.max(Duration::from_millis(1));
     }
 
-    /// The socket of a single server's open plain connection (not through a cluster router):
-    /// the one the keeper holds (see `keeper.rs`).
-    pub fn single_socket(&self) -> Option<std::os::fd::RawFd> {
-        match self.nodes.as_slice() {
-            [
-                Node {
-                    con: Some(Conn::Single(wire)),
-                    ..
-                },
-            ] => Some(wire.fd()),
-            _ => None,
-        }
-    }
-
     pub fn len(&self) -> usize {
         self.nodes.len()
     }

@@ -36,16 +36,6 @@
 //! allocates nothing and never panics; the memory it uses is leaked by redlock on purpose, as
 //! the keeper may outlive redlock's interest in it (or redlock itself: the memory then stays
 //! mapped for the keeper alone).
-//!
-//! It holds a copy of redlock's connection to a single server, and never uses it. Closing a
-//! TCP connection sends its FIN at once, and on loopback the kernel delivers it and wakes the
-//! server inside the `close` (or the exit that closes it): 25–30 µs of every run's end here,
-//! between the release's answer and the moment the shell or cron sees redlock exit. With the
-//! keeper's copy open, redlock's close only drops a reference; the keeper, woken by redlock's
-//! exit, closes the connection when it leaves, a moment later and off that path (the work is
-//! the same: runs started back to back on a small host gain nothing from it). A server
-//! counting connections sees this one end when the keeper is gone (after redlock, or, when
-//! redlock died first, once the keeper has stopped the command).
 
 use std::io;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -56,7 +46,39 @@ use crate::supervise::lease::Moment;
 use crate::supervise::sys;
 use crate::supervise::tree::{Scratch, Tree};
 
+/// The keeper's stack, above a guard page: an overflow faults instead of writing over
+/// redlock's memory, which the keeper shares.
 const STACK: usize = 64 * 1024;
+
+/// Maps the keeper's stack with an inaccessible page below it, and returns the stack's lowest
+/// usable address. Never unmapped: the keeper may outlive redlock's interest in it.
+fn guarded_stack() -> io::Result<*mut u8> {
+    // SAFETY: sysconf has no preconditions.
+    let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(4096);
+    // A whole number of pages, so the stack's top stays page-aligned.
+    let size = STACK.div_ceil(page) * page;
+    // SAFETY: an anonymous private mapping at an address the kernel picks; nothing else is
+    // touched. PROT_NONE on its first page makes that page the guard.
+    unsafe {
+        let base = libc::mmap(
+            std::ptr::null_mut(),
+            page + size,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_STACK,
+            -1,
+            0,
+        );
+        if base == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        if libc::mprotect(base, page, libc::PROT_NONE) != 0 {
+            let err = io::Error::last_os_error();
+            libc::munmap(base, page + size);
+            return Err(err);
+        }
+        Ok(base.cast::<u8>().add(page))
+    }
+}
 
 struct Shared {
     tree: &'static Tree,
@@ -72,8 +94,6 @@ struct Shared {
     read_fd: c_int,
     /// The keeper's CLOCK_BOOTTIME timer (redlock keeps a copy, to arm it).
     timer: c_int,
-    /// A copy of redlock's connection to its server (-1: none), held and never used.
-    socket: c_int,
     /// The keeper's own walk space, touched by no one else.
     scratch: *mut Scratch,
 }
@@ -130,8 +150,8 @@ pub struct Fired {
 }
 
 impl Keeper {
-    /// Starts the keeper for `tree`, disarmed, holding a copy of `socket` (see the module doc).
-    pub fn start(tree: &'static Tree, socket: Option<c_int>) -> io::Result<Keeper> {
+    /// Starts the keeper for `tree`, disarmed.
+    pub fn start(tree: &'static Tree) -> io::Result<Keeper> {
         let mut fds = [0 as c_int; 2];
         // SAFETY: `fds` is valid for two ints; O_CLOEXEC keeps both ends out of the command.
         if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
@@ -156,16 +176,26 @@ impl Keeper {
             dismissed: AtomicBool::new(false),
             read_fd: fds[0],
             timer,
-            socket: socket.unwrap_or(-1),
             scratch: Box::into_raw(Scratch::new()),
         }));
-        let stack: &'static mut [u8] = Vec::<u8>::with_capacity(STACK).leak();
-        // SAFETY: the stack grows down from its 16-byte aligned top and is never freed; the
-        // keeper reads `shared` (leaked, so it lives as long as the address space) and runs only
-        // raw system calls (see the module doc). Exit signal 0: a clone child.
+        let stack = match guarded_stack() {
+            Ok(stack) => stack,
+            Err(e) => {
+                // SAFETY: our own descriptors.
+                unsafe {
+                    libc::close(fds[0]);
+                    libc::close(fds[1]);
+                    libc::close(timer);
+                }
+                return Err(e);
+            }
+        };
+        // SAFETY: the stack grows down from its top (page-aligned, so 16-byte aligned) and is
+        // never unmapped; the keeper reads `shared` (leaked, so it lives as long as the address
+        // space) and runs only raw system calls (see the module doc). Exit signal 0: a clone
+        // child.
         let pid = unsafe {
-            let top = stack.as_mut_ptr().add(STACK);
-            let top = top.sub(top as usize % 16);
+            let top = stack.add(STACK);
             libc::clone(
                 keeper_main,
                 top.cast(),
@@ -245,12 +275,7 @@ extern "C" fn keeper_main(arg: *mut libc::c_void) -> c_int {
     // SAFETY: only the keeper uses its scratch space.
     let scratch = unsafe { &mut *k.scratch };
     sys::block_all_signals();
-    keep_only(&mut [
-        k.read_fd,
-        k.timer,
-        k.tree.cgroup_fd().unwrap_or(k.read_fd),
-        if k.socket >= 0 { k.socket } else { k.read_fd },
-    ]);
+    keep_only(&mut [k.read_fd, k.timer, k.tree.cgroup_fd().unwrap_or(k.read_fd)]);
     // Out of redlock's process group: `kill -STOP -PGID` or a Ctrl-Z meant for redlock's job
     // must not stop the keeper too.
     sys::setpgid_self();
@@ -332,8 +357,7 @@ extern "C" fn keeper_main(arg: *mut libc::c_void) -> c_int {
 
 /// Closes every descriptor but `keep` in the keeper's own table: its copies of redlock's
 /// stdio, sockets and whatever redlock inherited. A reader waiting for the end of redlock's
-/// output, or a server for the end of another connection, must not wait for the keeper too.
-/// (redlock's own connection to its server is kept on purpose: see the module doc.)
+/// output, or a server for the end of a connection, must not wait for the keeper too.
 fn keep_only(keep: &mut [c_int]) {
     keep.sort_unstable();
     let mut next = 0;
@@ -363,4 +387,29 @@ fn fire(k: &Shared, scratch: &mut Scratch, root: c_int) {
         k.fired_at.store(now, Ordering::Release);
     }
     k.tree.kill_all(root, scratch);
+}
+
+#[cfg(test)]
+mod tests {
+    /// The mapping of `/proc/self/maps` that holds `address`: its permissions.
+    fn permissions_at(address: usize) -> String {
+        let maps = std::fs::read_to_string("/proc/self/maps").expect("read /proc/self/maps");
+        maps.lines()
+            .find_map(|line| {
+                let mut words = line.split_whitespace();
+                let (start, end) = words.next()?.split_once('-')?;
+                let start = usize::from_str_radix(start, 16).ok()?;
+                let end = usize::from_str_radix(end, 16).ok()?;
+                (start <= address && address < end).then(|| words.next().unwrap_or("").into())
+            })
+            .unwrap_or_else(|| panic!("{address:#x} is not mapped"))
+    }
+
+    #[test]
+    fn the_keepers_stack_has_an_inaccessible_page_below_it() {
+        let stack = super::guarded_stack().expect("map a stack") as usize;
+        assert!(permissions_at(stack - 1).starts_with("---"));
+        assert!(permissions_at(stack).starts_with("rw"));
+        assert!(permissions_at(stack + super::STACK - 1).starts_with("rw"));
+    }
 }
