@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_redlock_global_optspecs
-    string join \n url= password-file= sentinel-password-file= sentinel-user= prefix= timeout= tls-ca-file= tls-cert-file= tls-key-file= tls-insecure v/verbose q/quiet log-format= h/help V/version
+    string join \n url= password-file= prefix= timeout= sentinel-password-file= sentinel-user= tls-ca-file= tls-cert-file= tls-key-file= tls-insecure v/verbose q/quiet log-format= h/help V/version
 end
 
 function __fish_redlock_needs_command
@@ -24,13 +24,13 @@ function __fish_redlock_using_subcommand
     contains -- $cmd[1] $argv
 end
 
-complete -c redlock -n "__fish_redlock_needs_command" -l url -d 'Redis server URL: redis://, rediss:// or redis+unix://; repeat it for a quorum of independent masters; or one redis+cluster://HOST:PORT[,HOST:PORT...] or redis+sentinel://HOST:PORT[,HOST:PORT...]/SERVICE[/DB] (rediss+cluster:// and rediss+sentinel:// for TLS)' -r
-complete -c redlock -n "__fish_redlock_needs_command" -l password-file -d 'File holding the Redis password (first line); wins over a password in the URL' -r -F
-complete -c redlock -n "__fish_redlock_needs_command" -l sentinel-password-file -d 'File holding the sentinels\' own password (first line), for redis+sentinel:// and rediss+sentinel://; the master\'s password is --password-file\'s' -r -F
-complete -c redlock -n "__fish_redlock_needs_command" -l sentinel-user -d 'ACL user the sentinels know redlock as (with --sentinel-password-file)' -r
+complete -c redlock -n "__fish_redlock_needs_command" -l url -d 'Redis server URL [default: redis://127.0.0.1:6379]' -r
+complete -c redlock -n "__fish_redlock_needs_command" -l password-file -d 'File holding the Redis password (first line)' -r -F
 complete -c redlock -n "__fish_redlock_needs_command" -l prefix -d 'Namespace prepended to every key, so staging never blocks production' -r
 complete -c redlock -n "__fish_redlock_needs_command" -l timeout -d 'Connect and command timeout for talking to Redis outside the heartbeat' -r
-complete -c redlock -n "__fish_redlock_needs_command" -l tls-ca-file -d 'CA certificate(s) (PEM) to verify TLS servers (rediss://, rediss+cluster://, rediss+sentinel://) with, instead of the system\'s' -r -F
+complete -c redlock -n "__fish_redlock_needs_command" -l sentinel-password-file -d 'File holding the sentinels\' own password (first line)' -r -F
+complete -c redlock -n "__fish_redlock_needs_command" -l sentinel-user -d 'ACL user the sentinels know redlock as (with --sentinel-password-file)' -r
+complete -c redlock -n "__fish_redlock_needs_command" -l tls-ca-file -d 'CA certificate(s) (PEM) to verify TLS servers with, instead of the system\'s' -r -F
 complete -c redlock -n "__fish_redlock_needs_command" -l tls-cert-file -d 'Client certificate (PEM) for servers that require one (with --tls-key-file)' -r -F
 complete -c redlock -n "__fish_redlock_needs_command" -l tls-key-file -d 'Private key (PEM) of the client certificate' -r -F
 complete -c redlock -n "__fish_redlock_needs_command" -l log-format -d 'Format of redlock\'s own messages on stderr' -r -f -a "text\t'`redlock: message` lines'
@@ -53,42 +53,42 @@ complete -c redlock -n "__fish_redlock_needs_command" -f -a "check" -d 'Health c
 complete -c redlock -n "__fish_redlock_needs_command" -f -a "log" -d 'Print locks\' audit log: acquires, refusals, releases, lost leases, forced releases, pauses and resumes, oldest first'
 complete -c redlock -n "__fish_redlock_using_subcommand run" -l key -d 'The lock key (the prefix is prepended)' -r
 complete -c redlock -n "__fish_redlock_using_subcommand run" -l ttl -d 'Lease length; renewed every TTL/3 while the command runs' -r
+complete -c redlock -n "__fish_redlock_using_subcommand run" -s c -d 'Run this through `sh -c` instead of a command after `--`' -r
+complete -c redlock -n "__fish_redlock_using_subcommand run" -l slots -d 'Let up to N holders hold the lock at once; the command gets REDLOCK_SLOT' -r
+complete -c redlock -n "__fish_redlock_using_subcommand run" -l hold-at-least -d 'Keep the lock at least this long after acquiring it, even when the command ends sooner' -r
 complete -c redlock -n "__fish_redlock_using_subcommand run" -l wait -d 'Wait up to this long for a busy lock instead of giving up at once' -r
 complete -c redlock -n "__fish_redlock_using_subcommand run" -l conflict-exit-code -d 'Exit status when the lock is busy (instead of 75); 0 counts a skipped run as success' -r
+complete -c redlock -n "__fish_redlock_using_subcommand run" -l once-per -d 'Run at most once per window of this length on the Redis server\'s clock' -r
+complete -c redlock -n "__fish_redlock_using_subcommand run" -l max-runtime -d 'Stop the command\'s whole tree this long after the lock was taken (exit 124)' -r
 complete -c redlock -n "__fish_redlock_using_subcommand run" -l kill-after -d 'Grace between SIGTERM and SIGKILL when redlock must stop the command [default: TTL/5, at most 10s]' -r
-complete -c redlock -n "__fish_redlock_using_subcommand run" -l hold-at-least -d 'Keep the lock at least this long after acquiring it, even when the command ends sooner' -r
-complete -c redlock -n "__fish_redlock_using_subcommand run" -l slots -d 'Let up to N holders hold the lock at once, each in its own slot: the command gets REDLOCK_SLOT (0..N-1). Every holder of the key must ask for the same N (78 otherwise); --slots 1 is the exclusive lock. Not with several --url (a quorum)' -r
-complete -c redlock -n "__fish_redlock_using_subcommand run" -l max-runtime -d 'Stop the command\'s whole tree this long after the lock was taken: SIGTERM, SIGKILL --kill-after later; redlock then exits 124 (as timeout(1) does) and the run is recorded as timed out. Renewals never carry the lease past it plus the kill grace' -r
-complete -c redlock -n "__fish_redlock_using_subcommand run" -l once-per -d 'Run the command at most once per window of this length on the Redis server\'s clock (e.g. 1h for an hourly cron line on several hosts): a later run in the same window exits with the busy status, saying who ran it and how it ended. A run belongs to the window boundary nearest its start, so hosts whose clocks are up to a quarter of the window apart still run it once' -r
-complete -c redlock -n "__fish_redlock_using_subcommand run" -l contain -d 'How redlock finds every process the command starts: auto (a cgroup of its own where redlock may create one, otherwise its descendants), or descendants' -r -f -a "auto\t'A cgroup of its own where redlock may create one, otherwise redlock\'s descendants'
+complete -c redlock -n "__fish_redlock_using_subcommand run" -l contain -d 'How redlock finds every process the command starts' -r -f -a "auto\t'A cgroup of its own where redlock may create one, otherwise redlock\'s descendants'
 descendants\t'redlock\'s descendants, found by walking /proc (no cgroup is created)'"
 complete -c redlock -n "__fish_redlock_using_subcommand run" -l label -d 'Recorded (holder and last-run records, `status`) instead of the command' -r
-complete -c redlock -n "__fish_redlock_using_subcommand run" -l metrics-file -d 'When the run ends (after the release), write the key\'s Prometheus metrics to this file atomically (a temporary file in the same directory, then renamed); a failure to write is a warning and leaves the exit status alone' -r -F
-complete -c redlock -n "__fish_redlock_using_subcommand run" -s c -d 'Run this through `sh -c` instead of a command after `--`' -r
-complete -c redlock -n "__fish_redlock_using_subcommand run" -l url -d 'Redis server URL: redis://, rediss:// or redis+unix://; repeat it for a quorum of independent masters; or one redis+cluster://HOST:PORT[,HOST:PORT...] or redis+sentinel://HOST:PORT[,HOST:PORT...]/SERVICE[/DB] (rediss+cluster:// and rediss+sentinel:// for TLS)' -r
-complete -c redlock -n "__fish_redlock_using_subcommand run" -l password-file -d 'File holding the Redis password (first line); wins over a password in the URL' -r -F
-complete -c redlock -n "__fish_redlock_using_subcommand run" -l sentinel-password-file -d 'File holding the sentinels\' own password (first line), for redis+sentinel:// and rediss+sentinel://; the master\'s password is --password-file\'s' -r -F
-complete -c redlock -n "__fish_redlock_using_subcommand run" -l sentinel-user -d 'ACL user the sentinels know redlock as (with --sentinel-password-file)' -r
+complete -c redlock -n "__fish_redlock_using_subcommand run" -l metrics-file -d 'When the run ends, write the key\'s Prometheus metrics to this file' -r -F
+complete -c redlock -n "__fish_redlock_using_subcommand run" -l url -d 'Redis server URL [default: redis://127.0.0.1:6379]' -r
+complete -c redlock -n "__fish_redlock_using_subcommand run" -l password-file -d 'File holding the Redis password (first line)' -r -F
 complete -c redlock -n "__fish_redlock_using_subcommand run" -l prefix -d 'Namespace prepended to every key, so staging never blocks production' -r
 complete -c redlock -n "__fish_redlock_using_subcommand run" -l timeout -d 'Connect and command timeout for talking to Redis outside the heartbeat' -r
-complete -c redlock -n "__fish_redlock_using_subcommand run" -l tls-ca-file -d 'CA certificate(s) (PEM) to verify TLS servers (rediss://, rediss+cluster://, rediss+sentinel://) with, instead of the system\'s' -r -F
+complete -c redlock -n "__fish_redlock_using_subcommand run" -l sentinel-password-file -d 'File holding the sentinels\' own password (first line)' -r -F
+complete -c redlock -n "__fish_redlock_using_subcommand run" -l sentinel-user -d 'ACL user the sentinels know redlock as (with --sentinel-password-file)' -r
+complete -c redlock -n "__fish_redlock_using_subcommand run" -l tls-ca-file -d 'CA certificate(s) (PEM) to verify TLS servers with, instead of the system\'s' -r -F
 complete -c redlock -n "__fish_redlock_using_subcommand run" -l tls-cert-file -d 'Client certificate (PEM) for servers that require one (with --tls-key-file)' -r -F
 complete -c redlock -n "__fish_redlock_using_subcommand run" -l tls-key-file -d 'Private key (PEM) of the client certificate' -r -F
 complete -c redlock -n "__fish_redlock_using_subcommand run" -l log-format -d 'Format of redlock\'s own messages on stderr' -r -f -a "text\t'`redlock: message` lines'
 json\t'One JSON object per line'"
-complete -c redlock -n "__fish_redlock_using_subcommand run" -l shared -d 'Hold the lock shared: any number of shared holders at once, none while an exclusive holder (a run without --shared or --slots) has it; a waiting exclusive run is not overtaken. Not with several --url (a quorum)'
-complete -c redlock -n "__fish_redlock_using_subcommand run" -l retry-failed -d 'With --once-per: a later run in the same window may run when the window\'s first run failed (non-zero exit, killed, timed out, lost its lease, or died without a release)'
+complete -c redlock -n "__fish_redlock_using_subcommand run" -l shared -d 'Hold the lock shared: any number of shared holders, no exclusive one'
+complete -c redlock -n "__fish_redlock_using_subcommand run" -l retry-failed -d 'With --once-per: run again in a window whose first run failed'
 complete -c redlock -n "__fish_redlock_using_subcommand run" -l tls-insecure -d 'Do not verify the server\'s certificate (TLS URLs only; prints a warning)'
 complete -c redlock -n "__fish_redlock_using_subcommand run" -s v -l verbose -d 'Print a timeline of what redlock does on stderr'
 complete -c redlock -n "__fish_redlock_using_subcommand run" -s q -l quiet -d 'Print only the final error line'
 complete -c redlock -n "__fish_redlock_using_subcommand run" -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c redlock -n "__fish_redlock_using_subcommand status" -l url -d 'Redis server URL: redis://, rediss:// or redis+unix://; repeat it for a quorum of independent masters; or one redis+cluster://HOST:PORT[,HOST:PORT...] or redis+sentinel://HOST:PORT[,HOST:PORT...]/SERVICE[/DB] (rediss+cluster:// and rediss+sentinel:// for TLS)' -r
-complete -c redlock -n "__fish_redlock_using_subcommand status" -l password-file -d 'File holding the Redis password (first line); wins over a password in the URL' -r -F
-complete -c redlock -n "__fish_redlock_using_subcommand status" -l sentinel-password-file -d 'File holding the sentinels\' own password (first line), for redis+sentinel:// and rediss+sentinel://; the master\'s password is --password-file\'s' -r -F
-complete -c redlock -n "__fish_redlock_using_subcommand status" -l sentinel-user -d 'ACL user the sentinels know redlock as (with --sentinel-password-file)' -r
+complete -c redlock -n "__fish_redlock_using_subcommand status" -l url -d 'Redis server URL [default: redis://127.0.0.1:6379]' -r
+complete -c redlock -n "__fish_redlock_using_subcommand status" -l password-file -d 'File holding the Redis password (first line)' -r -F
 complete -c redlock -n "__fish_redlock_using_subcommand status" -l prefix -d 'Namespace prepended to every key, so staging never blocks production' -r
 complete -c redlock -n "__fish_redlock_using_subcommand status" -l timeout -d 'Connect and command timeout for talking to Redis outside the heartbeat' -r
-complete -c redlock -n "__fish_redlock_using_subcommand status" -l tls-ca-file -d 'CA certificate(s) (PEM) to verify TLS servers (rediss://, rediss+cluster://, rediss+sentinel://) with, instead of the system\'s' -r -F
+complete -c redlock -n "__fish_redlock_using_subcommand status" -l sentinel-password-file -d 'File holding the sentinels\' own password (first line)' -r -F
+complete -c redlock -n "__fish_redlock_using_subcommand status" -l sentinel-user -d 'ACL user the sentinels know redlock as (with --sentinel-password-file)' -r
+complete -c redlock -n "__fish_redlock_using_subcommand status" -l tls-ca-file -d 'CA certificate(s) (PEM) to verify TLS servers with, instead of the system\'s' -r -F
 complete -c redlock -n "__fish_redlock_using_subcommand status" -l tls-cert-file -d 'Client certificate (PEM) for servers that require one (with --tls-key-file)' -r -F
 complete -c redlock -n "__fish_redlock_using_subcommand status" -l tls-key-file -d 'Private key (PEM) of the client certificate' -r -F
 complete -c redlock -n "__fish_redlock_using_subcommand status" -l log-format -d 'Format of redlock\'s own messages on stderr' -r -f -a "text\t'`redlock: message` lines'
@@ -101,13 +101,13 @@ complete -c redlock -n "__fish_redlock_using_subcommand status" -s v -l verbose 
 complete -c redlock -n "__fish_redlock_using_subcommand status" -s q -l quiet -d 'Print only the final error line'
 complete -c redlock -n "__fish_redlock_using_subcommand status" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c redlock -n "__fish_redlock_using_subcommand release" -l token -d 'Release only if this is the holder\'s token' -r
-complete -c redlock -n "__fish_redlock_using_subcommand release" -l url -d 'Redis server URL: redis://, rediss:// or redis+unix://; repeat it for a quorum of independent masters; or one redis+cluster://HOST:PORT[,HOST:PORT...] or redis+sentinel://HOST:PORT[,HOST:PORT...]/SERVICE[/DB] (rediss+cluster:// and rediss+sentinel:// for TLS)' -r
-complete -c redlock -n "__fish_redlock_using_subcommand release" -l password-file -d 'File holding the Redis password (first line); wins over a password in the URL' -r -F
-complete -c redlock -n "__fish_redlock_using_subcommand release" -l sentinel-password-file -d 'File holding the sentinels\' own password (first line), for redis+sentinel:// and rediss+sentinel://; the master\'s password is --password-file\'s' -r -F
-complete -c redlock -n "__fish_redlock_using_subcommand release" -l sentinel-user -d 'ACL user the sentinels know redlock as (with --sentinel-password-file)' -r
+complete -c redlock -n "__fish_redlock_using_subcommand release" -l url -d 'Redis server URL [default: redis://127.0.0.1:6379]' -r
+complete -c redlock -n "__fish_redlock_using_subcommand release" -l password-file -d 'File holding the Redis password (first line)' -r -F
 complete -c redlock -n "__fish_redlock_using_subcommand release" -l prefix -d 'Namespace prepended to every key, so staging never blocks production' -r
 complete -c redlock -n "__fish_redlock_using_subcommand release" -l timeout -d 'Connect and command timeout for talking to Redis outside the heartbeat' -r
-complete -c redlock -n "__fish_redlock_using_subcommand release" -l tls-ca-file -d 'CA certificate(s) (PEM) to verify TLS servers (rediss://, rediss+cluster://, rediss+sentinel://) with, instead of the system\'s' -r -F
+complete -c redlock -n "__fish_redlock_using_subcommand release" -l sentinel-password-file -d 'File holding the sentinels\' own password (first line)' -r -F
+complete -c redlock -n "__fish_redlock_using_subcommand release" -l sentinel-user -d 'ACL user the sentinels know redlock as (with --sentinel-password-file)' -r
+complete -c redlock -n "__fish_redlock_using_subcommand release" -l tls-ca-file -d 'CA certificate(s) (PEM) to verify TLS servers with, instead of the system\'s' -r -F
 complete -c redlock -n "__fish_redlock_using_subcommand release" -l tls-cert-file -d 'Client certificate (PEM) for servers that require one (with --tls-key-file)' -r -F
 complete -c redlock -n "__fish_redlock_using_subcommand release" -l tls-key-file -d 'Private key (PEM) of the client certificate' -r -F
 complete -c redlock -n "__fish_redlock_using_subcommand release" -l log-format -d 'Format of redlock\'s own messages on stderr' -r -f -a "text\t'`redlock: message` lines'
@@ -122,13 +122,13 @@ complete -c redlock -n "__fish_redlock_using_subcommand acquire" -l ttl -d 'Leas
 complete -c redlock -n "__fish_redlock_using_subcommand acquire" -l wait -d 'Wait up to this long for a busy lock' -r
 complete -c redlock -n "__fish_redlock_using_subcommand acquire" -l slots -d 'Take one of N slots (see `redlock run --slots`); the slot is printed on a third line' -r
 complete -c redlock -n "__fish_redlock_using_subcommand acquire" -l label -d 'Recorded (holder and last-run records, `status`) instead of the calling command line' -r
-complete -c redlock -n "__fish_redlock_using_subcommand acquire" -l url -d 'Redis server URL: redis://, rediss:// or redis+unix://; repeat it for a quorum of independent masters; or one redis+cluster://HOST:PORT[,HOST:PORT...] or redis+sentinel://HOST:PORT[,HOST:PORT...]/SERVICE[/DB] (rediss+cluster:// and rediss+sentinel:// for TLS)' -r
-complete -c redlock -n "__fish_redlock_using_subcommand acquire" -l password-file -d 'File holding the Redis password (first line); wins over a password in the URL' -r -F
-complete -c redlock -n "__fish_redlock_using_subcommand acquire" -l sentinel-password-file -d 'File holding the sentinels\' own password (first line), for redis+sentinel:// and rediss+sentinel://; the master\'s password is --password-file\'s' -r -F
-complete -c redlock -n "__fish_redlock_using_subcommand acquire" -l sentinel-user -d 'ACL user the sentinels know redlock as (with --sentinel-password-file)' -r
+complete -c redlock -n "__fish_redlock_using_subcommand acquire" -l url -d 'Redis server URL [default: redis://127.0.0.1:6379]' -r
+complete -c redlock -n "__fish_redlock_using_subcommand acquire" -l password-file -d 'File holding the Redis password (first line)' -r -F
 complete -c redlock -n "__fish_redlock_using_subcommand acquire" -l prefix -d 'Namespace prepended to every key, so staging never blocks production' -r
 complete -c redlock -n "__fish_redlock_using_subcommand acquire" -l timeout -d 'Connect and command timeout for talking to Redis outside the heartbeat' -r
-complete -c redlock -n "__fish_redlock_using_subcommand acquire" -l tls-ca-file -d 'CA certificate(s) (PEM) to verify TLS servers (rediss://, rediss+cluster://, rediss+sentinel://) with, instead of the system\'s' -r -F
+complete -c redlock -n "__fish_redlock_using_subcommand acquire" -l sentinel-password-file -d 'File holding the sentinels\' own password (first line)' -r -F
+complete -c redlock -n "__fish_redlock_using_subcommand acquire" -l sentinel-user -d 'ACL user the sentinels know redlock as (with --sentinel-password-file)' -r
+complete -c redlock -n "__fish_redlock_using_subcommand acquire" -l tls-ca-file -d 'CA certificate(s) (PEM) to verify TLS servers with, instead of the system\'s' -r -F
 complete -c redlock -n "__fish_redlock_using_subcommand acquire" -l tls-cert-file -d 'Client certificate (PEM) for servers that require one (with --tls-key-file)' -r -F
 complete -c redlock -n "__fish_redlock_using_subcommand acquire" -l tls-key-file -d 'Private key (PEM) of the client certificate' -r -F
 complete -c redlock -n "__fish_redlock_using_subcommand acquire" -l log-format -d 'Format of redlock\'s own messages on stderr' -r -f -a "text\t'`redlock: message` lines'
@@ -142,13 +142,13 @@ complete -c redlock -n "__fish_redlock_using_subcommand acquire" -s h -l help -d
 complete -c redlock -n "__fish_redlock_using_subcommand extend" -l key -d 'The lock key' -r
 complete -c redlock -n "__fish_redlock_using_subcommand extend" -l token -d 'The token `redlock acquire` printed' -r
 complete -c redlock -n "__fish_redlock_using_subcommand extend" -l ttl -d 'New lease length, from now' -r
-complete -c redlock -n "__fish_redlock_using_subcommand extend" -l url -d 'Redis server URL: redis://, rediss:// or redis+unix://; repeat it for a quorum of independent masters; or one redis+cluster://HOST:PORT[,HOST:PORT...] or redis+sentinel://HOST:PORT[,HOST:PORT...]/SERVICE[/DB] (rediss+cluster:// and rediss+sentinel:// for TLS)' -r
-complete -c redlock -n "__fish_redlock_using_subcommand extend" -l password-file -d 'File holding the Redis password (first line); wins over a password in the URL' -r -F
-complete -c redlock -n "__fish_redlock_using_subcommand extend" -l sentinel-password-file -d 'File holding the sentinels\' own password (first line), for redis+sentinel:// and rediss+sentinel://; the master\'s password is --password-file\'s' -r -F
-complete -c redlock -n "__fish_redlock_using_subcommand extend" -l sentinel-user -d 'ACL user the sentinels know redlock as (with --sentinel-password-file)' -r
+complete -c redlock -n "__fish_redlock_using_subcommand extend" -l url -d 'Redis server URL [default: redis://127.0.0.1:6379]' -r
+complete -c redlock -n "__fish_redlock_using_subcommand extend" -l password-file -d 'File holding the Redis password (first line)' -r -F
 complete -c redlock -n "__fish_redlock_using_subcommand extend" -l prefix -d 'Namespace prepended to every key, so staging never blocks production' -r
 complete -c redlock -n "__fish_redlock_using_subcommand extend" -l timeout -d 'Connect and command timeout for talking to Redis outside the heartbeat' -r
-complete -c redlock -n "__fish_redlock_using_subcommand extend" -l tls-ca-file -d 'CA certificate(s) (PEM) to verify TLS servers (rediss://, rediss+cluster://, rediss+sentinel://) with, instead of the system\'s' -r -F
+complete -c redlock -n "__fish_redlock_using_subcommand extend" -l sentinel-password-file -d 'File holding the sentinels\' own password (first line)' -r -F
+complete -c redlock -n "__fish_redlock_using_subcommand extend" -l sentinel-user -d 'ACL user the sentinels know redlock as (with --sentinel-password-file)' -r
+complete -c redlock -n "__fish_redlock_using_subcommand extend" -l tls-ca-file -d 'CA certificate(s) (PEM) to verify TLS servers with, instead of the system\'s' -r -F
 complete -c redlock -n "__fish_redlock_using_subcommand extend" -l tls-cert-file -d 'Client certificate (PEM) for servers that require one (with --tls-key-file)' -r -F
 complete -c redlock -n "__fish_redlock_using_subcommand extend" -l tls-key-file -d 'Private key (PEM) of the client certificate' -r -F
 complete -c redlock -n "__fish_redlock_using_subcommand extend" -l log-format -d 'Format of redlock\'s own messages on stderr' -r -f -a "text\t'`redlock: message` lines'
@@ -157,13 +157,13 @@ complete -c redlock -n "__fish_redlock_using_subcommand extend" -l tls-insecure 
 complete -c redlock -n "__fish_redlock_using_subcommand extend" -s v -l verbose -d 'Print a timeline of what redlock does on stderr'
 complete -c redlock -n "__fish_redlock_using_subcommand extend" -s q -l quiet -d 'Print only the final error line'
 complete -c redlock -n "__fish_redlock_using_subcommand extend" -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c redlock -n "__fish_redlock_using_subcommand doctor" -l url -d 'Redis server URL: redis://, rediss:// or redis+unix://; repeat it for a quorum of independent masters; or one redis+cluster://HOST:PORT[,HOST:PORT...] or redis+sentinel://HOST:PORT[,HOST:PORT...]/SERVICE[/DB] (rediss+cluster:// and rediss+sentinel:// for TLS)' -r
-complete -c redlock -n "__fish_redlock_using_subcommand doctor" -l password-file -d 'File holding the Redis password (first line); wins over a password in the URL' -r -F
-complete -c redlock -n "__fish_redlock_using_subcommand doctor" -l sentinel-password-file -d 'File holding the sentinels\' own password (first line), for redis+sentinel:// and rediss+sentinel://; the master\'s password is --password-file\'s' -r -F
-complete -c redlock -n "__fish_redlock_using_subcommand doctor" -l sentinel-user -d 'ACL user the sentinels know redlock as (with --sentinel-password-file)' -r
+complete -c redlock -n "__fish_redlock_using_subcommand doctor" -l url -d 'Redis server URL [default: redis://127.0.0.1:6379]' -r
+complete -c redlock -n "__fish_redlock_using_subcommand doctor" -l password-file -d 'File holding the Redis password (first line)' -r -F
 complete -c redlock -n "__fish_redlock_using_subcommand doctor" -l prefix -d 'Namespace prepended to every key, so staging never blocks production' -r
 complete -c redlock -n "__fish_redlock_using_subcommand doctor" -l timeout -d 'Connect and command timeout for talking to Redis outside the heartbeat' -r
-complete -c redlock -n "__fish_redlock_using_subcommand doctor" -l tls-ca-file -d 'CA certificate(s) (PEM) to verify TLS servers (rediss://, rediss+cluster://, rediss+sentinel://) with, instead of the system\'s' -r -F
+complete -c redlock -n "__fish_redlock_using_subcommand doctor" -l sentinel-password-file -d 'File holding the sentinels\' own password (first line)' -r -F
+complete -c redlock -n "__fish_redlock_using_subcommand doctor" -l sentinel-user -d 'ACL user the sentinels know redlock as (with --sentinel-password-file)' -r
+complete -c redlock -n "__fish_redlock_using_subcommand doctor" -l tls-ca-file -d 'CA certificate(s) (PEM) to verify TLS servers with, instead of the system\'s' -r -F
 complete -c redlock -n "__fish_redlock_using_subcommand doctor" -l tls-cert-file -d 'Client certificate (PEM) for servers that require one (with --tls-key-file)' -r -F
 complete -c redlock -n "__fish_redlock_using_subcommand doctor" -l tls-key-file -d 'Private key (PEM) of the client certificate' -r -F
 complete -c redlock -n "__fish_redlock_using_subcommand doctor" -l log-format -d 'Format of redlock\'s own messages on stderr' -r -f -a "text\t'`redlock: message` lines'
@@ -175,13 +175,13 @@ complete -c redlock -n "__fish_redlock_using_subcommand doctor" -s h -l help -d 
 complete -c redlock -n "__fish_redlock_using_subcommand pause" -l for -d 'Lift the pause by itself after this long [default: until resumed]' -r
 complete -c redlock -n "__fish_redlock_using_subcommand pause" -l reason -d 'Why, shown to every run that is refused' -r
 complete -c redlock -n "__fish_redlock_using_subcommand pause" -l drain -d 'Then wait up to this long until no paused lock has a running holder (exit 75 if some still run)' -r
-complete -c redlock -n "__fish_redlock_using_subcommand pause" -l url -d 'Redis server URL: redis://, rediss:// or redis+unix://; repeat it for a quorum of independent masters; or one redis+cluster://HOST:PORT[,HOST:PORT...] or redis+sentinel://HOST:PORT[,HOST:PORT...]/SERVICE[/DB] (rediss+cluster:// and rediss+sentinel:// for TLS)' -r
-complete -c redlock -n "__fish_redlock_using_subcommand pause" -l password-file -d 'File holding the Redis password (first line); wins over a password in the URL' -r -F
-complete -c redlock -n "__fish_redlock_using_subcommand pause" -l sentinel-password-file -d 'File holding the sentinels\' own password (first line), for redis+sentinel:// and rediss+sentinel://; the master\'s password is --password-file\'s' -r -F
-complete -c redlock -n "__fish_redlock_using_subcommand pause" -l sentinel-user -d 'ACL user the sentinels know redlock as (with --sentinel-password-file)' -r
+complete -c redlock -n "__fish_redlock_using_subcommand pause" -l url -d 'Redis server URL [default: redis://127.0.0.1:6379]' -r
+complete -c redlock -n "__fish_redlock_using_subcommand pause" -l password-file -d 'File holding the Redis password (first line)' -r -F
 complete -c redlock -n "__fish_redlock_using_subcommand pause" -l prefix -d 'Namespace prepended to every key, so staging never blocks production' -r
 complete -c redlock -n "__fish_redlock_using_subcommand pause" -l timeout -d 'Connect and command timeout for talking to Redis outside the heartbeat' -r
-complete -c redlock -n "__fish_redlock_using_subcommand pause" -l tls-ca-file -d 'CA certificate(s) (PEM) to verify TLS servers (rediss://, rediss+cluster://, rediss+sentinel://) with, instead of the system\'s' -r -F
+complete -c redlock -n "__fish_redlock_using_subcommand pause" -l sentinel-password-file -d 'File holding the sentinels\' own password (first line)' -r -F
+complete -c redlock -n "__fish_redlock_using_subcommand pause" -l sentinel-user -d 'ACL user the sentinels know redlock as (with --sentinel-password-file)' -r
+complete -c redlock -n "__fish_redlock_using_subcommand pause" -l tls-ca-file -d 'CA certificate(s) (PEM) to verify TLS servers with, instead of the system\'s' -r -F
 complete -c redlock -n "__fish_redlock_using_subcommand pause" -l tls-cert-file -d 'Client certificate (PEM) for servers that require one (with --tls-key-file)' -r -F
 complete -c redlock -n "__fish_redlock_using_subcommand pause" -l tls-key-file -d 'Private key (PEM) of the client certificate' -r -F
 complete -c redlock -n "__fish_redlock_using_subcommand pause" -l log-format -d 'Format of redlock\'s own messages on stderr' -r -f -a "text\t'`redlock: message` lines'
@@ -191,13 +191,13 @@ complete -c redlock -n "__fish_redlock_using_subcommand pause" -l tls-insecure -
 complete -c redlock -n "__fish_redlock_using_subcommand pause" -s v -l verbose -d 'Print a timeline of what redlock does on stderr'
 complete -c redlock -n "__fish_redlock_using_subcommand pause" -s q -l quiet -d 'Print only the final error line'
 complete -c redlock -n "__fish_redlock_using_subcommand pause" -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c redlock -n "__fish_redlock_using_subcommand resume" -l url -d 'Redis server URL: redis://, rediss:// or redis+unix://; repeat it for a quorum of independent masters; or one redis+cluster://HOST:PORT[,HOST:PORT...] or redis+sentinel://HOST:PORT[,HOST:PORT...]/SERVICE[/DB] (rediss+cluster:// and rediss+sentinel:// for TLS)' -r
-complete -c redlock -n "__fish_redlock_using_subcommand resume" -l password-file -d 'File holding the Redis password (first line); wins over a password in the URL' -r -F
-complete -c redlock -n "__fish_redlock_using_subcommand resume" -l sentinel-password-file -d 'File holding the sentinels\' own password (first line), for redis+sentinel:// and rediss+sentinel://; the master\'s password is --password-file\'s' -r -F
-complete -c redlock -n "__fish_redlock_using_subcommand resume" -l sentinel-user -d 'ACL user the sentinels know redlock as (with --sentinel-password-file)' -r
+complete -c redlock -n "__fish_redlock_using_subcommand resume" -l url -d 'Redis server URL [default: redis://127.0.0.1:6379]' -r
+complete -c redlock -n "__fish_redlock_using_subcommand resume" -l password-file -d 'File holding the Redis password (first line)' -r -F
 complete -c redlock -n "__fish_redlock_using_subcommand resume" -l prefix -d 'Namespace prepended to every key, so staging never blocks production' -r
 complete -c redlock -n "__fish_redlock_using_subcommand resume" -l timeout -d 'Connect and command timeout for talking to Redis outside the heartbeat' -r
-complete -c redlock -n "__fish_redlock_using_subcommand resume" -l tls-ca-file -d 'CA certificate(s) (PEM) to verify TLS servers (rediss://, rediss+cluster://, rediss+sentinel://) with, instead of the system\'s' -r -F
+complete -c redlock -n "__fish_redlock_using_subcommand resume" -l sentinel-password-file -d 'File holding the sentinels\' own password (first line)' -r -F
+complete -c redlock -n "__fish_redlock_using_subcommand resume" -l sentinel-user -d 'ACL user the sentinels know redlock as (with --sentinel-password-file)' -r
+complete -c redlock -n "__fish_redlock_using_subcommand resume" -l tls-ca-file -d 'CA certificate(s) (PEM) to verify TLS servers with, instead of the system\'s' -r -F
 complete -c redlock -n "__fish_redlock_using_subcommand resume" -l tls-cert-file -d 'Client certificate (PEM) for servers that require one (with --tls-key-file)' -r -F
 complete -c redlock -n "__fish_redlock_using_subcommand resume" -l tls-key-file -d 'Private key (PEM) of the client certificate' -r -F
 complete -c redlock -n "__fish_redlock_using_subcommand resume" -l log-format -d 'Format of redlock\'s own messages on stderr' -r -f -a "text\t'`redlock: message` lines'
@@ -207,13 +207,13 @@ complete -c redlock -n "__fish_redlock_using_subcommand resume" -l tls-insecure 
 complete -c redlock -n "__fish_redlock_using_subcommand resume" -s v -l verbose -d 'Print a timeline of what redlock does on stderr'
 complete -c redlock -n "__fish_redlock_using_subcommand resume" -s q -l quiet -d 'Print only the final error line'
 complete -c redlock -n "__fish_redlock_using_subcommand resume" -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c redlock -n "__fish_redlock_using_subcommand metrics" -l url -d 'Redis server URL: redis://, rediss:// or redis+unix://; repeat it for a quorum of independent masters; or one redis+cluster://HOST:PORT[,HOST:PORT...] or redis+sentinel://HOST:PORT[,HOST:PORT...]/SERVICE[/DB] (rediss+cluster:// and rediss+sentinel:// for TLS)' -r
-complete -c redlock -n "__fish_redlock_using_subcommand metrics" -l password-file -d 'File holding the Redis password (first line); wins over a password in the URL' -r -F
-complete -c redlock -n "__fish_redlock_using_subcommand metrics" -l sentinel-password-file -d 'File holding the sentinels\' own password (first line), for redis+sentinel:// and rediss+sentinel://; the master\'s password is --password-file\'s' -r -F
-complete -c redlock -n "__fish_redlock_using_subcommand metrics" -l sentinel-user -d 'ACL user the sentinels know redlock as (with --sentinel-password-file)' -r
+complete -c redlock -n "__fish_redlock_using_subcommand metrics" -l url -d 'Redis server URL [default: redis://127.0.0.1:6379]' -r
+complete -c redlock -n "__fish_redlock_using_subcommand metrics" -l password-file -d 'File holding the Redis password (first line)' -r -F
 complete -c redlock -n "__fish_redlock_using_subcommand metrics" -l prefix -d 'Namespace prepended to every key, so staging never blocks production' -r
 complete -c redlock -n "__fish_redlock_using_subcommand metrics" -l timeout -d 'Connect and command timeout for talking to Redis outside the heartbeat' -r
-complete -c redlock -n "__fish_redlock_using_subcommand metrics" -l tls-ca-file -d 'CA certificate(s) (PEM) to verify TLS servers (rediss://, rediss+cluster://, rediss+sentinel://) with, instead of the system\'s' -r -F
+complete -c redlock -n "__fish_redlock_using_subcommand metrics" -l sentinel-password-file -d 'File holding the sentinels\' own password (first line)' -r -F
+complete -c redlock -n "__fish_redlock_using_subcommand metrics" -l sentinel-user -d 'ACL user the sentinels know redlock as (with --sentinel-password-file)' -r
+complete -c redlock -n "__fish_redlock_using_subcommand metrics" -l tls-ca-file -d 'CA certificate(s) (PEM) to verify TLS servers with, instead of the system\'s' -r -F
 complete -c redlock -n "__fish_redlock_using_subcommand metrics" -l tls-cert-file -d 'Client certificate (PEM) for servers that require one (with --tls-key-file)' -r -F
 complete -c redlock -n "__fish_redlock_using_subcommand metrics" -l tls-key-file -d 'Private key (PEM) of the client certificate' -r -F
 complete -c redlock -n "__fish_redlock_using_subcommand metrics" -l log-format -d 'Format of redlock\'s own messages on stderr' -r -f -a "text\t'`redlock: message` lines'
@@ -225,13 +225,13 @@ complete -c redlock -n "__fish_redlock_using_subcommand metrics" -s q -l quiet -
 complete -c redlock -n "__fish_redlock_using_subcommand metrics" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c redlock -n "__fish_redlock_using_subcommand check" -l max-age -d 'CRITICAL when a holder has held a lock longer than this' -r
 complete -c redlock -n "__fish_redlock_using_subcommand check" -l max-since-success -d 'CRITICAL when no run of a key ended ok within this long' -r
-complete -c redlock -n "__fish_redlock_using_subcommand check" -l url -d 'Redis server URL: redis://, rediss:// or redis+unix://; repeat it for a quorum of independent masters; or one redis+cluster://HOST:PORT[,HOST:PORT...] or redis+sentinel://HOST:PORT[,HOST:PORT...]/SERVICE[/DB] (rediss+cluster:// and rediss+sentinel:// for TLS)' -r
-complete -c redlock -n "__fish_redlock_using_subcommand check" -l password-file -d 'File holding the Redis password (first line); wins over a password in the URL' -r -F
-complete -c redlock -n "__fish_redlock_using_subcommand check" -l sentinel-password-file -d 'File holding the sentinels\' own password (first line), for redis+sentinel:// and rediss+sentinel://; the master\'s password is --password-file\'s' -r -F
-complete -c redlock -n "__fish_redlock_using_subcommand check" -l sentinel-user -d 'ACL user the sentinels know redlock as (with --sentinel-password-file)' -r
+complete -c redlock -n "__fish_redlock_using_subcommand check" -l url -d 'Redis server URL [default: redis://127.0.0.1:6379]' -r
+complete -c redlock -n "__fish_redlock_using_subcommand check" -l password-file -d 'File holding the Redis password (first line)' -r -F
 complete -c redlock -n "__fish_redlock_using_subcommand check" -l prefix -d 'Namespace prepended to every key, so staging never blocks production' -r
 complete -c redlock -n "__fish_redlock_using_subcommand check" -l timeout -d 'Connect and command timeout for talking to Redis outside the heartbeat' -r
-complete -c redlock -n "__fish_redlock_using_subcommand check" -l tls-ca-file -d 'CA certificate(s) (PEM) to verify TLS servers (rediss://, rediss+cluster://, rediss+sentinel://) with, instead of the system\'s' -r -F
+complete -c redlock -n "__fish_redlock_using_subcommand check" -l sentinel-password-file -d 'File holding the sentinels\' own password (first line)' -r -F
+complete -c redlock -n "__fish_redlock_using_subcommand check" -l sentinel-user -d 'ACL user the sentinels know redlock as (with --sentinel-password-file)' -r
+complete -c redlock -n "__fish_redlock_using_subcommand check" -l tls-ca-file -d 'CA certificate(s) (PEM) to verify TLS servers with, instead of the system\'s' -r -F
 complete -c redlock -n "__fish_redlock_using_subcommand check" -l tls-cert-file -d 'Client certificate (PEM) for servers that require one (with --tls-key-file)' -r -F
 complete -c redlock -n "__fish_redlock_using_subcommand check" -l tls-key-file -d 'Private key (PEM) of the client certificate' -r -F
 complete -c redlock -n "__fish_redlock_using_subcommand check" -l log-format -d 'Format of redlock\'s own messages on stderr' -r -f -a "text\t'`redlock: message` lines'
@@ -242,13 +242,13 @@ complete -c redlock -n "__fish_redlock_using_subcommand check" -s v -l verbose -
 complete -c redlock -n "__fish_redlock_using_subcommand check" -s q -l quiet -d 'Print only the final error line'
 complete -c redlock -n "__fish_redlock_using_subcommand check" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c redlock -n "__fish_redlock_using_subcommand log" -l since -d 'Only entries from this long ago onwards (by this host\'s clock)' -r
-complete -c redlock -n "__fish_redlock_using_subcommand log" -l url -d 'Redis server URL: redis://, rediss:// or redis+unix://; repeat it for a quorum of independent masters; or one redis+cluster://HOST:PORT[,HOST:PORT...] or redis+sentinel://HOST:PORT[,HOST:PORT...]/SERVICE[/DB] (rediss+cluster:// and rediss+sentinel:// for TLS)' -r
-complete -c redlock -n "__fish_redlock_using_subcommand log" -l password-file -d 'File holding the Redis password (first line); wins over a password in the URL' -r -F
-complete -c redlock -n "__fish_redlock_using_subcommand log" -l sentinel-password-file -d 'File holding the sentinels\' own password (first line), for redis+sentinel:// and rediss+sentinel://; the master\'s password is --password-file\'s' -r -F
-complete -c redlock -n "__fish_redlock_using_subcommand log" -l sentinel-user -d 'ACL user the sentinels know redlock as (with --sentinel-password-file)' -r
+complete -c redlock -n "__fish_redlock_using_subcommand log" -l url -d 'Redis server URL [default: redis://127.0.0.1:6379]' -r
+complete -c redlock -n "__fish_redlock_using_subcommand log" -l password-file -d 'File holding the Redis password (first line)' -r -F
 complete -c redlock -n "__fish_redlock_using_subcommand log" -l prefix -d 'Namespace prepended to every key, so staging never blocks production' -r
 complete -c redlock -n "__fish_redlock_using_subcommand log" -l timeout -d 'Connect and command timeout for talking to Redis outside the heartbeat' -r
-complete -c redlock -n "__fish_redlock_using_subcommand log" -l tls-ca-file -d 'CA certificate(s) (PEM) to verify TLS servers (rediss://, rediss+cluster://, rediss+sentinel://) with, instead of the system\'s' -r -F
+complete -c redlock -n "__fish_redlock_using_subcommand log" -l sentinel-password-file -d 'File holding the sentinels\' own password (first line)' -r -F
+complete -c redlock -n "__fish_redlock_using_subcommand log" -l sentinel-user -d 'ACL user the sentinels know redlock as (with --sentinel-password-file)' -r
+complete -c redlock -n "__fish_redlock_using_subcommand log" -l tls-ca-file -d 'CA certificate(s) (PEM) to verify TLS servers with, instead of the system\'s' -r -F
 complete -c redlock -n "__fish_redlock_using_subcommand log" -l tls-cert-file -d 'Client certificate (PEM) for servers that require one (with --tls-key-file)' -r -F
 complete -c redlock -n "__fish_redlock_using_subcommand log" -l tls-key-file -d 'Private key (PEM) of the client certificate' -r -F
 complete -c redlock -n "__fish_redlock_using_subcommand log" -l log-format -d 'Format of redlock\'s own messages on stderr' -r -f -a "text\t'`redlock: message` lines'

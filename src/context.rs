@@ -21,6 +21,21 @@ pub struct Context {
 
 impl Context {
     pub fn new(global: &Global) -> Result<Context> {
+        // Checked here rather than by clap, which checks a global option's requirement on each
+        // side of the word `run` alone (and would refuse, say, REDLOCK_SENTINEL_USER with
+        // --sentinel-password-file given before `run`).
+        if global.tls_cert_file.is_some() != global.tls_key_file.is_some() {
+            return Err(usage(
+                "--tls-cert-file and --tls-key-file go together: give the client certificate \
+                 and its key",
+            ));
+        }
+        if global.sentinel_user.is_some() && global.sentinel_password_file.is_none() {
+            return Err(usage(
+                "--sentinel-user needs --sentinel-password-file (the sentinels' password for \
+                 that user)",
+            ));
+        }
         let password = match &global.password_file {
             Some(path) => Some(crate::redis::url::read_password_file(
                 "--password-file",

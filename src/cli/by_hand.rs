@@ -1,23 +1,23 @@
 //! `redlock run`'s command line, read by hand in the common case.
 //!
 //! clap builds its whole definition of the options (every one with its help text, in heap
-//! memory) before it reads a word, and then matches, defaults, validates and copies values
-//! through its own maps: about 225,000 instructions, 0.1 ms of every start on a small VM —
-//! the largest piece of redlock's own work before it contacts Redis, on the path cron takes
-//! thousands of times a day. This reader takes the command lines cron jobs and container
-//! entrypoints actually use (long options with their value as the next word or after `=`,
-//! `-v`, `-q`, `-c CMD`, `--` and the command, the documented environment variables) and gives
-//! exactly what clap gives for them (through the tree holding `run` alone, which reads `run`'s
-//! lines; see `Cli::parse_args`). Anything else it declines — help and version, a repeated or
-//! unknown option, a value that starts with `-` or is empty, a conflict, a missing or malformed
-//! value, an environment variable that is set but empty or not as clap reads it — and clap
-//! reads the line as before, so every message and every edge case stays clap's.
+//! memory, for every subcommand) before it reads a word, then matches, defaults, validates and
+//! copies values through its own maps: the largest piece of redlock's own work before it
+//! contacts Redis, on the path cron takes thousands of times a day. It earns its keep: a run
+//! launched from a shell costs over 5% more through clap (docs/performance.md has the figure,
+//! and the command that measures it again). This reader takes the command lines cron jobs and
+//! container entrypoints actually use (long options with their value as the next word or
+//! after `=`, `-v`, `-q`, `-c CMD`, `--` and the command, the documented environment
+//! variables) and gives exactly what clap gives for them. Anything else it declines — help
+//! and version, a repeated or unknown option, a global option on both sides of `run`, a value
+//! that starts with `-` or is empty, a conflict, a missing or malformed value, an environment
+//! variable that is set but empty or not as clap reads it — and clap reads the line, so every
+//! message and every edge case stays clap's.
 //!
 //! Tests hold it to that: they compare it with clap on every option and environment variable
 //! of `run` and the global options, in every form above, and fail when clap's definition has
 //! an option or a variable this reader does not know (a new option would otherwise be declined
 //! harmlessly, but a new variable would be silently ignored).
-
 use std::ffi::OsString;
 use std::path::PathBuf;
 
@@ -139,6 +139,53 @@ pub(super) const ENV: [(usize, &str); 17] = [
     (METRICS_FILE, "REDLOCK_METRICS_FILE"),
 ];
 
+/// The option `word` names (an index into [`OPTS`]), with its value when given after `=`.
+fn option(word: &str) -> Option<(usize, Option<&str>)> {
+    if let Some(long) = word.strip_prefix("--") {
+        let (name, inline) = match long.split_once('=') {
+            Some((name, value)) => (name, Some(value)),
+            None => (long, None),
+        };
+        let index = OPTS
+            .iter()
+            .position(|o| !o.long.is_empty() && o.long == name)?;
+        return Some((index, inline));
+    }
+    let mut chars = word.chars();
+    let (Some('-'), Some(c), None) = (chars.next(), chars.next(), chars.next()) else {
+        return None;
+    };
+    Some((OPTS.iter().position(|o| o.short == Some(c))?, None))
+}
+
+/// A global option given both before and after `run` (at `at`), by its long name: clap's full
+/// tree would keep one side's value and drop the other's without a word.
+pub(super) fn on_both_sides(args: &[OsString], at: usize) -> Option<&'static str> {
+    let mut before = [false; GLOBALS];
+    let mut words = args.iter().enumerate().skip(1);
+    while let Some((position, word)) = words.next() {
+        let word = word.to_str()?;
+        if word == "--" {
+            return None;
+        }
+        let Some((index, inline)) = option(word) else {
+            continue;
+        };
+        if OPTS[index].value && inline.is_none() {
+            words.next();
+        }
+        if index >= GLOBALS {
+            continue;
+        }
+        if position < at {
+            before[index] = true;
+        } else if before[index] {
+            return Some(OPTS[index].long);
+        }
+    }
+    None
+}
+
 /// `args` (the whole command line, `run` at `at`) as clap would read it, or `None` where this
 /// reader leaves the line to clap. `env` looks up an environment variable.
 pub(super) fn parse(
@@ -147,6 +194,8 @@ pub(super) fn parse(
     env: &dyn Fn(&str) -> Option<OsString>,
 ) -> Option<Cli> {
     let mut given: [Vec<&str>; OPTS.len()] = Default::default();
+    // Which options were given after `run` (the others came before it).
+    let mut after_run = [false; OPTS.len()];
     let mut command: Option<Vec<String>> = None;
     // The words but the program's name and `run`, as the run-only tree reads them; before
     // `run` only global options are allowed (clap's full tree refuses `run`'s own there).
@@ -162,22 +211,7 @@ pub(super) fn parse(
             );
             break;
         }
-        let (index, inline) = if let Some(long) = word.strip_prefix("--") {
-            let (name, inline) = match long.split_once('=') {
-                Some((name, value)) => (name, Some(value)),
-                None => (long, None),
-            };
-            let index = OPTS
-                .iter()
-                .position(|o| !o.long.is_empty() && o.long == name)?;
-            (index, inline)
-        } else {
-            let mut chars = word.chars();
-            let (Some('-'), Some(c), None) = (chars.next(), chars.next(), chars.next()) else {
-                return None;
-            };
-            (OPTS.iter().position(|o| o.short == Some(c))?, None)
-        };
+        let (index, inline) = option(word)?;
         if position < at && index >= GLOBALS {
             return None;
         }
@@ -185,6 +219,11 @@ pub(super) fn parse(
         if !given[index].is_empty() && !opt.repeats {
             return None;
         }
+        // clap keeps one side's values of a global option given on both sides of `run`.
+        if !given[index].is_empty() && after_run[index] != (position > at) {
+            return None;
+        }
+        after_run[index] = position > at;
         if opt.value {
             let value = match inline {
                 Some(value) => value,
@@ -207,13 +246,17 @@ pub(super) fn parse(
     // that is empty or not UTF-8 is left to clap.
     let mut from_env: [Option<String>; OPTS.len()] = Default::default();
     for (index, name) in ENV {
-        if !given[index].is_empty() {
-            continue;
-        }
         let Some(value) = env(name) else {
             continue;
         };
         let value = value.into_string().ok()?;
+        // A global option given after `run` still has its variable read (and judged) by clap
+        // for the options before `run`; one given before `run` (or one of `run`'s own) wins
+        // over its variable.
+        let judged = given[index].is_empty() || after_run[index] && index < GLOBALS;
+        if !judged {
+            continue;
+        }
         let good = !value.is_empty()
             && match index {
                 TLS_INSECURE | RETRY_FAILED => matches!(value.as_str(), "true" | "false"),
@@ -225,7 +268,9 @@ pub(super) fn parse(
         if !good {
             return None;
         }
-        from_env[index] = Some(value);
+        if given[index].is_empty() {
+            from_env[index] = Some(value);
+        }
     }
     let text = |index: usize| -> Option<&str> {
         given[index].first().copied().or(from_env[index].as_deref())
@@ -253,12 +298,9 @@ pub(super) fn parse(
 
     // Conflicts and unmet requirements are clap's to report. A requirement is met by the
     // other option from the line or from its variable.
-    let present = |index: usize| text(index).is_some();
     if !given[VERBOSE].is_empty() && !given[QUIET].is_empty()
         || !given[SHARED].is_empty() && !given[SLOTS].is_empty()
         || !given[SHELL].is_empty() && command.is_some()
-        || present(TLS_CERT_FILE) != present(TLS_KEY_FILE)
-        || present(SENTINEL_USER) && !present(SENTINEL_PASSWORD_FILE)
     {
         return None;
     }
@@ -345,9 +387,8 @@ mod tests {
             .collect()
     }
 
-    /// Reads `args` by hand and as clap does without the hand reader (the tree holding `run`
-    /// alone, and where that refuses, the full tree), in this process's environment: where the
-    /// reader accepts the line, clap must accept it and give the same. Whether it accepted.
+    /// Reads `args` by hand and as clap does, in this process's environment: where the reader
+    /// accepts the line, clap must accept it and give the same. Whether it accepted.
     fn agrees(args: &[OsString]) -> bool {
         let Some(at) = names_run(args) else {
             return false;
@@ -355,7 +396,7 @@ mod tests {
         let Some(by_hand) = parse(args, at, &|name| std::env::var_os(name)) else {
             return false;
         };
-        match Cli::parse_run_only(args, at).or_else(|_| Cli::try_parse_from(args)) {
+        match Cli::try_parse_from(args) {
             Ok(clap) => assert_eq!(
                 format!("{by_hand:?}"),
                 format!("{clap:?}"),
@@ -484,21 +525,19 @@ mod tests {
             "run --tls-cert-file c --tls-key-file k --key k --ttl 5s",
             "run --sentinel-user u --sentinel-password-file p --key k --ttl 5s",
             "run --sentinel-password-file p --key k --ttl 5s",
+            // A requirement between two global options is the context's to check (64), on
+            // whichever side of `run` each is given.
+            "run --tls-cert-file c --key k --ttl 5s",
+            "run --tls-key-file k --key k --ttl 5s",
+            "run --sentinel-user u --key k --ttl 5s",
+            "--sentinel-user u run --sentinel-password-file p --key k --ttl 5s",
+            "--tls-cert-file c run --tls-key-file k --key k --ttl 5s",
             "run --shared --key k --ttl 5s -- x",
             "run --slots 3 --key k --ttl 5s -- x",
             "-q --log-format json run --key k --ttl 5s -- x",
             "run --key k --ttl 5s --max-runtime 1m --kill-after 1s -- x",
             "run --key k --ttl 5s --once-per 1h --retry-failed -- x",
         ];
-        // Checked both ways where clap's own reading is the question: the same option on both
-        // sides of `run`.
-        for line in [
-            "--url redis://a:1 run --url redis://b:2 --key k --ttl 5s",
-            "--prefix a: run --prefix b: --key k --ttl 5s",
-            "-v run -v --key k --ttl 5s",
-        ] {
-            agrees(&words(&line.split(' ').collect::<Vec<_>>()));
-        }
         for line in accept {
             assert!(
                 agrees(&words(&line.split(' ').collect::<Vec<_>>())),
@@ -513,9 +552,10 @@ mod tests {
             "-v -q run --key k --ttl 5s",
             "-vq run --key k --ttl 5s",
             "run --shared --slots 2 --key k --ttl 5s",
-            "run --tls-cert-file c --key k --ttl 5s",
-            "run --tls-key-file k --key k --ttl 5s",
-            "run --sentinel-user u --key k --ttl 5s",
+            // The same global option on both sides of `run` (see `Cli::parse_args`).
+            "--url redis://a:1 run --url redis://b:2 --key k --ttl 5s",
+            "--prefix a: run --prefix b: --key k --ttl 5s",
+            "-v run -v --key k --ttl 5s",
             "run --key k --ttl 5s x",
             "run --key k --ttl 5s --help",
             "run --key k --ttl 5s --kee x",
@@ -629,7 +669,9 @@ mod tests {
             (&[("REDLOCK_TIMEOUT", "2s")], run, true),
             (&[("REDLOCK_TIMEOUT", " 2s ")], run, true),
             (&[("REDLOCK_TIMEOUT", "5")], run, false),
-            (&[("REDLOCK_TIMEOUT", "soon")], timeout, true),
+            // clap still reads (and refuses) the variable of a global option given after
+            // `run`: the line is left to it.
+            (&[("REDLOCK_TIMEOUT", "soon")], timeout, false),
             (&[("REDLOCK_TIMEOUT", "1s")], timeout, true),
             (&[("REDLOCK_TLS_CA_FILE", "/ca.pem")], run, true),
             (
@@ -641,7 +683,7 @@ mod tests {
                 true,
             ),
             (&[("REDLOCK_TLS_KEY_FILE", "k")], tls, true),
-            (&[("REDLOCK_TLS_KEY_FILE", "k")], run, false),
+            (&[("REDLOCK_TLS_KEY_FILE", "k")], run, true),
             (&[("REDLOCK_TLS_INSECURE", "true")], run, true),
             (&[("REDLOCK_TLS_INSECURE", "false")], run, true),
             (&[("REDLOCK_TLS_INSECURE", "0")], run, false),
@@ -655,7 +697,7 @@ mod tests {
                 true,
             ),
             (&[("REDLOCK_SENTINEL_PASSWORD_FILE", "p")], user, true),
-            (&[("REDLOCK_SENTINEL_USER", "u")], run, false),
+            (&[("REDLOCK_SENTINEL_USER", "u")], run, true),
             (&[("REDLOCK_SENTINEL_USER", "u")], sentinel, true),
             (&[("REDLOCK_LOG_FORMAT", "json")], run, true),
             (&[("REDLOCK_LOG_FORMAT", "JSON")], run, false),

@@ -289,3 +289,65 @@ fn an_option_of_run_before_the_word_run_is_refused() {
     let line = outcome.error_line();
     assert!(line.contains("--wait"), "{line}");
 }
+
+#[test]
+fn a_client_certificate_without_its_key_is_refused_by_name() {
+    for flag in ["--tls-cert-file", "--tls-key-file"] {
+        let outcome = rejected(&[
+            flag,
+            "/nonexistent",
+            "--key",
+            "job",
+            "--ttl",
+            "5s",
+            "--",
+            "true",
+        ]);
+        let line = outcome.error_line();
+        assert!(
+            line.contains("--tls-cert-file") && line.contains("--tls-key-file"),
+            "{line}"
+        );
+    }
+}
+
+#[test]
+fn a_sentinel_user_without_the_sentinels_password_is_refused_by_name() {
+    let outcome = rejected(&[
+        "--sentinel-user",
+        "locker",
+        "--key",
+        "job",
+        "--ttl",
+        "5s",
+        "--",
+        "true",
+    ]);
+    let line = outcome.error_line();
+    assert!(line.contains("--sentinel-password-file"), "{line}");
+}
+
+#[test]
+fn a_global_option_on_both_sides_of_run_is_refused_rather_than_half_read() {
+    // `--url A run --url B` read by clap alone would keep B and drop A without a word: a
+    // quorum of three would silently become one of two.
+    let server = RedisServer::start();
+    let other = RedisServer::start();
+    let connections = server.connections_received();
+    let outcome = Redlock::new(&server)
+        .args([
+            "run",
+            "--url",
+            &other.url(),
+            "--key",
+            "job",
+            "--ttl",
+            "5s",
+            "--",
+            "true",
+        ])
+        .exits_with(64);
+    let line = outcome.error_line();
+    assert!(line.contains("--url") && line.contains("run"), "{line}");
+    assert_eq!(server.connections_received(), connections, "{outcome}");
+}
