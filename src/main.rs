@@ -60,7 +60,75 @@ fn standard_fds() {
     }
 }
 
+/// Runs redlock, and turns a panic (a bug) into its own status rather than an abort that
+/// reads as "killed by SIGABRT" (134). A panic while a command runs ends redlock; its keeper
+/// then kills the command's tree at once, and the lock expires by itself.
 fn run_main() -> u8 {
+    let _ = MAIN_THREAD.set(std::thread::current().id());
+    std::panic::set_hook(Box::new(remember_panic));
+    match std::panic::catch_unwind(run_guarded) {
+        Ok(code) => code,
+        Err(payload) => internal_error(payload.as_ref()),
+    }
+}
+
+/// Where the last panic happened, with its message, for [`internal_error`]: the hook sees the
+/// location, `catch_unwind` only the payload.
+static PANICKED: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
+static MAIN_THREAD: std::sync::OnceLock<std::thread::ThreadId> = std::sync::OnceLock::new();
+
+fn remember_panic(info: &std::panic::PanicHookInfo) {
+    let text = format!(
+        "{}{}",
+        payload_text(info.payload()),
+        info.location()
+            .map(|l| format!(" at {}:{}", l.file(), l.line()))
+            .unwrap_or_default()
+    );
+    let on_main = MAIN_THREAD.get() == Some(&std::thread::current().id());
+    if !on_main {
+        // Another thread's panic ends that thread alone; say so, once.
+        log::warn(
+            "internal_error",
+            &format!("internal error in a thread: {text}"),
+            &[],
+        );
+    }
+    *PANICKED
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(text);
+}
+
+fn payload_text(payload: &(dyn std::any::Any + Send)) -> &str {
+    payload
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("a panic")
+}
+
+/// The one line for a panic, and its status (70).
+fn internal_error(payload: &(dyn std::any::Any + Send)) -> u8 {
+    let text = PANICKED
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .take()
+        .unwrap_or_else(|| payload_text(payload).to_string());
+    let exit = Exit::Internal;
+    log::last(
+        log::Level::Error,
+        "internal_error",
+        &format!("internal error (a bug in redlock; please report it): {text}"),
+        &[("exit", exit.code().into())],
+    );
+    exit.code()
+}
+
+fn run_guarded() -> u8 {
+    // A debug build can be made to panic here, so that tests can follow a panic's way out.
+    if cfg!(debug_assertions) && std::env::var_os("REDLOCK_DEBUG_PANIC").is_some() {
+        panic!("REDLOCK_DEBUG_PANIC is set");
+    }
     let cli = match Cli::parse_args(std::env::args_os().collect()) {
         Ok(cli) => cli,
         Err(err) => return usage_error(err),
@@ -112,6 +180,7 @@ fn event_name(exit: Exit) -> &'static str {
         Exit::Permission => "permission",
         Exit::Config => "server_config",
         Exit::TimedOut => "timed_out",
+        Exit::Internal => "internal_error",
         Exit::NotExecutable | Exit::NotFound => "spawn_failed",
         _ => "error",
     }

@@ -227,23 +227,12 @@ impl Server {
     }
 }
 
+/// `%XX` escapes decoded (as the URL's user and password may carry them); an escape that is not
+/// two hex digits stays as written, and bytes that are not UTF-8 read as U+FFFD.
 fn percent_decode(s: &str) -> String {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%'
-            && i + 2 < bytes.len()
-            && let Ok(b) = u8::from_str_radix(&s[i + 1..i + 3], 16)
-        {
-            out.push(b);
-            i += 3;
-            continue;
-        }
-        out.push(bytes[i]);
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
+    percent_encoding::percent_decode_str(s)
+        .decode_utf8_lossy()
+        .into_owned()
 }
 
 /// Reads the first line of a password file. An unreadable or empty file is a usage error (64):
@@ -272,8 +261,18 @@ fn describe_url_error(err: &redis::RedisError) -> String {
 /// containing `/`, `?` or `@` into URLs, so the user part runs to the *last* `@`: redacting a
 /// little too much is the safe mistake.
 pub fn redact(url: &str) -> String {
-    let Some(scheme_end) = url.find("://") else {
-        return url.to_string();
+    let scheme_end = url.find("://").filter(|&end| {
+        url[..end]
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"+-.".contains(&b))
+    });
+    let Some(scheme_end) = scheme_end else {
+        // No scheme (`user:secret@host`, `redis:/:secret@host`): whatever precedes an `@`
+        // may be a password.
+        return match url.rfind('@') {
+            Some(at) => format!("***@{}", &url[at + 1..]),
+            None => url.to_string(),
+        };
     };
     let (head, rest) = url.split_at(scheme_end + 3);
     let rest = match rest.rfind('@') {
@@ -307,6 +306,104 @@ mod tests {
     use crate::report::error::classify;
     use crate::report::exit::Exit;
 
+    /// A small deterministic generator (xorshift), so a failure names its input and repeats.
+    struct Rng(u64);
+
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0
+        }
+
+        fn pick<'a>(&mut self, from: &[&'a str]) -> &'a str {
+            from[(self.next() % from.len() as u64) as usize]
+        }
+    }
+
+    #[test]
+    fn any_url_is_read_or_refused_as_a_usage_error_and_never_panics() {
+        const PIECES: &[&str] = &[
+            "",
+            ":",
+            "@",
+            "%",
+            "%4",
+            "%41",
+            "%aé",
+            "%zz",
+            "é",
+            "ü@",
+            "\u{0}",
+            "/",
+            "//",
+            "?",
+            "&",
+            "=",
+            ",",
+            "[",
+            "]",
+            "::1",
+            "127.0.0.1",
+            "localhost",
+            "host",
+            "-",
+            " ",
+            "\t",
+            "6379",
+            "0",
+            "65535",
+            "65536",
+            "99999999999999999999",
+            "pass=x",
+            "db=3",
+            "mymaster",
+            "user",
+            "*",
+            "{",
+            "}",
+            "\u{1F512}",
+            "%00",
+            "%FF%FE",
+        ];
+        const SCHEMES: &[&str] = &[
+            "redis://",
+            "rediss://",
+            "redis+unix://",
+            "redis+cluster://",
+            "rediss+cluster://",
+            "redis+sentinel://",
+            "rediss+sentinel://",
+            "http://",
+            "redis:/",
+            "",
+        ];
+        let (tls, none) = (Tls::default(), SentinelAuth::default());
+        let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+        for _ in 0..3_000 {
+            let mut url = rng.pick(SCHEMES).to_string();
+            // Half of them carry a password, which no message may show.
+            let secret = rng.next().is_multiple_of(2);
+            if secret {
+                url.push_str(rng.pick(&["user:hunter2@", ":hunter2@", "u:hunter2%40x@"]));
+            }
+            for _ in 0..rng.next() % 12 {
+                url.push_str(rng.pick(PIECES));
+            }
+            let parsed = std::panic::catch_unwind(|| Server::parse(&url, None, &tls, &none));
+            match parsed {
+                Err(_) => panic!("parsing {url:?} panicked"),
+                Ok(Ok(_)) => {}
+                Ok(Err(err)) => {
+                    assert_eq!(classify(&err), Exit::Usage, "{url:?}: {err:#}");
+                    let shown = format!("{err:#}");
+                    assert!(!(secret && shown.contains("hunter2")), "{url:?}: {shown}");
+                }
+            }
+        }
+    }
+
     #[test]
     fn passwords_are_redacted_from_urls() {
         assert_eq!(
@@ -316,6 +413,8 @@ mod tests {
         assert_eq!(redact("redis://:pw@host"), "redis://:***@host");
         assert_eq!(redact("redis://pw@host/1"), "redis://***@host/1");
         assert_eq!(redact("redis://host:6379"), "redis://host:6379");
+        assert_eq!(redact("user:s3cret@host:6379"), "***@host:6379");
+        assert_eq!(redact("redis:/:s3cret@host"), "***@host");
         assert_eq!(
             redact("redis+unix:///tmp/r.sock"),
             "redis+unix:///tmp/r.sock"

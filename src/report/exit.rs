@@ -31,6 +31,8 @@ pub enum Exit {
     Permission,
     /// 78: the server is set up in a way redlock cannot work with (WRONGTYPE, unknown command).
     Config,
+    /// 70: an internal error (a bug in redlock: a panic), reported on one line.
+    Internal,
     /// 124: `--max-runtime` ran out; the command's tree was stopped (as timeout(1) exits).
     TimedOut,
     /// 126: the command exists but could not be executed.
@@ -58,6 +60,7 @@ impl Exit {
             Exit::LeaseLost => 76,
             Exit::Permission => 77,
             Exit::Config => 78,
+            Exit::Internal => 70,
             Exit::TimedOut => 124,
             Exit::NotExecutable => 126,
             Exit::NotFound => 127,
@@ -358,6 +361,14 @@ pub const STATUSES: &[Status] = &[
         ],
     },
     Status {
+        exit: Exit::Internal,
+        short: "internal error",
+        meaning: "Internal error: a bug in redlock (the line says where; please report it). A \
+            command that was running is killed by redlock's keeper, and the lock expires by \
+            itself.",
+        on: EVERY_COMMAND,
+    },
+    Status {
         exit: Exit::TimedOut,
         short: "timed out",
         meaning: "`--max-runtime` ran out: redlock stopped the command's tree (as timeout(1) \
@@ -535,7 +546,7 @@ mod tests {
 
     /// One of each kind; the match makes a new variant fail to compile here until the table
     /// has a line for it.
-    fn every_kind() -> [Exit; 15] {
+    fn every_kind() -> [Exit; 16] {
         let kinds = [
             Exit::Success,
             Exit::No,
@@ -547,6 +558,7 @@ mod tests {
             Exit::LeaseLost,
             Exit::Permission,
             Exit::Config,
+            Exit::Internal,
             Exit::TimedOut,
             Exit::NotExecutable,
             Exit::NotFound,
@@ -565,6 +577,7 @@ mod tests {
                 | Exit::LeaseLost
                 | Exit::Permission
                 | Exit::Config
+                | Exit::Internal
                 | Exit::TimedOut
                 | Exit::NotExecutable
                 | Exit::NotFound

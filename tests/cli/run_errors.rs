@@ -154,3 +154,22 @@ fn a_companion_key_of_another_type_fails_with_78_and_leaves_no_lock_behind() {
         "the failed acquire left the lock behind"
     );
 }
+
+#[test]
+fn a_panic_is_an_internal_error_on_one_line_and_not_an_abort() {
+    // Debug builds (the one under test) panic on purpose when asked to.
+    let server = RedisServer::start();
+    for args in [
+        &["status", "job"][..],
+        &["run", "--key", "job", "--ttl", "5s", "--", "true"][..],
+    ] {
+        let outcome = Redlock::new(&server)
+            .env("REDLOCK_DEBUG_PANIC", "1")
+            .args(args)
+            .exits_with(70);
+        let line = outcome.error_line();
+        assert!(line.contains("internal error"), "{outcome}");
+        assert!(line.contains("src/main.rs"), "{outcome}");
+        assert_eq!(outcome.stderr.lines().count(), 1, "{outcome}");
+    }
+}
