@@ -55,6 +55,29 @@ pub const MODE_DESCENDANTS: u32 = 0;
 pub const MODE_CGROUP: u32 = 1;
 
 /// Where the command lives, shared (read-only but for the atomics) with the keeper.
+///
+/// # Who writes what
+///
+/// Three parties share a `Tree`: redlock's main thread (the supervisor), the spawned child
+/// before it execs (in redlock's memory, `child.rs`), and the keeper (`keeper.rs`). Each
+/// atomic has one writer, or one direction of change:
+///
+/// | field | written by | when | ordering |
+/// |---|---|---|---|
+/// | `command` | the child | first thing after `setpgid`, before it looks at `fired` | SeqCst store |
+/// | `fired` | the keeper | `false` → `true`, before its first kill walk | SeqCst store |
+/// | `mode` | the child | `MODE_CGROUP` → `MODE_DESCENDANTS`, when it cannot join the cgroup | Release store |
+/// | `keeper` | the main thread | once, when the keeper has started | Release store |
+/// | `reaped` | the main thread | `false` → `true`, once the command is reaped (or never ran) | Release store |
+///
+/// Readers load with Acquire, except the pair that decides whether a command may start:
+/// the child stores `command` and then loads `fired`, while the keeper stores `fired` and then
+/// walks (which reads `command` and the process table). Both sides are SeqCst, so at least
+/// one of them sees the other: either the child sees `fired` and exits before exec, or the
+/// keeper's walk finds the child. `reaped` tells the walks to stop treating `command` as
+/// the command's pid (it may be anyone's once reaped), so it is stored only after `waitid`
+/// returned the command's status, and before the supervisor forgets the pid. Nothing else
+/// in a `Tree` changes after [`Tree::prepare`].
 pub struct Tree {
     /// [`MODE_CGROUP`] or [`MODE_DESCENDANTS`]; the spawned child falls back to descendants if
     /// it cannot join the cgroup, before it execs.
