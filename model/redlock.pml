@@ -27,6 +27,17 @@
  *   NO_HEAL         quorum renewals do not re-establish a key on a node that lost it;
  *   NO_FENCE_FLOOR  a fence is the counter plus one, not floored by the server's clock.
  *
+ * With -DQUEUE the model is another world instead: the fair queue's hand-off on one server
+ * (src/lock/wait.rs, scripts/acquire.lua, queue.lua), where the head waiter's next attempt
+ * waits on the server behind its grant list and the release runs it; the head may be dead
+ * (its host gone, its connection left open) or frozen. Its property:
+ *   bound      a dead head waiter holds the queue up for at most the documented bound
+ *              (2 s) after the release, whatever path its grant took;
+ *   exclusion  the head's command and the next waiter's never run at once.
+ * Its switch:
+ *   NO_PROVISIONAL  a grant to the head of the queue is the whole lease at once, not the
+ *                   provisional one that only the waiter's own confirmation extends.
+ *
  * The constants and the code they come from are listed in the README ("The safety model").
  */
 
@@ -98,6 +109,7 @@
 #define P_REL 4
 #define P_ACQ_KEEP 5     /* acquire of a quorum that was taken: the key is left for us */
 
+#ifndef QUEUE
 /* Time is kept as ages and countdowns, which the clock moves: no absolute time, so the
    search covers runs of any length. */
 byte server_clock = 1;   /* the servers' clocks in "microseconds": they agree, and move on
@@ -673,3 +685,174 @@ init {
 #endif
   }
 }
+#endif
+
+#ifdef QUEUE
+/* ---- the fair queue's hand-off (-DQUEUE) ----
+   One tick is lock::QUEUE_REFRESH (0.5 s). A holder releases at any moment; the head waiter
+   H, queued first, and the next waiter N, queued behind it. H's attempt waits on the server
+   behind its grant list (lock::send_after_grant) for at most one refresh; it is sent again
+   as long as H runs. H may die or freeze at any moment and never act again; or it may act
+   late (a freeze it wakes up from). N acts at least once a refresh (its attempts wait on the
+   server too, and come back within one). */
+#define Q_TTL 20          /* --ttl 10s */
+#ifdef NO_PROVISIONAL
+#define Q_PROV Q_TTL
+#else
+#define Q_PROV 2          /* lock::PROVISIONAL: 1 s */
+#endif
+#define Q_LIFE 3          /* lock::QUEUE_ENTRY_LIFE: 1.5 s */
+#define Q_BOUND 4         /* the documented bound: 2 s */
+#define Q_HOLDER 1
+#define Q_H 2
+#define Q_N 3
+
+byte qkey = Q_HOLDER;     /* who holds the key (0: free) */
+byte qleft = Q_TTL;       /* ticks until it expires */
+bool h_queued = 1;        /* H's entry in the queue */
+byte h_age;               /* ticks since H last refreshed its entry */
+bool h_pending = 1;       /* H's attempt waits on the server behind its grant list */
+bool h_dead;              /* H will never act again (its connection stays open) */
+bool h_granted;           /* the server granted H the key; H has not read it yet */
+bool h_running, n_running;
+bool h_ran;               /* H confirmed a grant and ran its command */
+bool n_got;               /* N took the lock */
+byte n_idle;              /* ticks since N's last attempt */
+bool released;            /* the holder released */
+byte waited;              /* ticks since the release, while N has not taken the lock */
+
+/* acquire.lua for a waiter: the key goes to the live head of the queue only; the head (it was
+   queued) is granted the provisional lease. `who` is Q_H or Q_N; `got` says whether. */
+inline q_acquire(who, got) {
+  /* live_head: an entry not refreshed for Q_LIFE ticks is skipped (queue.lua) */
+  if
+  :: h_queued && h_age >= Q_LIFE -> h_queued = 0; h_pending = 0
+  :: else
+  fi;
+  if
+  :: qkey == 0 && (who == Q_H || !h_queued) ->
+     qkey = who; qleft = Q_PROV; got = 1;
+     if
+     :: who == Q_H -> h_queued = 0; h_pending = 0
+     :: else
+     fi
+  :: else -> got = 0
+  fi
+}
+
+active proctype QClock() {
+end:
+  do
+  :: atomic {
+       /* N is never more than a refresh late */
+       n_got || n_idle < 1 ->
+       if
+       /* a command runs under a lease its heartbeat renews (the two-holder model checks that
+          it never outlives it) */
+       :: (qkey == Q_H && h_running) || (qkey == Q_N && n_running)
+       :: qkey != 0 && !(qkey == Q_H && h_running) && !(qkey == Q_N && n_running) ->
+          qleft--;
+          if
+          :: qleft == 0 -> qkey = 0
+          :: else
+          fi
+       :: else
+       fi;
+       if
+       :: h_queued && h_age < Q_LIFE -> h_age++
+       :: else
+       fi;
+       if
+       :: !n_got -> n_idle++
+       :: else
+       fi;
+       if
+       :: released && !n_got ->
+          if
+          :: waited <= Q_BOUND -> waited++   /* longer is all alike */
+          :: else
+          fi;
+          /* bound: a dead head holds the queue up for at most the bound */
+          assert(!h_dead || waited <= Q_BOUND)
+       :: else
+       fi
+     }
+  od
+}
+
+active proctype QHolder() {
+  atomic {
+    /* release.lua: delete, then wake the live head; a head whose attempt waits behind its
+       grant list gets it run at once, in the same pass (queue.lua wake) */
+    qkey == Q_HOLDER ->
+    qkey = 0; released = 1;
+    if
+    :: h_queued && h_age >= Q_LIFE -> h_queued = 0; h_pending = 0
+    :: else
+    fi;
+    if
+    :: h_queued && h_pending -> q_acquire(Q_H, h_granted)
+    :: else
+    fi
+  }
+}
+
+active proctype QHead() {
+  bool got;
+end:
+  do
+  :: atomic {
+       /* dies, or freezes for good, before it confirmed a grant (a holder that dies after
+          is the two-holder model's: its keeper stops its command at the kill point) */
+       !h_dead && !h_ran -> h_dead = 1
+     }
+  :: atomic {
+       /* alive: its attempt comes back refused and is sent again (a refresh) */
+       !h_dead && !h_granted && h_queued ->
+       h_age = 0; h_pending = 1;
+       if
+       :: qkey == 0 -> q_acquire(Q_H, h_granted)
+       :: else
+       fi
+     }
+  :: atomic {
+       /* alive (or awake again): it reads its grant and confirms it (extend.lua): the
+          whole lease if the key is still its own, else it waits again, at the back */
+       !h_dead && h_granted ->
+       h_granted = 0;
+       if
+       :: qkey == Q_H ->
+          qleft = Q_TTL;
+          /* exclusion */
+          assert(!n_running);
+          h_running = 1; h_ran = 1
+       :: else
+       fi
+     }
+  :: atomic { h_running -> h_running = 0; qkey = 0 }   /* its command ends; released */
+  od
+}
+
+active proctype QNext() {
+  bool got;
+end:
+  do
+  :: atomic {
+       !n_got ->
+       n_idle = 0;
+       q_acquire(Q_N, got);
+       if
+       :: got ->
+          n_got = 1;
+          /* N confirms at once (it is alive): the whole lease */
+          qleft = Q_TTL;
+          assert(!h_running);
+          n_running = 1
+       :: else
+       fi;
+       got = 0
+     }
+  :: atomic { n_running -> n_running = 0; qkey = 0 }
+  od
+}
+#endif

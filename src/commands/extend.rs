@@ -17,7 +17,7 @@ pub fn extend(ctx: &Context, args: ExtendArgs) -> Result<Exit> {
     let keys = Keys::new(&ctx.prefix, &args.key)?;
     let mut nodes = ctx.nodes(ctx.timeout);
     nodes.connect()?;
-    let renewed = match nodes.extend(&keys, &args.token, args.ttl, &Standing::default()) {
+    let renewed = match nodes.extend(&keys, &args.token, args.ttl, &Standing::default(), false) {
         Renewal::Confirmed => true,
         // A refusal (NOPERM, WRONGTYPE, READONLY) is reported by its class, not as "not the
         // holder".

@@ -234,7 +234,7 @@ impl Worker {
             };
             match self
                 .nodes
-                .extend(&self.keys, &self.token, ttl, &self.standing)
+                .extend(&self.keys, &self.token, ttl, &self.standing, false)
             {
                 Renewal::Confirmed => {
                     let renewed = self.lease.timeline(ttl, sent);

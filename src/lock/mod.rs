@@ -154,6 +154,9 @@ pub enum Acquire {
         started_ms: i64,
         /// The slot taken (`--slots N`: 0..N-1, unique among the current holders).
         slot: Option<u32>,
+        /// A waiter that headed the queue was granted a [`PROVISIONAL`] lease, which it must
+        /// confirm (renew to its TTL) before it may act under it.
+        provisional: bool,
     },
     Busy(Busy),
     /// `--once-per`: this window of the server's clock was already taken by another run.
@@ -378,6 +381,11 @@ pub enum Refusal {
 pub const QUEUE_ENTRY_LIFE: Duration = Duration::from_millis(1500);
 /// How often a waiter refreshes its queue entry (and tries again) when nothing wakes it.
 pub const QUEUE_REFRESH: Duration = Duration::from_millis(500);
+/// The lease a waiter that heads the queue is granted until it confirms the grant (at most its
+/// TTL): a grant the server makes while the waiter cannot act on it (its host died, it was
+/// frozen) holds the queue up for this long, not for a whole TTL. A dead head delays the next
+/// waiter by at most this and one [`QUEUE_REFRESH`].
+pub const PROVISIONAL: Duration = Duration::from_secs(1);
 
 /// A waiter's place in the key's queue (`--wait`).
 #[derive(Clone, Copy)]
@@ -448,6 +456,9 @@ fn acquire_call(
             "0"
         }
         .to_string(),
+        queue.map_or(String::new(), |_| {
+            ttl.min(PROVISIONAL).as_millis().to_string()
+        }),
     ];
     for (name, value) in holder.identity() {
         args.push(name.to_string());
@@ -562,6 +573,7 @@ fn acquire_reply(reply: &[Value], queue: Option<&Queueing>) -> Acquire {
                 fence: int(1),
                 started_ms: int(2),
                 slot: u32::try_from(int(3)).ok(),
+                provisional: int(4) == 1,
             };
         }
         -2 => {
@@ -695,21 +707,24 @@ pub enum Renewed {
     Taken,
 }
 
-/// Renews the lease iff `token` still holds it.
+/// Renews the lease iff `token` still holds it. `confirming`: a waiter confirms its
+/// provisional grant (see [`PROVISIONAL`]), which also confirms its `--once-per` window.
 pub fn extend(
     con: &mut dyn ConnectionLike,
     keys: &Keys,
     token: &str,
     ttl: Duration,
+    confirming: bool,
 ) -> Result<Renewed> {
-    let renewed: i64 = EXTEND
-        .key(&keys.lock)
+    let mut call = EXTEND.prepare_invoke();
+    call.key(&keys.lock)
         .key(&keys.holder)
         .key(&keys.leases)
-        .key(&keys.holders)
-        .arg(token)
-        .arg(ttl.as_millis() as u64)
-        .invoke(con)?;
+        .key(&keys.holders);
+    if confirming {
+        call.key(&keys.once);
+    }
+    let renewed: i64 = call.arg(token).arg(ttl.as_millis() as u64).invoke(con)?;
     Ok(match renewed {
         1 => Renewed::Yes,
         -1 => Renewed::Missing,

@@ -287,13 +287,18 @@ impl Nodes {
         let mut started = None;
         let mut busy: Option<Busy> = None;
         let mut errors = Vec::new();
+        let mut provisional = false;
         for (server, result) in self.servers().zip(&results) {
             match result {
                 Ok(Acquire::Acquired {
-                    fence, started_ms, ..
+                    fence,
+                    started_ms,
+                    provisional: short,
+                    ..
                 }) => {
                     fences.push(*fence);
                     started = Some(started.map_or(*started_ms, |s: i64| s.min(*started_ms)));
+                    provisional |= *short;
                 }
                 Ok(Acquire::Busy(b)) => {
                     busy.get_or_insert_with(|| b.clone());
@@ -303,6 +308,12 @@ impl Nodes {
                 Err(e) => errors.push(node_error(server, e)),
             }
         }
+        // A provisional grant lives no longer than its provisional lease on any node.
+        let ttl = if provisional {
+            ttl.min(lock::PROVISIONAL)
+        } else {
+            ttl
+        };
         let valid = sent.elapsed() + crate::supervise::lease::drift(ttl) < ttl;
         if fences.len() >= self.majority() && valid {
             let fence = fences.iter().copied().max().unwrap_or(0);
@@ -331,6 +342,7 @@ impl Nodes {
                     fence,
                     started_ms: started.unwrap_or(0),
                     slot: None,
+                    provisional,
                 });
             }
             errors.push(format!(
@@ -431,14 +443,17 @@ impl Nodes {
     /// fence (`standing`): otherwise restarting the nodes one at a time, each between two
     /// renewals, would leave the holder on fewer nodes each time until another could take a
     /// majority. A node where another token holds the key is left alone.
+    ///
+    /// `confirming`: a waiter confirms its provisional grant (see [`lock::PROVISIONAL`]).
     pub fn extend(
         &mut self,
         keys: &Keys,
         token: &str,
         ttl: Duration,
         standing: &Standing,
+        confirming: bool,
     ) -> Renewal {
-        let results = self.each(|c| lock::extend(c, keys, token, ttl));
+        let results = self.each(|c| lock::extend(c, keys, token, ttl, confirming));
         let missing: Vec<bool> = results
             .iter()
             .map(|r| matches!(r, Ok(Renewed::Missing)))

@@ -4,12 +4,25 @@
 //! *ticket*, a random name that is not its lock token), and keeps its place by trying again at
 //! least every `lock::QUEUE_REFRESH`; an entry not refreshed for `lock::QUEUE_ENTRY_LIFE` is
 //! skipped, so a killed or cut-off waiter holds the queue up by at most the sum of the two
-//! (2 s). The lock goes to the head of the queue only: the acquire script refuses anyone else
+//! (2 s); a head granted the lock while it could not act on it, by less (below). The lock goes to the head of the queue only: the acquire script refuses anyone else
 //! while waiters are queued, a non-waiting run included. The queue is one per key, whatever
 //! the shape each waiter asks for (`lock::Shape`): once an exclusive run waits, shared runs that
 //! come later queue behind it, so a stream of them cannot starve it. A shared or slotted taker
 //! that heads the queue wakes the next waiter when it takes its share, since that waiter may
 //! fit beside it. A key held with another shape than asked for ends the wait at once (78).
+//!
+//! **A dead head.** The grant to the head of the queue is *provisional*: a lease of
+//! [`lock::PROVISIONAL`] (1 s, or the TTL if shorter), which only the waiter's own confirmation
+//! (a renewal to its TTL, sent once it has read the grant) makes the full lease; its lease is
+//! counted from that confirmation, and nothing runs before it. The server may grant the lock
+//! to a waiter that cannot act on it — its attempt waits on the server (below) while its host
+//! dies with the connection open, or while it is frozen — and such a head holds the queue up
+//! for the provisional lease and one refresh (1.5 s), not a whole TTL; its `--once-per` window
+//! is only 'granted', and goes to the next run if the grant lapses. A waiter whose grant lapsed
+//! before it confirmed (it was frozen) waits again, at the back. The first attempt of a wait,
+//! which was never queued, takes a free lock outright, as a run without `--wait` does: the
+//! confirmation costs a round trip only where a queue was waited in. `model/redlock.pml`
+//! (-DQUEUE) checks the bound, and finds it broken without the provisional lease.
 //!
 //! On one server (not a cluster, not a quorum) a waiter's next attempt waits *on the server*,
 //! queued behind `BLPOP` of the waiter's grant list, which the release that makes this waiter
@@ -42,10 +55,12 @@ use anyhow::Result;
 
 use crate::lock::keys::Keys;
 use crate::lock::nodes::Nodes;
-use crate::lock::{self, Acquire, Busy, Claim, QUEUE_REFRESH, Queueing, Refusal};
+use crate::lock::nodes::Renewal;
+use crate::lock::{self, Acquire, Busy, Claim, QUEUE_REFRESH, Queueing, Refusal, Standing};
 use crate::redis::server::Server;
 use crate::redis::wire::Wire;
-use crate::report::error::{is_server_reply, is_timeout};
+use crate::report::error::{classify, is_server_reply, is_timeout};
+use crate::report::exit::Exit;
 use crate::supervise::lease::Moment;
 use crate::supervise::signals::{self, Event, Signals};
 
@@ -113,7 +128,7 @@ pub fn take(
         arrival_us: nodes.is_quorum().then(now_us),
     });
     let first = nodes.acquire(&req.claim, refusal, queue.as_ref(), sent, Some(meanwhile));
-    let first = first.and_then(|a| outcome(a, &req.claim, sent));
+    let first = first.and_then(|a| outcome(nodes, a, &req.claim, sent, &Busy::default()));
     let (Some(wait), Some(queue)) = (wait, queue) else {
         return first;
     };
@@ -134,19 +149,42 @@ pub fn take(
 
 /// What an attempt's answer means for the run: taken, busy, or (a key held with another shape
 /// than the one asked for) a configuration error, 78, whatever the wait.
-fn outcome(attempt: Acquire, claim: &Claim, sent: Moment) -> Result<Taken> {
+///
+/// A provisional grant (the waiter headed the queue, see [`lock::PROVISIONAL`]) is confirmed
+/// first, by renewing it to the claim's TTL; the lease is then counted from the confirmation.
+/// One that lapsed before the confirmation reached the server (this waiter was frozen or
+/// starved meanwhile, and the queue went on without it) is `busy` again: the waiter goes on
+/// waiting, at the back of the queue.
+fn outcome(
+    nodes: &mut Nodes,
+    attempt: Acquire,
+    claim: &Claim,
+    sent: Moment,
+    busy: &Busy,
+) -> Result<Taken> {
     match attempt {
         Acquire::Acquired {
             fence,
             started_ms,
             slot,
-        } => Ok(Taken::Acquired {
-            fence,
-            started_ms,
-            slot,
-            sent,
-            spent: Spent::default(),
-        }),
+            provisional,
+        } => {
+            let sent = if provisional {
+                match confirm(nodes, claim, fence, started_ms)? {
+                    Some(confirmed) => confirmed,
+                    None => return Ok(Taken::Busy(busy.clone())),
+                }
+            } else {
+                sent
+            };
+            Ok(Taken::Acquired {
+                fence,
+                started_ms,
+                slot,
+                sent,
+                spent: Spent::default(),
+            })
+        }
         Acquire::Busy(busy) => Ok(Taken::Busy(busy)),
         Acquire::Skipped(ran) => Ok(Taken::Skipped(ran)),
         Acquire::Mismatch(held) => Err(crate::report::error::fail(
@@ -167,6 +205,59 @@ fn outcome(attempt: Acquire, claim: &Claim, sent: Moment) -> Result<Taken> {
                 )
             },
         )),
+    }
+}
+
+/// Confirms a provisional grant: renews it to the claim's TTL. When the lease starts (the
+/// confirmation's sending), or `None` when the grant lapsed before it was confirmed. A
+/// confirmation that fails for another reason gives the grant back and ends the wait with
+/// that failure, as a failed acquire would.
+fn confirm(
+    nodes: &mut Nodes,
+    claim: &Claim,
+    fence: i64,
+    started_ms: i64,
+) -> Result<Option<Moment>> {
+    let sent = Moment::now();
+    let standing = Standing {
+        fence: Some(fence),
+        started_ms: Some(started_ms),
+        holder: Some(claim.holder.clone()),
+    };
+    let renew = |nodes: &mut Nodes| {
+        nodes.extend(
+            claim.keys,
+            claim.token,
+            claim.ttl,
+            &standing,
+            claim.once.is_some(),
+        )
+    };
+    // The connection may have been idle since the wait began, and dropped meanwhile; a failed
+    // attempt dropped it too, so a second one reconnects. Not after a timeout: the renewal may
+    // still run (a renewal run late only renews, it never shortens).
+    let renewal = match renew(nodes) {
+        Renewal::Failed(e) if !is_timeout(&e) => renew(nodes),
+        other => other,
+    };
+    match renewal {
+        Renewal::Confirmed => Ok(Some(sent)),
+        Renewal::Lost { .. } => {
+            crate::report::log::info(
+                "grant_lapsed",
+                &format!(
+                    "{}: granted while this waiter could not confirm it within {}; waiting again",
+                    claim.keys.lock,
+                    crate::supervise::lease::fmt(lock::PROVISIONAL)
+                ),
+                &[("key", (&claim.keys.lock).into())],
+            );
+            Ok(None)
+        }
+        Renewal::Failed(e) => {
+            let _ = nodes.release(claim.keys, claim.token, None, None, None);
+            Err(e)
+        }
     }
 }
 
@@ -214,6 +305,8 @@ fn wait_notified(
 ) -> Result<Taken> {
     let keys = req.claim.keys;
     let own = format!("{}:{}", keys.channel, queue.ticket);
+    // Since when the servers have been out of reach, or refusing in a transient state.
+    let mut unreachable_since: Option<Instant> = None;
     let _listeners: Vec<Listener> = nodes
         .servers()
         .map(|server| {
@@ -257,19 +350,34 @@ fn wait_notified(
             }
             Event::Wake | Event::Timeout => {}
         }
-        let sent = Moment::now();
-        let attempt = match nodes.acquire(&req.claim, Refusal::Uncounted, Some(queue), sent, None) {
-            Ok(a) => outcome(a, &req.claim, sent)?,
-            // A long wait may outlive one connection; the failed one was dropped, so this
-            // attempt reconnects. Not after a timeout: that attempt's undoing is queued behind
-            // it (nodes.rs), and would undo a retry with the same token.
-            Err(e) if !is_server_reply(&e) && !is_timeout(&e) => {
-                let sent = Moment::now();
-                let retry =
-                    nodes.acquire(&req.claim, Refusal::Uncounted, Some(queue), sent, None)?;
-                outcome(retry, &req.claim, sent)?
+        let mut sent = Moment::now();
+        let mut answer = nodes.acquire(&req.claim, Refusal::Uncounted, Some(queue), sent, None);
+        // A long wait may outlive one connection; the failed one was dropped, so this attempt
+        // reconnects. Not after a timeout: that attempt's undoing is queued behind it
+        // (nodes.rs), and would undo a retry with the same token.
+        if let Err(e) = &answer
+            && !is_server_reply(e)
+            && !is_timeout(e)
+        {
+            sent = Moment::now();
+            answer = nodes.acquire(&req.claim, Refusal::Uncounted, Some(queue), sent, None);
+        }
+        let attempt = match answer {
+            Ok(a) => {
+                unreachable_since = None;
+                outcome(nodes, a, &req.claim, sent, &busy)?
             }
-            Err(e) => return Err(e),
+            Err(e) if is_timeout(&e) || classify(&e) != Exit::Unavailable => return Err(e),
+            // Out of reach, or in a transient state (a failover, a node restarting, LOADING):
+            // tried again at the next poll, for up to --timeout, as a waiter on one server
+            // does; then the wait ends with the failure.
+            Err(e) => {
+                let since = *unreachable_since.get_or_insert_with(Instant::now);
+                if since.elapsed() >= req.timeout {
+                    return Err(e);
+                }
+                continue;
+            }
         };
         match attempt {
             Taken::Busy(b) => busy = b,
@@ -433,7 +541,11 @@ fn wait_for_grant(
                         *busy = b;
                         moved(keys, busy, place);
                     }
-                    Some(attempt) => break outcome(attempt, &req.claim, sent),
+                    // A provisional grant that lapsed before its confirmation is busy again.
+                    Some(attempt) => match outcome(nodes, attempt, &req.claim, sent, busy) {
+                        Ok(Taken::Busy(_)) => {}
+                        other => break other,
+                    },
                 }
             }
             Err(e) if is_server_reply(&e) => return None,

@@ -41,3 +41,4 @@ mod shapes;
 mod status;
 mod tls;
 mod tls_topologies;
+mod waiting;

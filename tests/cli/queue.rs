@@ -299,3 +299,115 @@ fn a_cluster_serves_its_waiters_in_arrival_order() {
         5,
     );
 }
+
+/// Whether the audit log of `job` records the lock taken by the process `pid`.
+fn acquired_by(server: &RedisServer, pid: i32) -> bool {
+    let entries: Vec<(String, Vec<String>)> =
+        server.query(&["XRANGE", &companion_key("job", "log"), "-", "+"]);
+    let pid = pid.to_string();
+    entries.iter().any(|(_, fields)| {
+        let field = |name: &str| {
+            fields
+                .chunks(2)
+                .find(|pair| pair[0] == name)
+                .map(|pair| pair[1].as_str())
+        };
+        field("event") == Some("acquired") && field("pid") == Some(pid.as_str())
+    })
+}
+
+/// Freezes the head waiter while its next attempt waits on the server (its connection open,
+/// as when its host dies), then lets the holder go: the server grants the frozen head the lock.
+/// Returns the frozen waiter, the next one, and whether the server granted the frozen one.
+fn freeze_the_head_and_release(
+    server: &RedisServer,
+    log: &std::path::Path,
+    extra: &[&str],
+) -> (Running, Running, bool) {
+    let mut holder = Redlock::new(server)
+        .args(["run", "--key", "job", "--ttl", "10s", "-c", child::HOLD])
+        .spawn();
+    holder.expect_line("ready");
+    let waiter = |name: &str| {
+        Redlock::new(server)
+            .env("LOG", log)
+            .args(["run", "--key", "job", "--ttl", "10s", "--wait", "60s"])
+            .args(extra)
+            .arg("-c")
+            .arg(format!(r#"echo "{name} $(date +%s.%N)" >> "$LOG""#))
+            .spawn()
+    };
+    let frozen = waiter("frozen");
+    wait_until("the first waiter to queue", Duration::from_secs(10), || {
+        (queue_len(server) == 1).then_some(())
+    });
+    let next = waiter("next");
+    wait_until(
+        "both waiters' attempts to wait on the server",
+        Duration::from_secs(10),
+        || {
+            (queue_len(server) == 2 && server.info_number("clients", "blocked_clients") == 2)
+                .then_some(())
+        },
+    );
+    frozen.signal(libc::SIGSTOP);
+    holder.close_stdin();
+    holder.exits_with(0);
+    let granted = acquired_by(server, frozen.pid());
+    (frozen, next, granted)
+}
+
+#[test]
+fn a_head_waiter_granted_the_lock_while_frozen_holds_up_the_queue_at_most_the_bound() {
+    // The server grants the frozen head the lock when its attempt is still waiting there at
+    // the release, which it is for most of each refresh: tried until that happened.
+    let server = RedisServer::start();
+    for _ in 0..5 {
+        let scratch = TempDir::new("frozen-head");
+        let log = scratch.join("ran.log");
+        let released = std::time::SystemTime::now();
+        let (frozen, next, granted) = freeze_the_head_and_release(&server, &log, &[]);
+        next.exits_with(0);
+        let released = released
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs_f64();
+        let gap = ran(&log)[0].1 - released;
+        assert!(
+            gap <= (DEAD_WAITER_BOUND + Duration::from_secs(1)).as_secs_f64(),
+            "the frozen head held up the next waiter for {gap:.3} s"
+        );
+        // Awake again, its grant lapsed: it queues again and runs after the other.
+        frozen.signal(libc::SIGCONT);
+        frozen.exits_with(0);
+        let names: Vec<String> = ran(&log).into_iter().map(|(name, _)| name).collect();
+        assert_eq!(names, ["next", "frozen"]);
+        if granted {
+            return;
+        }
+    }
+    panic!("in five rounds the server never granted the lock to the frozen head waiter");
+}
+
+#[test]
+fn a_frozen_head_does_not_take_the_once_per_window_from_the_next_waiter() {
+    let server = RedisServer::start();
+    for _ in 0..5 {
+        let _: () = server.query(&["FLUSHALL"]);
+        let scratch = TempDir::new("frozen-window");
+        let log = scratch.join("ran.log");
+        let (frozen, next, granted) =
+            freeze_the_head_and_release(&server, &log, &["--once-per", "1h"]);
+        // The window is the next waiter's: the frozen head never confirmed its grant.
+        next.exits_with(0);
+        frozen.signal(libc::SIGCONT);
+        let outcome = frozen.exits_with(75);
+        assert!(outcome.stderr.contains("already ran"), "{outcome}");
+        let names: Vec<String> = ran(&log).into_iter().map(|(name, _)| name).collect();
+        assert_eq!(names, ["next"]);
+        if granted {
+            return;
+        }
+    }
+    panic!("in five rounds the server never granted the lock to the frozen head waiter");
+}

@@ -16,10 +16,13 @@
 -- ARGV[9] the shape: '' exclusive (the lock key), 'shared', or a number of slots (>= 2)
 -- ARGV[10] release channel (a shared taker at the head of the queue wakes the next waiter)
 -- ARGV[11] --once-per's window length (ms; '' without it)   ARGV[12] '1' with --retry-failed
--- ARGV[13..] the holder's identity as field/value pairs (record.rs writes them); the script
+-- ARGV[13] the provisional lease (ms) a waiter that heads the queue is granted ('' for none; see
+--          below)
+-- ARGV[14..] the holder's identity as field/value pairs (record.rs writes them); the script
 --          adds started, renewed, ttl, fence and finished.
 -- KEYS[12] the record of the current --once-per window (hash; see below)
--- Reply: {1, fence, server time (ms), slot (-1: none)} when taken;
+-- Reply: {1, fence, server time (ms), slot (-1: none), 1 when the lease is provisional} when
+--        taken;
 --        {0, pttl (ms; -2 when free but others are queued), server time (ms),
 --         {host, pid, user, started, fence}, waiters ahead of us, queue length,
 --         shared holders' shape ('' when none), shared holders, pause} when refused
@@ -30,6 +33,11 @@
 --        {-2, window start (ms), window length (ms), host, pid, user, started, ended, exit,
 --         outcome} when --once-per finds this window's run already taken (see below).
 -- A paused key refuses every taker but its holder's own retry; a waiter stays queued.
+-- A waiter that heads the queue is granted a provisional lease (ARGV[13]), which only its own
+-- confirmation (extend.lua) makes the full one: the grant may be made while the waiter cannot
+-- act on it (its attempt waits on the server behind its grant list, and its host died or it
+-- was frozen meanwhile), and a dead head must not hold the queue for a whole TTL. Its
+-- --once-per window is 'granted' until then: not taken while the grant is unconfirmed.
 -- paused(key, now): the pause record `key` holds while it is in force (its until, ms, is 0
 -- or still ahead), else nil.
 local function paused(key, now)
@@ -39,13 +47,24 @@ local function paused(key, now)
   if u ~= 0 and u <= now then return nil end
   return p
 end
+-- confirmed(record): a --once-per window's record says its run is running (no longer only
+-- 'granted').
+local RUNNING = 'running'
+local function confirmed(record)
+  redis.call('HSET', record, 'outcome', RUNNING)
+end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local ticket = ARGV[5]
 local shape = ARGV[9]
 local current = redis.call('GET', KEYS[1])
 if current == ARGV[1] then
+  -- An earlier attempt landed but its reply was lost: ours, renewed (the waiter that asks
+  -- again is alive, which confirms a provisional grant too).
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  if ARGV[11] ~= '' and redis.call('HMGET', KEYS[12], 'token')[1] == ARGV[1] then
+    confirmed(KEYS[12])
+  end
   local h = redis.call('HMGET', KEYS[3], 'fence', 'started')
   return {1, tonumber(h[1]) or tonumber(redis.call('GET', KEYS[2])) or 0, tonumber(h[2]) or now, -1}
 end
@@ -83,6 +102,9 @@ if shape ~= '' then
   if mine then
     -- An earlier attempt landed but its reply was lost: ours, renewed.
     redis.call('ZADD', KEYS[8], 'GT', now + tonumber(ARGV[2]), ARGV[1])
+    if ARGV[11] ~= '' and redis.call('HMGET', KEYS[12], 'token')[1] == ARGV[1] then
+      confirmed(KEYS[12])
+    end
     sharers_expire(KEYS[8], KEYS[9], now)
     local slot, fence, started = sharer(KEYS[9], ARGV[1])
     return {1, fence, started, slot}
@@ -100,7 +122,9 @@ if every then
   window = math.floor((now + every / 2) / every)
   local r = redis.call('HMGET', KEYS[12], 'window', 'every', 'outcome', 'token',
     'host', 'pid', 'user', 'started', 'ended', 'exit')
-  if tonumber(r[1]) == window and tonumber(r[2]) == every then
+  -- A window 'granted' to a waiter that has not confirmed it is not taken: while that grant
+  -- lives the lock is busy anyway, and once it lapsed the window is the next run's.
+  if tonumber(r[1]) == window and tonumber(r[2]) == every and r[3] ~= 'granted' then
     local outcome = r[3]
     if outcome == 'running' and current ~= r[4] then
       local deadline = tonumber(redis.call('ZSCORE', KEYS[8], r[4]))
@@ -112,7 +136,7 @@ if every then
       if ARGV[3] == '1' then
         redis.call('HINCRBY', KEYS[4], 'skipped', 1)
         redis.call('PEXPIRE', KEYS[4], ARGV[4])
-        audit(KEYS[13], 'skipped', unpack(ARGV, 13))
+        audit(KEYS[13], 'skipped', unpack(ARGV, 14))
       end
       return {-2, window * every - math.floor(every / 2), every, r[5] or '', r[6] or '',
         r[7] or '', r[8] or '', r[9] or '', r[10] or '', outcome or ''}
@@ -126,6 +150,9 @@ if free and not pause then
   if not queue_read then head = redis.call('ZRANGE', KEYS[5], 0, 0)[1] end
   if head and head ~= ticket then head = live_head(now) end
   if not head or head == ticket then
+    local ttl = ARGV[2]
+    local provisional = head ~= nil and ARGV[13] ~= ''
+    if provisional then ttl = ARGV[13] end
     -- The fence is above every fence handed out before, even when the counter was lost (a
     -- restart without persistence, a flush, a failover to a lagging replica): it is at least
     -- the server's clock in microseconds (below 2^53 until the year 2255, so JSON readers keep
@@ -135,31 +162,33 @@ if free and not pause then
     redis.call('SET', KEYS[2], fence)
     local slot = -1
     if shape == '' then
-      redis.call('HSET', KEYS[3], 'started', now, 'renewed', now, 'ttl', ARGV[2], 'fence', fence,
-        'finished', 0, unpack(ARGV, 13))
-      redis.call('PEXPIRE', KEYS[3], ARGV[2])
-      redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+      redis.call('HSET', KEYS[3], 'started', now, 'renewed', now, 'ttl', ttl, 'fence', fence,
+        'finished', 0, unpack(ARGV, 14))
+      redis.call('PEXPIRE', KEYS[3], ttl)
+      redis.call('SET', KEYS[1], ARGV[1], 'PX', ttl)
     else
       if shape ~= 'shared' then slot = free_slot(KEYS[8], KEYS[9], tonumber(shape)) end
       local own = ''
       if slot >= 0 then own = slot end
       redis.call('HSET', KEYS[9], 'shape', shape,
-        ARGV[1], string.format('%s\31%d\31%d\31%s\31%s', own, fence, now, ARGV[2], ARGV[8]))
-      redis.call('ZADD', KEYS[8], now + tonumber(ARGV[2]), ARGV[1])
+        ARGV[1], string.format('%s\31%d\31%d\31%s\31%s', own, fence, now, ttl, ARGV[8]))
+      redis.call('ZADD', KEYS[8], now + tonumber(ttl), ARGV[1])
       sharers_expire(KEYS[8], KEYS[9], now)
     end
     if every then
+      local taken = RUNNING
+      if provisional then taken = 'granted' end
       redis.call('HSET', KEYS[12], 'window', window, 'every', every, 'token', ARGV[1],
-        'fence', fence, 'started', now, 'outcome', 'running', 'ended', '', 'exit', '',
-        unpack(ARGV, 13))
+        'fence', fence, 'started', now, 'outcome', taken, 'ended', '', 'exit', '',
+        unpack(ARGV, 14))
       redis.call('PEXPIRE', KEYS[12], 2 * every)
     end
     if shape == '' then
-      audit(KEYS[13], 'acquired', 'fence', fence, unpack(ARGV, 13))
+      audit(KEYS[13], 'acquired', 'fence', fence, unpack(ARGV, 14))
     elseif slot >= 0 then
-      audit(KEYS[13], 'acquired', 'fence', fence, 'shape', shape, 'slot', slot, unpack(ARGV, 13))
+      audit(KEYS[13], 'acquired', 'fence', fence, 'shape', shape, 'slot', slot, unpack(ARGV, 14))
     else
-      audit(KEYS[13], 'acquired', 'fence', fence, 'shape', shape, unpack(ARGV, 13))
+      audit(KEYS[13], 'acquired', 'fence', fence, 'shape', shape, unpack(ARGV, 14))
     end
     -- A quorum waiter (its arrival given) stays queued here until a majority granted it the
     -- lock (it then leaves every node's queue): taken out here alone, it would lose its place
@@ -172,7 +201,8 @@ if free and not pause then
       -- A shared taker leaves room: the next waiter may be one too.
       if shape ~= '' then wake(ARGV[10]) end
     end
-    return {1, fence, now, slot}
+    if provisional then return {1, fence, now, slot, 1} end
+    return {1, fence, now, slot, 0}
   end
 end
 local pttl = redis.call('PTTL', KEYS[1])
@@ -184,9 +214,9 @@ if ARGV[3] == '1' then
   redis.call('HINCRBY', KEYS[4], 'busy', 1)
   redis.call('PEXPIRE', KEYS[4], ARGV[4])
   if pause then
-    audit(KEYS[13], 'busy', 'reason', 'paused', unpack(ARGV, 13))
+    audit(KEYS[13], 'busy', 'reason', 'paused', unpack(ARGV, 14))
   else
-    audit(KEYS[13], 'busy', unpack(ARGV, 13))
+    audit(KEYS[13], 'busy', unpack(ARGV, 14))
   end
 end
 local ahead = 0

@@ -4,9 +4,19 @@
 -- command has finished (the release kept the key: 'finished' is set) it changes nothing.
 -- A shared holder (--shared, --slots) renews its own entry in the leases, never past its end.
 -- KEYS[1] lock   KEYS[2] holder record   KEYS[3] shared leases   KEYS[4] shared holders
+-- KEYS[5] (a waiter confirming its provisional grant, see acquire.lua) the --once-per window's
+--         record: a window 'granted' to this token is now 'running'
 -- ARGV[1] token   ARGV[2] ttl (ms)
 -- Reply: 1 renewed (or already living at least that long), 0 someone else's, -1 free (the key
 -- is gone: expired, released, or lost by the server).
+local RUNNING = 'running'
+local function confirm_window()
+  if not KEYS[5] then return end
+  local r = redis.call('HMGET', KEYS[5], 'token', 'outcome')
+  if r[1] == ARGV[1] and r[2] == 'granted' then
+    redis.call('HSET', KEYS[5], 'outcome', RUNNING)
+  end
+end
 local current = redis.call('GET', KEYS[1])
 if current ~= ARGV[1] then
   local deadline = redis.call('ZSCORE', KEYS[3], ARGV[1])
@@ -16,6 +26,7 @@ if current ~= ARGV[1] then
     if tonumber(deadline) > now then
       redis.call('ZADD', KEYS[3], 'GT', now + tonumber(ARGV[2]), ARGV[1])
       sharers_expire(KEYS[3], KEYS[4], now)
+      confirm_window()
       return 1
     end
   end
@@ -24,6 +35,7 @@ if current ~= ARGV[1] then
 end
 local h = redis.pcall('HMGET', KEYS[2], 'finished')
 if h[1] == '1' then return 1 end
+confirm_window()
 local ttl = tonumber(ARGV[2])
 local longer = redis.call('PTTL', KEYS[1]) < ttl
 if longer then redis.call('PEXPIRE', KEYS[1], ttl) end

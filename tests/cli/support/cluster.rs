@@ -115,6 +115,10 @@ impl RedisCluster {
         &self.nodes[index]
     }
 
+    pub fn node_mut(&mut self, index: usize) -> &mut RedisServer {
+        &mut self.nodes[index]
+    }
+
     pub fn nodes(&self) -> &[RedisServer] {
         &self.nodes
     }

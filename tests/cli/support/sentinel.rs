@@ -200,6 +200,10 @@ impl RedisSentinel {
     }
 
     /// The server that is the master now.
+    pub fn master_mut(&mut self) -> &mut RedisServer {
+        &mut self.master
+    }
+
     pub fn master(&self) -> &RedisServer {
         &self.master
     }
