@@ -127,7 +127,7 @@ fn run_locked(ctx: &Context, args: RunArgs) -> Result<Exit> {
     let mut nodes = ctx.nodes(node_timeout(ctx, lease.ttl));
     nodes.connect()?;
     // Inside a run that holds this key: become the command, under that run's lease.
-    if crate::nested::confirm(&mut nodes, &keys)?.is_some() {
+    if crate::nested::confirm(&mut nodes, &keys, shape)?.is_some() {
         drop(nodes);
         return Err(crate::nested::exec(&argv));
     }
