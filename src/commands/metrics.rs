@@ -12,6 +12,17 @@
 //!
 //! Times are the server's (seconds since the epoch, with milliseconds); ages are taken against
 //! this host's clock, as `status` does.
+//!
+//! Every shape is counted: a lock held by several shared or slotted holders is held
+//! (`redlock_held` 1), `redlock_holders` is how many of its holders run a command (any shape;
+//! a hold kept by `--hold-at-least` after its command ended counts none, a client that keeps
+//! no holder record counts one), `redlock_lease_age_seconds` is its oldest holder's age, and
+//! `redlock_ttl_seconds` runs until the last holder's lease ends.
+//!
+//! A lock that could not be read (an ACL that denies one of the reads, a companion key of
+//! another type) has no samples at all — never zeros — and `metrics` then exits with that
+//! error's status (77 denied, 78 another type, 69) and one line on stderr naming it; the other
+//! locks' samples are printed.
 
 use std::io::Write as _;
 use std::path::Path;
@@ -36,10 +47,20 @@ pub fn metrics(ctx: &Context, args: MetricsArgs) -> Result<Exit> {
     } else {
         named
     };
-    let read = super::status::inspect_each(&mut nodes, &keys)?;
-    let text = render(&keys, &read, super::status::now_ms());
+    let readings = super::status::inspect_each(&mut nodes, &keys)?;
+    // A lock that could not be read has no samples: a scrape must not plot zeros for it.
+    let (shown, read): (Vec<Keys>, Vec<Inspection>) = keys
+        .iter()
+        .zip(&readings)
+        .filter_map(|(k, r)| r.as_ref().ok().map(|i| (k.clone(), i.clone())))
+        .unzip();
+    let text = render(&shown, &read, super::status::now_ms());
     log::stdout(&text).context("cannot print the metrics")?;
-    if let Some((k, _)) = keys
+    if let Some(Err(unreadable)) = readings.iter().find(|r| r.is_err()) {
+        log::error("unreadable", &unreadable.why(), &[]);
+        return Ok(unreadable.exit());
+    }
+    if let Some((k, _)) = shown
         .iter()
         .zip(&read)
         .find(|(_, i)| i.state() == LockState::WrongType)
@@ -58,7 +79,10 @@ pub fn metrics(ctx: &Context, args: MetricsArgs) -> Result<Exit> {
 /// (`.NAME.tmp.PID`), flushed, then renamed over `path`, so a collector never reads half a
 /// file. Used by `run --metrics-file` after the release.
 pub fn write_file(nodes: &mut Nodes, keys: &Keys, path: &Path) -> Result<()> {
-    let read = super::status::inspect_each(nodes, std::slice::from_ref(keys))?;
+    let read = crate::inspect::readable(super::status::inspect_each(
+        nodes,
+        std::slice::from_ref(keys),
+    )?)?;
     let text = render(std::slice::from_ref(keys), &read, super::status::now_ms());
     let name = path
         .file_name()
@@ -101,10 +125,6 @@ fn seconds(ms: i64) -> f64 {
     ms as f64 / 1000.0
 }
 
-fn running(i: &Inspection) -> bool {
-    i.holder().is_some_and(|h| !h.finished)
-}
-
 const FAMILIES: &[Family] = &[
     Family {
         name: "redlock_held",
@@ -115,27 +135,22 @@ const FAMILIES: &[Family] = &[
     Family {
         name: "redlock_holders",
         kind: "gauge",
-        help: "Processes running under the lock (0 or 1; a lock kept by --hold-at-least after its command ended has none).",
-        value: |i, _| Some(f64::from(u8::from(running(i)))),
+        help: "Commands running under the lock, in any shape (exclusive: 0 or 1; shared or slotted: how many holders run; a hold kept by --hold-at-least after its command ended counts none).",
+        value: |i, _| Some(i.running().len() as f64),
     },
     Family {
         name: "redlock_lease_age_seconds",
         kind: "gauge",
-        help: "How long the current holder has held the lock (left out when free).",
-        value: |i, now| {
-            i.holder()
-                .and_then(|h| h.started_ms)
-                .map(|s| seconds((now - s).max(0)))
-        },
+        help: "How long the oldest current holder has held the lock (left out when free).",
+        value: |i, now| i.oldest_start_ms().map(|s| seconds((now - s).max(0))),
     },
     Family {
         name: "redlock_ttl_seconds",
         kind: "gauge",
-        help: "Time left before the lock expires unless renewed (0 when free, -1 without expiry).",
+        help: "Time left before the lock frees itself unless renewed: until the last holder's lease ends (0 when free, -1 without expiry).",
         value: |i, _| {
             Some(match i.state() {
-                LockState::Held if i.pttl_ms >= 0 => seconds(i.pttl_ms),
-                LockState::Held => -1.0,
+                LockState::Held => i.ttl_left_ms().map_or(-1.0, seconds),
                 _ => 0.0,
             })
         },

@@ -170,6 +170,44 @@ fn label_values_are_escaped_so_promtool_accepts_any_key() {
 }
 
 #[test]
+fn a_lock_it_cannot_read_has_no_samples_and_metrics_fails_with_its_status() {
+    let server = RedisServer::start();
+    for key in ["good", "bad"] {
+        Redlock::new(&server)
+            .args(["run", "--key", key, "--ttl", "3s", "--", "true"])
+            .exits_with(0);
+    }
+    let _: () = server.query(&["DEL", "{bad}:redlock:stats"]);
+    let _: () = server.query(&["SET", "{bad}:redlock:stats", "not a hash"]);
+    let outcome = Redlock::new(&server)
+        .args(["metrics", "good", "bad"])
+        .exits_with(78);
+    outcome.error_mentions(&["{bad}:redlock:stats"]);
+    let found = samples(&outcome.stdout);
+    assert_eq!(value(&found, "redlock_runs_total{key=\"good\"}"), 1.0);
+    assert!(
+        !found.keys().any(|k| k.contains("key=\"bad\"")),
+        "samples made up for a lock that could not be read: {found:#?}"
+    );
+    expect_promtool_accepts(&outcome.stdout);
+    // A user denied the reads: 77, and no sample at all.
+    server.acl_setuser(
+        "peek",
+        &["on", ">pw", "~*", "&*", "+@all", "-hgetall", "-hmget"],
+    );
+    let denied = Redlock::without_url()
+        .args([
+            "--url",
+            &server.url_with_user("peek", "pw"),
+            "metrics",
+            "good",
+        ])
+        .exits_with(77);
+    denied.error_mentions(&["permission", "noperm"]);
+    assert!(samples(&denied.stdout).is_empty(), "{denied}");
+}
+
+#[test]
 fn the_metrics_file_appears_only_when_the_run_ends_with_its_final_record() {
     let server = RedisServer::start();
     let dir = TempDir::new("metrics-file");

@@ -319,7 +319,7 @@ fn probe(
     }
     if let Some(inspection) = probe.step(
         "status",
-        inspect::inspect(con, std::slice::from_ref(keys), 0),
+        inspect::inspect(con, std::slice::from_ref(keys), 0).and_then(inspect::readable),
     )? && acquired.is_some()
         && let Some(i) = inspection.first()
         && (i.key_type != "string" || i.token.as_deref() != Some(token))
