@@ -559,8 +559,9 @@ pub struct RunArgs {
     pub label: Option<String>,
 
     /// When the run ends (after the release), write the key's Prometheus metrics to this file
-    /// atomically (a temporary file in the same directory, then renamed); a failure to write
-    /// is a warning and leaves the exit status alone
+    /// atomically (a temporary file in the same directory, then renamed); runs sharing the file
+    /// write it one at a time, and no counter in it goes backwards; a failure to write is a
+    /// warning and leaves the exit status alone
     #[arg(long, env = "REDLOCK_METRICS_FILE", value_name = "PATH")]
     pub metrics_file: Option<PathBuf>,
 

@@ -23,9 +23,20 @@
 //! another type) has no samples at all — never zeros — and `metrics` then exits with that
 //! error's status (77 denied, 78 another type, 69) and one line on stderr naming it; the other
 //! locks' samples are printed.
+//!
+//! `run --metrics-file`: concurrent runs may share one file. Each run takes an exclusive
+//! `flock` on the file's directory (no file is added beside the target), reads the lock,
+//! writes a temporary file and renames it over the target while holding it, so the file's
+//! snapshots follow one another in the order they were read; and a counter is never written
+//! lower than the file already has it (in a quorum, the nodes' counts may differ), so no
+//! counter in the file goes backwards, which Prometheus would read as a reset. A run that
+//! cannot take the directory's lock within [`FILE_LOCK_WAIT`] (another run frozen while
+//! writing) leaves the file alone and warns.
 
 use std::io::Write as _;
+use std::os::fd::AsRawFd;
 use std::path::Path;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result};
 
@@ -75,18 +86,30 @@ pub fn metrics(ctx: &Context, args: MetricsArgs) -> Result<Exit> {
     Ok(Exit::Success)
 }
 
+/// How long a run waits for another run writing a metrics file in the same directory.
+pub const FILE_LOCK_WAIT: Duration = Duration::from_secs(5);
+
 /// Writes `keys`' metrics to `path` atomically: a temporary file in the same directory
 /// (`.NAME.tmp.PID`), flushed, then renamed over `path`, so a collector never reads half a
-/// file. Used by `run --metrics-file` after the release.
+/// file. Used by `run --metrics-file` after the release. The read and the rename happen under
+/// the directory's lock, and no counter is written below the file's (see the module doc).
 pub fn write_file(nodes: &mut Nodes, keys: &Keys, path: &Path) -> Result<()> {
+    let name = path
+        .file_name()
+        .with_context(|| format!("{} names no file", path.display()))?;
+    let dir = match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => Path::new("."),
+    };
+    let _locked = lock_dir(dir)?;
     let read = crate::inspect::readable(super::status::inspect_each(
         nodes,
         std::slice::from_ref(keys),
     )?)?;
-    let text = render(std::slice::from_ref(keys), &read, super::status::now_ms());
-    let name = path
-        .file_name()
-        .with_context(|| format!("{} names no file", path.display()))?;
+    let mut text = render(std::slice::from_ref(keys), &read, super::status::now_ms());
+    if let Ok(before) = std::fs::read_to_string(path) {
+        text = no_counter_lower(&text, &before);
+    }
     let tmp = path.with_file_name(format!(
         ".{}.tmp.{}",
         name.to_string_lossy(),
@@ -103,6 +126,69 @@ pub fn write_file(nodes: &mut Nodes, keys: &Keys, path: &Path) -> Result<()> {
         return Err(e).with_context(|| format!("cannot write {}", path.display()));
     }
     Ok(())
+}
+
+/// An exclusive `flock` on a directory, held until dropped (the descriptor's close releases
+/// it). Waits at most [`FILE_LOCK_WAIT`] for another holder.
+fn lock_dir(dir: &Path) -> Result<std::fs::File> {
+    let file =
+        std::fs::File::open(dir).with_context(|| format!("cannot open {}", dir.display()))?;
+    let until = Instant::now() + FILE_LOCK_WAIT;
+    loop {
+        // SAFETY: flock(2) on a descriptor this function owns; no memory is passed.
+        let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+        if rc == 0 {
+            return Ok(file);
+        }
+        let err = std::io::Error::last_os_error();
+        if err.raw_os_error() != Some(libc::EWOULDBLOCK) {
+            return Err(err).with_context(|| format!("cannot lock {}", dir.display()));
+        }
+        if Instant::now() >= until {
+            anyhow::bail!(
+                "another run has been writing a metrics file in {} for {}",
+                dir.display(),
+                crate::lease::fmt(FILE_LOCK_WAIT)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// `text` with each counter sample raised to the value `before` (the file's current text)
+/// has for the same series, when that is higher.
+fn no_counter_lower(text: &str, before: &str) -> String {
+    let counters: Vec<&str> = FAMILIES
+        .iter()
+        .filter(|f| f.kind == "counter")
+        .map(|f| f.name)
+        .collect();
+    let is_counter = |series: &str| counters.contains(&series.split('{').next().unwrap_or(""));
+    let old: Vec<(&str, f64)> = before
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| l.rsplit_once(' '))
+        .filter(|(series, _)| is_counter(series))
+        .filter_map(|(series, v)| v.parse().ok().map(|v| (series, v)))
+        .collect();
+    let mut out = String::with_capacity(text.len());
+    for line in text.lines() {
+        match line.rsplit_once(' ') {
+            Some((series, v)) if !line.starts_with('#') && is_counter(series) => {
+                let new: f64 = v.parse().unwrap_or(0.0);
+                let kept = old
+                    .iter()
+                    .find(|(s, _)| *s == series)
+                    .map_or(new, |(_, o)| o.max(new));
+                out.push_str(&format!("{series} {kept}\n"));
+            }
+            _ => {
+                out.push_str(line);
+                out.push('\n');
+            }
+        }
+    }
+    out
 }
 
 /// One metric family: name, type, help, and a sample per key when the key has a value.
@@ -300,6 +386,27 @@ mod tests {
     fn label_values_are_escaped() {
         assert_eq!(escape("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
         assert_eq!(escape("plain:key"), "plain:key");
+    }
+
+    #[test]
+    fn counters_are_never_written_below_the_file_and_gauges_follow_the_read() {
+        let before = "# TYPE redlock_runs_total counter\n\
+                      redlock_runs_total{key=\"job\"} 7\n\
+                      redlock_busy_total{key=\"job\"} 1\n\
+                      redlock_held{key=\"job\"} 1\n\
+                      redlock_runs_total{key=\"other\"} 50\n";
+        let read = "# TYPE redlock_runs_total counter\n\
+                    redlock_runs_total{key=\"job\"} 6\n\
+                    redlock_busy_total{key=\"job\"} 2\n\
+                    redlock_held{key=\"job\"} 0\n";
+        assert_eq!(
+            no_counter_lower(read, before),
+            "# TYPE redlock_runs_total counter\n\
+             redlock_runs_total{key=\"job\"} 7\n\
+             redlock_busy_total{key=\"job\"} 2\n\
+             redlock_held{key=\"job\"} 0\n"
+        );
+        assert_eq!(no_counter_lower(read, ""), read);
     }
 
     #[test]
