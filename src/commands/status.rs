@@ -206,8 +206,8 @@ pub fn inspect_on_each(nodes: &mut Nodes, keys: &[Keys]) -> Vec<Result<Vec<Readi
 /// One reading per key, for the commands that read a lock without showing each node
 /// (`metrics`, `check`, `pause --drain`): the server's, or in a quorum the view `status`
 /// shows (the majority's). An error when the server could not be asked, or a quorum cannot
-/// tell whether a lock is held; a lock is unreadable when its server (in a quorum: all but
-/// fewer than a majority of the nodes) could not read it.
+/// tell whether a lock is held; a lock is unreadable when its server could not read it (in a
+/// quorum: when fewer than a majority of the nodes could).
 pub fn inspect_each(nodes: &mut Nodes, keys: &[Keys]) -> Result<Vec<Reading>> {
     let per_node = inspect_on_each(nodes, keys);
     if !nodes.is_quorum() {
