@@ -79,9 +79,10 @@ independent, and either refuses runs. On Redis Cluster --all needs a prefix with
 (e.g. 'jobs:{nightly}:'), otherwise it is refused (64): the record would live in another slot \
 than the locks, where the acquire script cannot read it.
 
---drain D then waits up to D until none of the paused locks has a running holder, printing who \
-still runs (and again whenever that changes): exit 0 once drained, 75 when holders still run \
-after D (the pause stays in force either way). A pause again replaces the earlier pause \
+--drain D then waits up to D until none of the paused locks has a running holder of any shape \
+(exclusive, shared or slotted), printing every holder that still runs (and again whenever that \
+changes): exit 0 once drained, 75 when holders still run after D (the pause stays in force \
+either way); a lock it cannot read ends it with that error's status (77, 78, 69). A pause again replaces the earlier pause \
 record. A pause with --for lapses by itself; redlock check reports a pause that ran out \
 without a resume as CRITICAL (for 24h, or until resumed).";
 
@@ -90,16 +91,20 @@ Print locks' state and counters as Prometheus metrics (text exposition format), 
 node_exporter's textfile collector or a sidecar.
 
 Every sample carries a key label: the lock's Redis key (prefix included). Gauges: \
-redlock_held (0/1), redlock_holders (processes running under the lock: 0 or 1; a lock kept by \
---hold-at-least after its command ended has none), redlock_lease_age_seconds, \
-redlock_ttl_seconds (0 when free; -1 without expiry), redlock_fence, redlock_queue_length, \
+redlock_held (0/1), redlock_holders (commands running under the lock, in any shape: 0 or 1 \
+for an exclusive hold, how many holders run for a shared or slotted one; a hold kept by \
+--hold-at-least after its command ended counts none), redlock_lease_age_seconds (the oldest \
+holder's), redlock_ttl_seconds (until the last holder's lease ends; 0 when free; -1 without \
+expiry), redlock_fence, redlock_queue_length, \
 redlock_paused (0/1), redlock_last_run_start_timestamp_seconds, \
 redlock_last_run_duration_seconds, redlock_last_run_exit_status, redlock_last_run_outcome (one \
 sample per outcome, 1 for the last run's), redlock_last_success_timestamp_seconds (when a run \
 last ended ok). Counters: redlock_runs_total, redlock_busy_total, redlock_lease_lost_total, \
 redlock_failed_total, redlock_forced_releases_total. A sample the records cannot give (no run \
 yet) is left out. The counters live in Redis and expire 30 days after their last change, \
-which a scraper sees as a counter reset.
+which a scraper sees as a counter reset. A lock that could not be read (an ACL denying a read, \
+a record of another type) has no samples, and metrics exits with that error's status (77, 78, \
+69).
 
 Only read commands are used, as for status.";
 
@@ -109,18 +114,19 @@ REDLOCK OK - ..., REDLOCK WARNING - ..., REDLOCK CRITICAL - ... or REDLOCK UNKNO
 and the exit status 0, 1, 2 or 3. These statuses are the plugin convention, not the exit table \
 the other subcommands share.
 
-CRITICAL: a holder has held the lock longer than --max-age; no run ended ok within \
---max-since-success (or ever, as far as the records go back: 30 days); a pause with --for ran \
-out without a resume (the runs go ahead again, but nobody said the maintenance is done); the \
-key holds another type of value (no lock can be taken).
+CRITICAL: a running holder, of any shape, has held the lock longer than --max-age; no run \
+ended ok within --max-since-success (or ever, as far as the records go back: 30 days); a pause \
+with --for ran out without a resume (the runs go ahead again, but nobody said the maintenance \
+is done); the key holds another type of value (no lock can be taken).
 
 WARNING: a pause in force without an end (--for); the key was never run (no record of a run); \
 the last run did not end ok (failed, killed, lease lost, timed out).
 
 UNKNOWN: Redis could not be asked (unreachable, timed out, authentication or ACL denied, a \
-quorum that cannot tell). A command line redlock cannot parse still exits 64, which the \
-monitoring systems count as UNKNOWN too. The worst key decides; the line names every key that \
-is not OK. With --json, one object: {\"status\", \"code\", \"summary\", \"keys\": [{\"key\", \
+quorum that cannot tell), or a lock could not be read (an ACL denying one of the reads, a \
+record of another type): never \"never run\". A command line redlock cannot parse still \
+exits 64, which the monitoring systems count as UNKNOWN too. The worst key decides; the line \
+names every key that is not OK. With --json, one object: {\"status\", \"code\", \"summary\", \"keys\": [{\"key\", \
 \"status\", \"problems\"}]}.";
 
 #[derive(Debug, Args)]

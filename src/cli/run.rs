@@ -150,7 +150,8 @@ pub struct RunArgs {
     /// When the run ends, write the key's Prometheus metrics to this file
     ///
     /// Written after the release, atomically (a temporary file in the same directory, then
-    /// renamed); a failure to write is a warning and leaves the exit status alone.
+    /// renamed); runs sharing the file write it one at a time, and no counter in it goes
+    /// backwards; a failure to write is a warning and leaves the exit status alone.
     #[arg(
         long,
         env = "REDLOCK_METRICS_FILE",

@@ -35,7 +35,7 @@ pub fn acquire(ctx: &Context, args: AcquireArgs) -> Result<Exit> {
     let mut nodes = ctx.nodes(ctx.timeout);
     nodes.connect()?;
     // Inside a run that holds this key: that run's token is the answer.
-    if let Some((token, lease)) = crate::lock::nested::confirm(&mut nodes, &keys)? {
+    if let Some((token, lease)) = crate::lock::nested::confirm(&mut nodes, &keys, shape)? {
         let left = lease.pttl_ms.max(0);
         let text = lease_text(
             &keys,

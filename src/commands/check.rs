@@ -8,7 +8,8 @@
 //!
 //! What each state means, per key; the worst key decides:
 //!
-//! * CRITICAL — a running holder older than `--max-age` (stuck or runaway); no run ended ok
+//! * CRITICAL — a running holder older than `--max-age` (stuck or runaway), of any shape: the
+//!   exclusive holder, or each shared or slotted holder, each named; no run ended ok
 //!   within `--max-since-success` (the last success is stamped by the release script, and
 //!   kept 30 days); a pause whose `--for` ran out without a `resume` (the runs go ahead again,
 //!   but nobody said the maintenance is done); the key holds another type of value.
@@ -17,6 +18,9 @@
 //!   last run did not end ok. With `--max-since-success`, a key never run is CRITICAL instead.
 //!   A key whose first run is still going is not "never run" (without `--max-since-success`).
 //! * A pause in force with an end, a holder within its age: OK, and said in the line.
+//! * UNKNOWN — Redis could not be asked, a quorum cannot tell, or a lock could not be read (an
+//!   ACL that denies one of the reads, a companion key of another type): the line says why,
+//!   and so does one line on stderr. A lock that could not be read is never "never run".
 //!
 //! Read-only, one pipeline: a `+@read` user can run it.
 
@@ -28,7 +32,7 @@ use crate::Context;
 use crate::cli::CheckArgs;
 use crate::lock::inspect::Inspection;
 use crate::lock::keys::Keys;
-use crate::lock::record::{Holder, LockState, Outcome};
+use crate::lock::record::{LockState, Outcome};
 use crate::report::error::{classify, render};
 use crate::report::exit::Exit;
 use crate::report::json::Json;
@@ -84,8 +88,14 @@ pub fn check(ctx: &Context, args: CheckArgs) -> Result<Exit> {
     let verdicts: Vec<(&Keys, State, Vec<String>)> = keys
         .iter()
         .zip(&read)
-        .map(|(k, i)| {
-            let (state, problems) = judge(i, &args, now_ms);
+        .map(|(k, reading)| {
+            let (state, problems) = match reading {
+                Ok(i) => judge(i, &args, now_ms),
+                Err(unreadable) => (
+                    State::Unknown,
+                    vec![format!("could not be read: {}", unreadable.why())],
+                ),
+            };
             (k, state, problems)
         })
         .collect();
@@ -128,6 +138,13 @@ pub fn check(ctx: &Context, args: CheckArgs) -> Result<Exit> {
         })
         .collect();
     print(&args, worst, &summary, &per_key);
+    if let Some(Err(unreadable)) = read.iter().find(|r| r.is_err()) {
+        log::error(
+            "unknown",
+            &unreadable.why(),
+            &[("exit", Exit::Unknown.code().into())],
+        );
+    }
     Ok(worst.exit())
 }
 
@@ -173,21 +190,18 @@ fn judge(i: &Inspection, args: &CheckArgs, now_ms: i64) -> (State, Vec<String>) 
             ((now_ms - since).max(0) / 1000 * 1000) as u64,
         ))
     };
-    if let Some(h) = i.holder().filter(|h| !h.finished) {
+    let running = i.running();
+    for h in &running {
         let held = h
-            .started_ms
+            .started_ms()
             .map(|s| Duration::from_millis((now_ms - s).max(0) as u64));
         match (args.max_age, held) {
             (Some(max), Some(held)) if held > max => raise(
                 State::Critical,
-                format!(
-                    "{} (over --max-age {})",
-                    Holder::describe(Some(h), Some(now_ms)),
-                    fmt(max)
-                ),
+                format!("{} (over --max-age {})", h.describe(now_ms), fmt(max)),
                 &mut said,
             ),
-            _ => said.push(Holder::describe(Some(h), Some(now_ms))),
+            _ => said.push(h.describe(now_ms)),
         }
     }
     for pause in &i.pauses {
@@ -202,7 +216,7 @@ fn judge(i: &Inspection, args: &CheckArgs, now_ms: i64) -> (State, Vec<String>) 
         }
     }
     // A first run still in progress has no record yet; it is not a key that was never run.
-    let first_run = i.last.is_none() && i.holder().is_some_and(|h| !h.finished);
+    let first_run = i.last.is_none() && !running.is_empty();
     match (&i.last, args.max_since_success) {
         (None, None) if first_run => said.push("first run in progress".into()),
         (None, Some(max)) => raise(

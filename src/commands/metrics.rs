@@ -12,9 +12,31 @@
 //!
 //! Times are the server's (seconds since the epoch, with milliseconds); ages are taken against
 //! this host's clock, as `status` does.
+//!
+//! Every shape is counted: a lock held by several shared or slotted holders is held
+//! (`redlock_held` 1), `redlock_holders` is how many of its holders run a command (any shape;
+//! a hold kept by `--hold-at-least` after its command ended counts none, a client that keeps
+//! no holder record counts one), `redlock_lease_age_seconds` is its oldest holder's age, and
+//! `redlock_ttl_seconds` runs until the last holder's lease ends.
+//!
+//! A lock that could not be read (an ACL that denies one of the reads, a companion key of
+//! another type) has no samples at all — never zeros — and `metrics` then exits with that
+//! error's status (77 denied, 78 another type, 69) and one line on stderr naming it; the other
+//! locks' samples are printed.
+//!
+//! `run --metrics-file`: concurrent runs may share one file. Each run takes an exclusive
+//! `flock` on the file's directory (no file is added beside the target), reads the lock,
+//! writes a temporary file and renames it over the target while holding it, so the file's
+//! snapshots follow one another in the order they were read; and a counter is never written
+//! lower than the file already has it (in a quorum, the nodes' counts may differ), so no
+//! counter in the file goes backwards, which Prometheus would read as a reset. A run that
+//! cannot take the directory's lock within [`FILE_LOCK_WAIT`] (another run frozen while
+//! writing) leaves the file alone and warns.
 
 use std::io::Write as _;
+use std::os::fd::AsRawFd;
 use std::path::Path;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result};
 
@@ -36,10 +58,20 @@ pub fn metrics(ctx: &Context, args: MetricsArgs) -> Result<Exit> {
     } else {
         named
     };
-    let read = super::status::inspect_each(&mut nodes, &keys)?;
-    let text = render(&keys, &read, super::status::now_ms());
+    let readings = super::status::inspect_each(&mut nodes, &keys)?;
+    // A lock that could not be read has no samples: a scrape must not plot zeros for it.
+    let (shown, read): (Vec<Keys>, Vec<Inspection>) = keys
+        .iter()
+        .zip(&readings)
+        .filter_map(|(k, r)| r.as_ref().ok().map(|i| (k.clone(), i.clone())))
+        .unzip();
+    let text = render(&shown, &read, super::status::now_ms());
     log::stdout(&text).context("cannot print the metrics")?;
-    if let Some((k, _)) = keys
+    if let Some(Err(unreadable)) = readings.iter().find(|r| r.is_err()) {
+        log::error("unreadable", &unreadable.why(), &[]);
+        return Ok(unreadable.exit());
+    }
+    if let Some((k, _)) = shown
         .iter()
         .zip(&read)
         .find(|(_, i)| i.state() == LockState::WrongType)
@@ -54,15 +86,30 @@ pub fn metrics(ctx: &Context, args: MetricsArgs) -> Result<Exit> {
     Ok(Exit::Success)
 }
 
+/// How long a run waits for another run writing a metrics file in the same directory.
+pub const FILE_LOCK_WAIT: Duration = Duration::from_secs(5);
+
 /// Writes `keys`' metrics to `path` atomically: a temporary file in the same directory
 /// (`.NAME.tmp.PID`), flushed, then renamed over `path`, so a collector never reads half a
-/// file. Used by `run --metrics-file` after the release.
+/// file. Used by `run --metrics-file` after the release. The read and the rename happen under
+/// the directory's lock, and no counter is written below the file's (see the module doc).
 pub fn write_file(nodes: &mut Nodes, keys: &Keys, path: &Path) -> Result<()> {
-    let read = super::status::inspect_each(nodes, std::slice::from_ref(keys))?;
-    let text = render(std::slice::from_ref(keys), &read, super::status::now_ms());
     let name = path
         .file_name()
         .with_context(|| format!("{} names no file", path.display()))?;
+    let dir = match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => Path::new("."),
+    };
+    let _locked = lock_dir(dir)?;
+    let read = crate::lock::inspect::readable(super::status::inspect_each(
+        nodes,
+        std::slice::from_ref(keys),
+    )?)?;
+    let mut text = render(std::slice::from_ref(keys), &read, super::status::now_ms());
+    if let Ok(before) = std::fs::read_to_string(path) {
+        text = no_counter_lower(&text, &before);
+    }
     let tmp = path.with_file_name(format!(
         ".{}.tmp.{}",
         name.to_string_lossy(),
@@ -79,6 +126,69 @@ pub fn write_file(nodes: &mut Nodes, keys: &Keys, path: &Path) -> Result<()> {
         return Err(e).with_context(|| format!("cannot write {}", path.display()));
     }
     Ok(())
+}
+
+/// An exclusive `flock` on a directory, held until dropped (the descriptor's close releases
+/// it). Waits at most [`FILE_LOCK_WAIT`] for another holder.
+fn lock_dir(dir: &Path) -> Result<std::fs::File> {
+    let file =
+        std::fs::File::open(dir).with_context(|| format!("cannot open {}", dir.display()))?;
+    let until = Instant::now() + FILE_LOCK_WAIT;
+    loop {
+        // SAFETY: flock(2) on a descriptor this function owns; no memory is passed.
+        let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+        if rc == 0 {
+            return Ok(file);
+        }
+        let err = std::io::Error::last_os_error();
+        if err.raw_os_error() != Some(libc::EWOULDBLOCK) {
+            return Err(err).with_context(|| format!("cannot lock {}", dir.display()));
+        }
+        if Instant::now() >= until {
+            anyhow::bail!(
+                "another run has been writing a metrics file in {} for {}",
+                dir.display(),
+                crate::supervise::lease::fmt(FILE_LOCK_WAIT)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// `text` with each counter sample raised to the value `before` (the file's current text)
+/// has for the same series, when that is higher.
+fn no_counter_lower(text: &str, before: &str) -> String {
+    let counters: Vec<&str> = FAMILIES
+        .iter()
+        .filter(|f| f.kind == "counter")
+        .map(|f| f.name)
+        .collect();
+    let is_counter = |series: &str| counters.contains(&series.split('{').next().unwrap_or(""));
+    let old: Vec<(&str, f64)> = before
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| l.rsplit_once(' '))
+        .filter(|(series, _)| is_counter(series))
+        .filter_map(|(series, v)| v.parse().ok().map(|v| (series, v)))
+        .collect();
+    let mut out = String::with_capacity(text.len());
+    for line in text.lines() {
+        match line.rsplit_once(' ') {
+            Some((series, v)) if !line.starts_with('#') && is_counter(series) => {
+                let new: f64 = v.parse().unwrap_or(0.0);
+                let kept = old
+                    .iter()
+                    .find(|(s, _)| *s == series)
+                    .map_or(new, |(_, o)| o.max(new));
+                out.push_str(&format!("{series} {kept}\n"));
+            }
+            _ => {
+                out.push_str(line);
+                out.push('\n');
+            }
+        }
+    }
+    out
 }
 
 /// One metric family: name, type, help, and a sample per key when the key has a value.
@@ -101,10 +211,6 @@ fn seconds(ms: i64) -> f64 {
     ms as f64 / 1000.0
 }
 
-fn running(i: &Inspection) -> bool {
-    i.holder().is_some_and(|h| !h.finished)
-}
-
 const FAMILIES: &[Family] = &[
     Family {
         name: "redlock_held",
@@ -115,27 +221,22 @@ const FAMILIES: &[Family] = &[
     Family {
         name: "redlock_holders",
         kind: "gauge",
-        help: "Processes running under the lock (0 or 1; a lock kept by --hold-at-least after its command ended has none).",
-        value: |i, _| Some(f64::from(u8::from(running(i)))),
+        help: "Commands running under the lock, in any shape (exclusive: 0 or 1; shared or slotted: how many holders run; a hold kept by --hold-at-least after its command ended counts none).",
+        value: |i, _| Some(i.running().len() as f64),
     },
     Family {
         name: "redlock_lease_age_seconds",
         kind: "gauge",
-        help: "How long the current holder has held the lock (left out when free).",
-        value: |i, now| {
-            i.holder()
-                .and_then(|h| h.started_ms)
-                .map(|s| seconds((now - s).max(0)))
-        },
+        help: "How long the oldest current holder has held the lock (left out when free).",
+        value: |i, now| i.oldest_start_ms().map(|s| seconds((now - s).max(0))),
     },
     Family {
         name: "redlock_ttl_seconds",
         kind: "gauge",
-        help: "Time left before the lock expires unless renewed (0 when free, -1 without expiry).",
+        help: "Time left before the lock frees itself unless renewed: until the last holder's lease ends (0 when free, -1 without expiry).",
         value: |i, _| {
             Some(match i.state() {
-                LockState::Held if i.pttl_ms >= 0 => seconds(i.pttl_ms),
-                LockState::Held => -1.0,
+                LockState::Held => i.ttl_left_ms().map_or(-1.0, seconds),
                 _ => 0.0,
             })
         },
@@ -285,6 +386,27 @@ mod tests {
     fn label_values_are_escaped() {
         assert_eq!(escape("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
         assert_eq!(escape("plain:key"), "plain:key");
+    }
+
+    #[test]
+    fn counters_are_never_written_below_the_file_and_gauges_follow_the_read() {
+        let before = "# TYPE redlock_runs_total counter\n\
+                      redlock_runs_total{key=\"job\"} 7\n\
+                      redlock_busy_total{key=\"job\"} 1\n\
+                      redlock_held{key=\"job\"} 1\n\
+                      redlock_runs_total{key=\"other\"} 50\n";
+        let read = "# TYPE redlock_runs_total counter\n\
+                    redlock_runs_total{key=\"job\"} 6\n\
+                    redlock_busy_total{key=\"job\"} 2\n\
+                    redlock_held{key=\"job\"} 0\n";
+        assert_eq!(
+            no_counter_lower(read, before),
+            "# TYPE redlock_runs_total counter\n\
+             redlock_runs_total{key=\"job\"} 7\n\
+             redlock_busy_total{key=\"job\"} 2\n\
+             redlock_held{key=\"job\"} 0\n"
+        );
+        assert_eq!(no_counter_lower(read, ""), read);
     }
 
     #[test]

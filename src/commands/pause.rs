@@ -15,8 +15,11 @@
 //! without a resume. Time is the server's.
 //!
 //! `--drain D` then reads the paused locks (the status pipeline) every 200 ms until none has a
-//! running holder (a lock kept by `--hold-at-least` after its command ended has none), printing
-//! who still runs whenever that changes: 0 when drained, 75 when holders remain after D.
+//! running holder of any shape — exclusive, shared or slotted (a hold kept by
+//! `--hold-at-least` after its command ended runs nothing; a client that keeps no holder record
+//! may, and counts) — printing every holder that still runs whenever that changes: 0 when
+//! drained, 75 when holders remain after D. A lock it cannot read is never taken for drained:
+//! the read's error ends `--drain` with its status (77 denied, 78 a key of another type, 69).
 //!
 //! On Redis Cluster the prefix-wide record lives in another slot than the locks unless the
 //! prefix has a hash tag, and the acquire script can read only the lock's slot: `--all` is
@@ -29,6 +32,7 @@ use anyhow::Result;
 use crate::Context;
 use crate::cli::{PauseArgs, ResumeArgs};
 use crate::lock;
+use crate::lock::inspect::Holding;
 use crate::lock::keys::{self, Keys};
 use crate::lock::nodes::Nodes;
 use crate::lock::record::{Holder, Pause, rfc3339};
@@ -116,17 +120,17 @@ pub fn pause(ctx: &Context, args: PauseArgs) -> Result<Exit> {
     self::drain(&mut nodes, &watched, drain)
 }
 
-/// Waits up to `limit` until none of `keys` has a running holder.
+/// Waits up to `limit` until none of `keys` has a running holder, in any shape.
 fn drain(nodes: &mut Nodes, keys: &[Keys], limit: Duration) -> Result<Exit> {
     let until = Instant::now() + limit;
     let mut shown: Option<Vec<(String, Option<i64>)>> = None;
     loop {
         let now_ms = super::status::now_ms();
-        let read = super::status::inspect_each(nodes, keys)?;
-        let running: Vec<(&Keys, &Holder)> = keys
+        let read = crate::lock::inspect::readable(super::status::inspect_each(nodes, keys)?)?;
+        let running: Vec<(&Keys, Holding)> = keys
             .iter()
             .zip(&read)
-            .filter_map(|(k, i)| i.holder().filter(|h| !h.finished).map(|h| (k, h)))
+            .flat_map(|(k, i)| i.running().into_iter().map(move |h| (k, h)))
             .collect();
         if running.is_empty() {
             let _ = log::stdout("drained: no paused lock has a running holder\n");
@@ -134,11 +138,11 @@ fn drain(nodes: &mut Nodes, keys: &[Keys], limit: Duration) -> Result<Exit> {
         }
         let who: Vec<String> = running
             .iter()
-            .map(|(k, h)| format!("{} {}", k.lock, Holder::describe(Some(h), Some(now_ms))))
+            .map(|(k, h)| format!("{} {}", k.lock, h.describe(now_ms)))
             .collect();
         let ids: Vec<(String, Option<i64>)> = running
             .iter()
-            .map(|(k, h)| (k.lock.clone(), h.fence))
+            .map(|(k, h)| (k.lock.clone(), h.fence()))
             .collect();
         if Instant::now() >= until {
             log::error(
@@ -227,10 +231,8 @@ pub fn resume(ctx: &Context, args: ResumeArgs) -> Result<Exit> {
     }
     // A key's own pause and the prefix-wide one are independent: say when the latter remains.
     let now_ms = super::status::now_ms();
-    for (k, i) in keys
-        .iter()
-        .zip(super::status::inspect_each(&mut nodes, &keys)?)
-    {
+    let read = crate::lock::inspect::readable(super::status::inspect_each(&mut nodes, &keys)?)?;
+    for (k, i) in keys.iter().zip(read) {
         if let Some(p) = i.pause(now_ms).filter(|p| p.all) {
             log::warn(
                 "still_paused",

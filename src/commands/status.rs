@@ -7,7 +7,13 @@
 //!
 //! Exit status: 0 when every named key is held, 1 when one is free, 78 when a key holds another
 //! type (it is no lock, and nothing redlock does will change that), 69 when Redis cannot be
-//! asked. `--all` exits 0 unless it could not ask.
+//! asked. `--all` exits 0 unless it could not ask. A lock whose keys could not be read (an ACL
+//! that denies a read, a companion key of another type) is shown as UNKNOWN, never as free or
+//! with zero counters, and the status is that error's: 77 for a denial, 78 for a key of
+//! another type, 69 otherwise, with one line on stderr naming the key and the error.
+//!
+//! The text names how each held lock is held on a `shape` line: `exclusive`, `shared` or
+//! `N slots`.
 //!
 //! `--json` prints one document:
 //!
@@ -15,7 +21,10 @@
 //! {"now_ms": 1795238551756, "locks": [{
 //!    "key": "report:daily",            // as given, without the prefix
 //!    "redis_key": "prod:report:daily", // what is in Redis
-//!    "state": "held" | "free" | "wrong_type" | "unknown" (quorum: not enough nodes answered),
+//!    "state": "held" | "free" | "wrong_type" | "unknown" (quorum: not enough nodes answered;
+//!             or the lock could not be read: then the object has only key, redis_key, state
+//!             and error),
+//!    "error": null | "cannot read …: NOPERM …",  // why the lock could not be read
 //!    "type": "string" | "none" | "hash" | ...,  // the lock key's; "none" for a shared hold
 //!    "ttl_left_ms": 29000 | null,      // null when free or without expiry; shared or slotted:
 //!                                      // until the last holder's lease ends
@@ -29,7 +38,8 @@
 //!    "shape": "exclusive" | "shared" | "slots" | null,  // how it is held; null when not held
 //!    "slots": 1 | N | null,            // exclusive: 1; --slots N: N; shared or not held: null
 //!    "holders": [{"slot": 0 | null, "host", "pid", "user", "command", "started_ms", "ttl_ms",
-//!                 "fence", "deadline_ms", "age_ms", "ttl_left_ms",
+//!                 "fence", "deadline_ms", "finished" (kept by --hold-at-least), "age_ms",
+//!                 "ttl_left_ms",
 //!                 "token" (only with --show-token)}],  // shared/slot holders ([] otherwise),
 //!                                      // by slot, then fence; "holder" stays the exclusive one
 //!    "queue": [{"host", "pid", "user", "command", "since_ms"}],  // waiters, first in line first
@@ -55,7 +65,7 @@ use anyhow::Result;
 use crate::Context;
 use crate::cli::StatusArgs;
 use crate::lock::Shape;
-use crate::lock::inspect::{self, Inspection};
+use crate::lock::inspect::{self, Inspection, Reading};
 use crate::lock::keys::Keys;
 use crate::lock::nodes::{Nodes, Tally};
 use crate::lock::record::{Holder, LockState, Waiter};
@@ -63,6 +73,12 @@ use crate::report::exit::Exit;
 use crate::report::json::Json;
 use crate::report::log;
 use crate::supervise::lease::fmt;
+
+/// A node's (or a lock's) answer that did not come: the line that says why, and its status.
+struct Failed {
+    text: String,
+    exit: Exit,
+}
 
 pub fn status(ctx: &Context, args: StatusArgs) -> Result<Exit> {
     let keys = ctx.keys(&args.keys)?;
@@ -93,27 +109,36 @@ pub fn status(ctx: &Context, args: StatusArgs) -> Result<Exit> {
         vec![Ok(per_node.into_iter().next().expect("one node")?)]
     };
     let nothing = Inspection::nothing();
-    let views: Vec<View> = keys
-        .iter()
-        .enumerate()
-        .map(|(i, k)| {
-            let answers: Vec<(&str, Result<&Inspection, String>)> = names
+    type Answers<'a> = Vec<(&'a str, Result<&'a Inspection, Failed>)>;
+    let answers: Vec<Answers> = (0..keys.len())
+        .map(|i| {
+            names
                 .iter()
                 .zip(&per_node)
                 .map(|(name, r)| {
                     let answer = match r {
-                        Ok(all) => Ok(&all[i]),
+                        Ok(all) => all[i].as_ref().map_err(|u| Failed {
+                            text: u.why(),
+                            exit: u.exit(),
+                        }),
                         Err(e) => {
                             let text = crate::report::error::render(e);
                             let prefix = format!("{name}: ");
-                            Err(text.strip_prefix(&prefix).unwrap_or(&text).to_string())
+                            Err(Failed {
+                                text: text.strip_prefix(&prefix).unwrap_or(&text).to_string(),
+                                exit: crate::report::error::classify(e),
+                            })
                         }
                     };
                     (name.as_str(), answer)
                 })
-                .collect();
-            View::new(k, answers, majority, now_ms, &nothing)
+                .collect()
         })
+        .collect();
+    let views: Vec<View> = keys
+        .iter()
+        .zip(&answers)
+        .map(|(k, answers)| View::new(k, answers, majority, now_ms, &nothing))
         .collect();
 
     if args.json {
@@ -135,6 +160,10 @@ pub fn status(ctx: &Context, args: StatusArgs) -> Result<Exit> {
         }
     }
 
+    if let Some(failed) = views.iter().find_map(|v| v.unreadable) {
+        log::error("unreadable", &failed.text, &[]);
+        return Ok(failed.exit);
+    }
     if views.iter().any(|v| v.state() == LockState::Unknown) {
         log::error(
             "unavailable",
@@ -158,10 +187,10 @@ pub fn status(ctx: &Context, args: StatusArgs) -> Result<Exit> {
     }
 }
 
-/// Every node's inspections of `keys`, one pipeline per batch of 100 keys.
-pub fn inspect_on_each(nodes: &mut Nodes, keys: &[Keys]) -> Vec<Result<Vec<Inspection>>> {
+/// Every node's readings of `keys`, one pipeline per batch of 100 keys.
+pub fn inspect_on_each(nodes: &mut Nodes, keys: &[Keys]) -> Vec<Result<Vec<Reading>>> {
     let now_ms = now_ms();
-    let mut per_node: Vec<Result<Vec<Inspection>>> =
+    let mut per_node: Vec<Result<Vec<Reading>>> =
         (0..nodes.len()).map(|_| Ok(Vec::new())).collect();
     for batch in keys.chunks(100) {
         for (node, result) in per_node
@@ -178,11 +207,12 @@ pub fn inspect_on_each(nodes: &mut Nodes, keys: &[Keys]) -> Vec<Result<Vec<Inspe
     per_node
 }
 
-/// One inspection per key, for the commands that read a lock without showing each node
+/// One reading per key, for the commands that read a lock without showing each node
 /// (`metrics`, `check`, `pause --drain`): the server's, or in a quorum the view `status`
 /// shows (the majority's). An error when the server could not be asked, or a quorum cannot
-/// tell whether a lock is held.
-pub fn inspect_each(nodes: &mut Nodes, keys: &[Keys]) -> Result<Vec<Inspection>> {
+/// tell whether a lock is held; a lock is unreadable when its server could not read it (in a
+/// quorum: when fewer than a majority of the nodes could).
+pub fn inspect_each(nodes: &mut Nodes, keys: &[Keys]) -> Result<Vec<Reading>> {
     let per_node = inspect_on_each(nodes, keys);
     if !nodes.is_quorum() {
         return per_node.into_iter().next().expect("one node");
@@ -192,10 +222,20 @@ pub fn inspect_each(nodes: &mut Nodes, keys: &[Keys]) -> Result<Vec<Inspection>>
     let majority = nodes.majority();
     let mut out = Vec::with_capacity(keys.len());
     for (i, k) in keys.iter().enumerate() {
+        let read: Vec<&Reading> = per_node
+            .iter()
+            .filter_map(|r| r.as_ref().ok().map(|all| &all[i]))
+            .collect();
         let ok: Vec<Option<&Inspection>> = per_node
             .iter()
-            .map(|r| r.as_ref().ok().map(|all| &all[i]))
+            .map(|r| r.as_ref().ok().and_then(|all| all[i].as_ref().ok()))
             .collect();
+        if ok.iter().flatten().count() < majority
+            && let Some(Err(unreadable)) = read.into_iter().find(|r| r.is_err())
+        {
+            out.push(Err(unreadable.clone()));
+            continue;
+        }
         let tally = Tally::count(&ok, majority, &nothing);
         if tally.unknown {
             return Err(crate::report::error::fail(
@@ -206,7 +246,7 @@ pub fn inspect_each(nodes: &mut Nodes, keys: &[Keys]) -> Result<Vec<Inspection>>
                 ),
             ));
         }
-        out.push(tally.shown.clone());
+        out.push(Ok(tally.shown.clone()));
     }
     Ok(out)
 }
@@ -224,10 +264,12 @@ struct View<'a> {
     now_ms: i64,
     /// Each node's answer and what they add up to, in quorum mode.
     quorum: Option<Quorum<'a>>,
+    /// Why the lock could not be read (on a quorum: by a majority), when it could not.
+    unreadable: Option<&'a Failed>,
 }
 
 struct Quorum<'a> {
-    answers: Vec<(&'a str, Result<&'a Inspection, String>)>,
+    answers: &'a [(&'a str, Result<&'a Inspection, Failed>)],
     majority: usize,
     tally: Tally<'a>,
 }
@@ -235,24 +277,28 @@ struct Quorum<'a> {
 impl<'a> View<'a> {
     fn new(
         keys: &'a Keys,
-        answers: Vec<(&'a str, Result<&'a Inspection, String>)>,
+        answers: &'a [(&'a str, Result<&'a Inspection, Failed>)],
         majority: usize,
         now_ms: i64,
         nothing: &'a Inspection,
     ) -> View<'a> {
-        if answers.len() == 1 {
-            let i = answers[0].1.as_ref().ok().copied().unwrap_or(nothing);
-            return View {
-                keys,
-                i,
-                now_ms,
-                quorum: None,
-            };
-        }
         let ok: Vec<Option<&Inspection>> = answers
             .iter()
             .map(|(_, a)| a.as_ref().ok().copied())
             .collect();
+        // Fewer than a majority of the answers are readings of the lock: it was not read.
+        let unreadable = (ok.iter().flatten().count() < majority)
+            .then(|| answers.iter().find_map(|(_, a)| a.as_ref().err()))
+            .flatten();
+        if answers.len() == 1 {
+            return View {
+                keys,
+                i: ok[0].unwrap_or(nothing),
+                now_ms,
+                quorum: None,
+                unreadable,
+            };
+        }
         let tally = Tally::count(&ok, majority, nothing);
         View {
             keys,
@@ -263,34 +309,31 @@ impl<'a> View<'a> {
                 majority,
                 tally,
             }),
+            unreadable,
         }
     }
 
     fn state(&self) -> LockState {
-        if self.quorum.as_ref().is_some_and(|q| q.tally.unknown) {
+        if self.unreadable.is_some() || self.quorum.as_ref().is_some_and(|q| q.tally.unknown) {
             return LockState::Unknown;
         }
         self.i.state()
     }
 
-    /// The holder, while the lock is held.
+    /// The exclusive holder, while the lock is held.
     fn holder(&self) -> Option<&Holder> {
         self.i.holder().filter(|_| self.state() == LockState::Held)
     }
 
     fn ttl_left_ms(&self) -> Option<i64> {
-        if self.state() != LockState::Held {
-            return None;
-        }
-        if self.i.shape.is_some() {
-            return Some(self.i.sharers_pttl_ms);
-        }
-        (self.i.pttl_ms >= 0).then_some(self.i.pttl_ms)
+        self.i
+            .ttl_left_ms()
+            .filter(|_| self.state() == LockState::Held)
     }
 
     /// How the lock is held; `None` when it is not.
     fn shape(&self) -> Option<Shape> {
-        (self.state() == LockState::Held).then(|| self.i.shape.unwrap_or_default())
+        self.i.shape().filter(|_| self.state() == LockState::Held)
     }
 
     fn json(&self, show_token: bool) -> Json {
@@ -298,10 +341,20 @@ impl<'a> View<'a> {
             ("key", Json::str(&self.keys.name)),
             ("redis_key", Json::str(&self.keys.lock)),
             ("state", Json::str(self.state().as_str())),
+            (
+                "error",
+                self.unreadable.map_or(Json::Null, |f| Json::str(&f.text)),
+            ),
+        ];
+        // What could not be read is not shown as empty records or zero counters.
+        if self.unreadable.is_some() {
+            return Json::Obj(fields);
+        }
+        fields.extend([
             ("type", Json::str(&self.i.key_type)),
             ("ttl_left_ms", Json::opt_num(self.ttl_left_ms())),
             ("fence", Json::opt_num(self.i.fence)),
-        ];
+        ]);
         if show_token && self.state() == LockState::Held {
             fields.push(("token", Json::opt_str(self.i.token.as_deref())));
         }
@@ -327,7 +380,7 @@ impl<'a> View<'a> {
             "holders",
             Json::Arr(
                 self.i
-                    .sharers
+                    .sharers()
                     .iter()
                     .map(|h| h.json(self.now_ms, show_token))
                     .collect(),
@@ -360,7 +413,7 @@ impl<'a> View<'a> {
                                 ("state", Json::str(q.tally.view(i).as_str())),
                                 (
                                     "ttl_left_ms",
-                                    Json::opt_num((i.pttl_ms >= 0).then_some(i.pttl_ms)),
+                                    Json::opt_num(Some(i.key_pttl_ms()).filter(|ms| *ms >= 0)),
                                 ),
                                 ("fence", Json::opt_num(i.fence)),
                                 ("error", Json::Null),
@@ -370,7 +423,7 @@ impl<'a> View<'a> {
                                 ("state", Json::str("error")),
                                 ("ttl_left_ms", Json::Null),
                                 ("fence", Json::Null),
-                                ("error", Json::str(e)),
+                                ("error", Json::str(&e.text)),
                             ]),
                         })
                         .collect(),
@@ -401,6 +454,13 @@ impl<'a> View<'a> {
     fn text(&self, show_token: bool) -> String {
         let mut out = String::new();
         let key = &self.keys.lock;
+        if let Some(failed) = self.unreadable {
+            return format!("{key}: UNKNOWN: could not be read: {}\n", failed.text);
+        }
+        let shape = self
+            .shape()
+            .map(|s| format!("  shape     {}\n", s.describe()))
+            .unwrap_or_default();
         match self.state() {
             LockState::WrongType => {
                 out.push_str(&format!(
@@ -415,17 +475,23 @@ impl<'a> View<'a> {
                 "{key}: UNKNOWN: held on fewer nodes than a majority, and the nodes that did not \
                  answer could complete one\n"
             )),
-            LockState::Held if self.i.shape.is_some() => {
-                let shape = self.i.shape.unwrap_or_default();
+            LockState::Held if !self.i.sharers().is_empty() => {
                 out.push_str(&format!(
                     "{key}: {}; {}\n",
-                    crate::lock::describe_sharers(shape, self.i.sharers.len()),
+                    crate::lock::describe_sharers(
+                        self.shape().unwrap_or_default(),
+                        self.i.sharers().len()
+                    ),
                     self.expiry().replace("expires", "the last lease ends")
                 ));
-                for h in &self.i.sharers {
+                out.push_str(&shape);
+                for h in self.i.sharers() {
                     let mut line = format!("  holder    {}", h.describe());
                     if let Some(started) = h.started_ms {
                         line.push_str(&format!(", since {} ago", self.age(started)));
+                    }
+                    if h.finished {
+                        line.push_str(", command finished (kept by --hold-at-least)");
                     }
                     if let Some(deadline) = h.deadline_ms {
                         line.push_str(&format!(
@@ -459,6 +525,7 @@ impl<'a> View<'a> {
                     }
                     out.push_str(&who);
                     out.push('\n');
+                    out.push_str(&shape);
                     if let Some(cmd) = &h.command {
                         out.push_str(&format!("  command   {cmd}\n"));
                     }
@@ -471,10 +538,13 @@ impl<'a> View<'a> {
                     }
                     out.push_str(&format!("  lease     {}\n", self.liveness(h)));
                 }
-                None => out.push_str(&format!(
-                    "{key}: held by a client that left no holder record (not redlock?); {}\n",
-                    self.expiry()
-                )),
+                None => {
+                    out.push_str(&format!(
+                        "{key}: held by a client that left no holder record (not redlock?); {}\n",
+                        self.expiry()
+                    ));
+                    out.push_str(&shape);
+                }
             },
         }
         if let Some(once) = &self.i.once {
@@ -490,14 +560,14 @@ impl<'a> View<'a> {
                 q.answers.len(),
                 q.majority
             ));
-            for (url, answer) in &q.answers {
+            for (url, answer) in q.answers {
                 let line = match answer {
                     Ok(i) => {
                         let mut line = q.tally.view(i).as_str().replace('_', " ");
-                        if i.pttl_ms >= 0 {
+                        if i.key_pttl_ms() >= 0 {
                             line.push_str(&format!(
                                 ", expires in {}",
-                                fmt(Duration::from_millis(i.pttl_ms as u64))
+                                fmt(Duration::from_millis(i.key_pttl_ms() as u64))
                             ));
                         }
                         if let Some(f) = i.fence {
@@ -505,7 +575,7 @@ impl<'a> View<'a> {
                         }
                         line
                     }
-                    Err(e) => format!("ERROR: {e}"),
+                    Err(e) => format!("ERROR: {}", e.text),
                 };
                 out.push_str(&format!("  node      {url}: {line}\n"));
             }

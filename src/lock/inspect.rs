@@ -1,13 +1,38 @@
-//! Reading a lock's state for `status`, `metrics`, `check` and `pause --drain`: the lock, its fence and its records, with plain read
-//! commands only (`+@read` is enough), one round trip per batch of keys.
+//! Reading a lock's state: the one reading behind every reader that shows or judges a lock —
+//! `status`, `metrics`, `check`, `pause --drain` (and doctor's probe). It reads the lock, its
+//! fence and its records with plain read commands only (`+@read` is enough), one round trip per
+//! batch of keys, into an [`Inspection`].
+//!
+//! An [`Inspection`] knows every shape a lock is held in: the exclusive holder (the lock key and
+//! its holder record) and the shared or slotted holders (`leases` and `holders`), and also the
+//! queue, the pauses and the `--once-per` window. Readers ask it questions that cover every
+//! shape — [`Inspection::holders`], [`Inspection::running`], [`Inspection::oldest_start_ms`],
+//! [`Inspection::ttl_left_ms`], [`Inspection::shape`] — rather than looking at the exclusive
+//! holder's record alone; the fields that describe one shape only are private for that reason.
+//! What several holders mean for a reader is decided here once: a lock is held while any holder
+//! is; its holders that run are those whose command has not ended (a hold kept by
+//! `--hold-at-least` after its command ended runs nothing; a client that keeps no holder record
+//! is counted as running, since nothing says it ended); its age is its oldest holder's; its
+//! lease ends when the last holder's does.
+//!
+//! A read that failed is never an empty answer: an error on any of a lock's keys (an ACL
+//! denial, a companion key of another type) makes that lock [`Unreadable`], with the server's
+//! error, so that no reader reports "free", "never run" or zero counters for a lock it could
+//! not read. The busy message and the nested-run confirmation are answered by the scripts
+//! themselves in the round trip that takes or confirms a hold (`lock::Busy`, `lock::Held`,
+//! both with the hold's [`Shape`]); no extra read is made on the run path.
+
+use std::time::Duration;
 
 use anyhow::{Context, Result};
-use redis::Value;
+use redis::{RedisError, Value};
 
 use crate::lock::Shape;
 use crate::lock::keys::Keys;
 use crate::lock::record::{Counters, Holder, LastRun, LockState, Pause, Sharer, Waiter};
 use crate::redis::server::Conn;
+use crate::report::exit::Exit;
+use crate::supervise::lease::fmt;
 
 /// Everything Redis knows about one lock.
 #[derive(Debug, Clone, Default)]
@@ -16,10 +41,11 @@ pub struct Inspection {
     /// a lock.
     pub key_type: String,
     pub token: Option<String>,
-    pub pttl_ms: i64,
+    /// The lock key's own PTTL: the exclusive lease (see [`Inspection::ttl_left_ms`]).
+    pttl_ms: i64,
     pub fence: Option<i64>,
     /// The holder record, as stored; it may outlive its lock (see [`Inspection::holder`]).
-    pub holder_record: Option<Holder>,
+    holder_record: Option<Holder>,
     pub last: Option<LastRun>,
     pub counters: Counters,
     /// The waiters, first in line first.
@@ -27,13 +53,112 @@ pub struct Inspection {
     /// The lock's own pause record (in force or lapsed), then the prefix-wide one.
     pub pauses: Vec<Pause>,
     /// A shared or slotted lock's shape, while it has holders.
-    pub shape: Option<Shape>,
+    shared_shape: Option<Shape>,
     /// Its holders whose lease has not ended (by this host's clock), by slot, then by fence.
-    pub sharers: Vec<Sharer>,
-    /// How long until the last shared lease ends.
-    pub sharers_pttl_ms: i64,
+    sharers: Vec<Sharer>,
+    /// This host's clock when the lock was read (ms since the epoch).
+    now_ms: i64,
     /// The `--once-per` window's record: who took the current (or last) window, and how it went.
     pub once: Option<crate::lock::Ran>,
+}
+
+/// What one read of a lock gave: its state, or why it could not be read.
+pub type Reading = std::result::Result<Inspection, Unreadable>;
+
+/// A lock that could not be read: which of its keys the server refused, and its error.
+#[derive(Debug, Clone)]
+pub struct Unreadable {
+    pub key: String,
+    pub error: RedisError,
+}
+
+impl Unreadable {
+    /// The error, as a command that cannot go on reports it.
+    pub fn error(&self) -> anyhow::Error {
+        anyhow::Error::new(self.error.clone()).context(format!("cannot read {}", self.key))
+    }
+
+    /// Its exit status: 77 for an ACL denial, 78 for a key of another type, 69 otherwise.
+    pub fn exit(&self) -> Exit {
+        crate::report::error::classify_redis(&self.error)
+    }
+
+    /// The line that says why.
+    pub fn why(&self) -> String {
+        crate::report::error::render(&self.error())
+    }
+}
+
+/// The inspections, or the error of the first lock that could not be read: for the readers
+/// that cannot go on without every lock.
+pub fn readable(readings: Vec<Reading>) -> Result<Vec<Inspection>> {
+    readings
+        .into_iter()
+        .map(|r| r.map_err(|u| u.error()))
+        .collect()
+}
+
+/// One holder of a lock, whatever its shape: what readers count, age and name.
+#[derive(Clone, Copy, Debug)]
+pub enum Holding<'a> {
+    /// The exclusive holder (the lock key); `None`: a client that keeps no holder record.
+    Exclusive(Option<&'a Holder>),
+    /// A shared or slotted holder.
+    Shared(&'a Sharer),
+}
+
+impl Holding<'_> {
+    /// Server time (ms) when it took the lock, when recorded.
+    pub fn started_ms(self) -> Option<i64> {
+        match self {
+            Holding::Exclusive(h) => h.and_then(|h| h.started_ms),
+            Holding::Shared(s) => s.started_ms,
+        }
+    }
+
+    pub fn fence(self) -> Option<i64> {
+        match self {
+            Holding::Exclusive(h) => h.and_then(|h| h.fence),
+            Holding::Shared(s) => s.fence,
+        }
+    }
+
+    /// Whether its command still runs: not when the hold is only kept by `--hold-at-least`
+    /// after the command ended. A holder without a record may run: it counts as running.
+    pub fn running(self) -> bool {
+        match self {
+            Holding::Exclusive(h) => !h.is_some_and(|h| h.finished),
+            Holding::Shared(s) => !s.finished,
+        }
+    }
+
+    /// "held by web-1 (pid 12, user bob, fence 7) for 3m 2s", "held shared by web-2 (pid 4,
+    /// user bob, fence 8) for 1s", "held in slot 2 by web-3 (…)"; the age against `now_ms`.
+    pub fn describe(self, now_ms: i64) -> String {
+        match self {
+            Holding::Exclusive(h) => Holder::describe(h, Some(now_ms)),
+            Holding::Shared(s) => {
+                let who = crate::lock::record::who(
+                    &s.host,
+                    s.pid.map(i64::from),
+                    s.user.as_deref(),
+                    s.fence,
+                );
+                let mut out = match s.slot {
+                    Some(slot) => format!("held in slot {slot} by {who}"),
+                    None => format!("held shared by {who}"),
+                };
+                if let Some(started) = s.started_ms {
+                    let age = (now_ms - started).max(0) as u64;
+                    out.push_str(&format!(
+                        " for {}",
+                        fmt(Duration::from_millis(age / 1000 * 1000))
+                    ));
+                }
+                out
+            }
+        }
+    }
 }
 
 impl Inspection {
@@ -41,6 +166,7 @@ impl Inspection {
     pub fn nothing() -> Inspection {
         Inspection {
             key_type: "none".into(),
+            pttl_ms: -2,
             ..Inspection::default()
         }
     }
@@ -57,18 +183,75 @@ impl Inspection {
         self.pauses.iter().find(|p| p.in_force(now_ms))
     }
 
-    /// The holder, while the lock is held. A holder record outliving its lock (the key was
-    /// deleted by someone else) is stale and not shown.
+    /// The exclusive holder's record, while the lock is held. A holder record outliving its
+    /// lock (the key was deleted by someone else) is stale and not shown.
     pub fn holder(&self) -> Option<&Holder> {
         self.holder_record
             .as_ref()
-            .filter(|_| self.state() == LockState::Held)
+            .filter(|_| self.key_type == "string")
+    }
+
+    /// The shared or slotted holders whose lease has not ended, by slot, then by fence.
+    pub fn sharers(&self) -> &[Sharer] {
+        &self.sharers
+    }
+
+    /// Every holder of the lock, in any shape: the exclusive one (the lock key), then the
+    /// shared or slotted ones. Empty when the lock is free.
+    pub fn holders(&self) -> Vec<Holding<'_>> {
+        let exclusive = (self.key_type == "string").then(|| Holding::Exclusive(self.holder()));
+        exclusive
+            .into_iter()
+            .chain(self.sharers.iter().map(Holding::Shared))
+            .collect()
+    }
+
+    /// The holders whose command runs (see [`Holding::running`]).
+    pub fn running(&self) -> Vec<Holding<'_>> {
+        self.holders().into_iter().filter(|h| h.running()).collect()
+    }
+
+    /// When the oldest holder took the lock (server ms), when any holder's start is known.
+    pub fn oldest_start_ms(&self) -> Option<i64> {
+        self.holders()
+            .into_iter()
+            .filter_map(Holding::started_ms)
+            .min()
+    }
+
+    /// How the lock is held; `None` when it is not.
+    pub fn shape(&self) -> Option<Shape> {
+        (self.state() == LockState::Held).then(|| self.shared_shape.unwrap_or_default())
+    }
+
+    /// How long until the lock frees itself unless renewed: until the last lease ends, in
+    /// milliseconds. `None` when it is free, or held with no expiry (a foreign holder's key).
+    pub fn ttl_left_ms(&self) -> Option<i64> {
+        if self.state() != LockState::Held {
+            return None;
+        }
+        let shared = self
+            .sharers
+            .iter()
+            .filter_map(|s| s.deadline_ms)
+            .max()
+            .map(|d| (d - self.now_ms).max(0));
+        match (self.key_type == "string", shared) {
+            (true, _) if self.pttl_ms < 0 => None,
+            (true, shared) => Some(shared.map_or(self.pttl_ms, |s| s.max(self.pttl_ms))),
+            (false, shared) => shared,
+        }
+    }
+
+    /// The lock key's own PTTL on the node that was read (-2: no key, -1: no expiry): what a
+    /// quorum's per-node lines show. Readers of the lock's state want [`Self::ttl_left_ms`].
+    pub fn key_pttl_ms(&self) -> i64 {
+        self.pttl_ms
     }
 }
 
 /// The waiters in queue order, from the queue's tickets and the waiters hash.
-fn queue_of(tickets: &Value, who: &[(String, String)]) -> Vec<Waiter> {
-    let tickets: Vec<String> = redis::from_redis_value_ref(tickets).unwrap_or_default();
+fn queue_of(tickets: Vec<String>, who: &[(String, String)]) -> Vec<Waiter> {
     tickets
         .iter()
         .map(|ticket| {
@@ -80,10 +263,14 @@ fn queue_of(tickets: &Value, who: &[(String, String)]) -> Vec<Waiter> {
 }
 
 /// The live shared holders, from the leases (token, deadline) and the holders hash; the shape
-/// is its `shape` field. An entry whose deadline has passed by `now_ms` is gone (the scripts
-/// remove such entries when they next run).
-fn sharers_of(leases: &Value, holders: &[(String, String)], now_ms: i64) -> Vec<Sharer> {
-    let leases: Vec<(String, f64)> = redis::from_redis_value_ref(leases).unwrap_or_default();
+/// is its `shape` field, and a holder whose command ended while its hold is kept
+/// (`--hold-at-least`) has a `TOKEN:finished` field. An entry whose deadline has passed by
+/// `now_ms` is gone (the scripts remove such entries when they next run).
+fn sharers_of(
+    leases: Vec<(String, f64)>,
+    holders: &[(String, String)],
+    now_ms: i64,
+) -> Vec<Sharer> {
     let mut sharers: Vec<Sharer> = leases
         .into_iter()
         .filter(|(_, deadline)| *deadline as i64 > now_ms)
@@ -93,6 +280,8 @@ fn sharers_of(leases: &Value, holders: &[(String, String)], now_ms: i64) -> Vec<
                 .find(|(t, _)| *t == token)
                 .map_or_else(Sharer::default, |(_, value)| Sharer::decode(value));
             sharer.deadline_ms = Some(deadline as i64);
+            let finished = Sharer::finished_field(&token);
+            sharer.finished = holders.iter().any(|(field, _)| *field == finished);
             sharer.token = Some(token);
             sharer
         })
@@ -101,10 +290,14 @@ fn sharers_of(leases: &Value, holders: &[(String, String)], now_ms: i64) -> Vec<
     sharers
 }
 
-/// Reads the lock and its companions for every key in one round trip. MGET (not GET) so that a
-/// key of another type reads as nil; TYPE tells the two apart. A companion key of the wrong
-/// type reads as empty rather than failing the whole pipeline.
-pub fn inspect(con: &mut Conn, keys: &[Keys], now_ms: i64) -> Result<Vec<Inspection>> {
+/// The commands [`inspect`] sends per lock, and the key each one reads.
+const READS: usize = 13;
+
+/// Reads the lock and its companions for every key in one round trip: one [`Reading`] per key,
+/// in order. MGET (not GET) so that a key of another type reads as nil; TYPE tells the two
+/// apart. Any error reply on one of a lock's keys makes that lock [`Unreadable`] (the others
+/// are still read); a failure of the round trip itself is the error.
+pub fn inspect(con: &mut Conn, keys: &[Keys], now_ms: i64) -> Result<Vec<Reading>> {
     let cluster = matches!(con, Conn::Cluster(_));
     // A cluster routes a pipeline by its first key: one pipeline per lock (one slot each).
     if let Conn::Cluster(_) = con
@@ -154,80 +347,106 @@ pub fn inspect(con: &mut Conn, keys: &[Keys], now_ms: i64) -> Result<Vec<Inspect
     }
     pipe.ignore_errors();
     let replies: Vec<Value> = pipe.query(con).context("cannot read the lock state")?;
-    let mut out = Vec::with_capacity(keys.len());
-    for (chunk, k) in replies.chunks(13).zip(keys) {
-        let [
-            key_type,
-            values,
-            pttl,
-            holder,
-            last,
-            stats,
-            queue,
-            waiters,
-            paused,
-            pause_all,
-            leases,
-            holders,
-            once,
-        ] = chunk
-        else {
-            anyhow::bail!("unexpected reply from the server");
-        };
-        // Errors on the lock key itself (NOPERM, say) are the answer, with their class.
-        for v in [key_type, values, pttl] {
-            if let Value::ServerError(e) = v {
-                return Err(redis::RedisError::from(e.clone()))
-                    .context("cannot read the lock state");
+    if replies.len() != keys.len() * READS {
+        anyhow::bail!("unexpected reply from the server");
+    }
+    Ok(replies
+        .chunks(READS)
+        .zip(keys)
+        .map(|(chunk, k)| decode(chunk, k, cluster, now_ms))
+        .collect())
+}
+
+/// One lock's replies, in the order [`inspect`] asks.
+fn decode(chunk: &[Value], k: &Keys, cluster: bool, now_ms: i64) -> Reading {
+    let read: [&str; READS] = [
+        &k.lock,
+        &k.lock,
+        &k.lock,
+        &k.holder,
+        &k.last,
+        &k.stats,
+        &k.queue,
+        &k.waiters,
+        &k.paused,
+        k.pause_all_for(cluster),
+        &k.leases,
+        &k.holders,
+        &k.once,
+    ];
+    let unreadable = |key: &str, error: RedisError| Unreadable {
+        key: key.to_string(),
+        error,
+    };
+    for (value, key) in chunk.iter().zip(read) {
+        if let Value::ServerError(e) = value {
+            return Err(unreadable(key, RedisError::from(e.clone())));
+        }
+    }
+    // A reply that does not decode (a foreign value the server gave without an error) is not a
+    // lock's state either.
+    let mut failed: Option<Unreadable> = None;
+    let mut field = |i: usize| -> Vec<(String, String)> {
+        match redis::from_redis_value_ref::<Vec<(String, String)>>(&chunk[i]) {
+            Ok(mut pairs) => {
+                pairs.sort();
+                pairs
+            }
+            Err(e) => {
+                failed.get_or_insert(unreadable(read[i], e.into()));
+                Vec::new()
             }
         }
-        let key_type: String = redis::from_redis_value_ref(key_type)?;
-        let (token, fence): (Option<String>, Option<String>) = redis::from_redis_value_ref(values)?;
-        let pairs = |v: &Value| -> Result<Vec<(String, String)>> {
-            if let Value::ServerError(_) = v {
-                return Ok(Vec::new());
-            }
-            let mut pairs: Vec<(String, String)> = redis::from_redis_value_ref(v)?;
-            pairs.sort();
-            Ok(pairs)
-        };
-        let holders = pairs(holders)?;
-        let sharers = sharers_of(leases, &holders, now_ms);
-        let shape = holders
-            .iter()
-            .find(|(field, _)| field == "shape")
-            .and_then(|(_, v)| Shape::from_stored(v))
-            .filter(|_| !sharers.is_empty());
-        let once = once_of(&pairs(once)?, token.as_deref(), &sharers);
-        out.push(Inspection {
-            once,
-            token: if key_type == "string" { token } else { None },
-            key_type,
-            pttl_ms: redis::from_redis_value_ref(pttl)?,
-            fence: fence.and_then(|f| f.parse().ok()),
-            holder_record: Holder::decode(&pairs(holder)?),
-            last: LastRun::decode(&pairs(last)?),
-            counters: Counters::decode(&pairs(stats)?),
-            queue: queue_of(queue, &pairs(waiters)?),
-            pauses: [
-                Pause::decode(&pairs(paused)?, false),
-                Some(pause_all)
-                    .filter(|_| k.pause_all_for(cluster) != k.paused)
-                    .and_then(|v| Pause::decode(&pairs(v).ok()?, true)),
-            ]
-            .into_iter()
-            .flatten()
-            .collect(),
-            sharers_pttl_ms: sharers
-                .iter()
-                .filter_map(|s| s.deadline_ms)
-                .max()
-                .map_or(-2, |d| (d - now_ms).max(0)),
-            shape,
-            sharers,
-        });
+    };
+    let holder = field(3);
+    let last = field(4);
+    let stats = field(5);
+    let waiters = field(7);
+    let paused = field(8);
+    let pause_all = field(9);
+    let holders = field(11);
+    let once = field(12);
+    if let Some(e) = failed {
+        return Err(e);
     }
-    Ok(out)
+    let value = |i: usize, e: redis::ParsingError| unreadable(read[i], e.into());
+    let key_type: String = redis::from_redis_value_ref(&chunk[0]).map_err(|e| value(0, e))?;
+    let (token, fence): (Option<String>, Option<String>) =
+        redis::from_redis_value_ref(&chunk[1]).map_err(|e| value(1, e))?;
+    let pttl_ms: i64 = redis::from_redis_value_ref(&chunk[2]).map_err(|e| value(2, e))?;
+    let tickets: Vec<String> = redis::from_redis_value_ref(&chunk[6]).map_err(|e| value(6, e))?;
+    let leases: Vec<(String, f64)> =
+        redis::from_redis_value_ref(&chunk[10]).map_err(|e| value(10, e))?;
+    let sharers = sharers_of(leases, &holders, now_ms);
+    let shared_shape = holders
+        .iter()
+        .find(|(field, _)| field == "shape")
+        .and_then(|(_, v)| Shape::from_stored(v))
+        .filter(|_| !sharers.is_empty());
+    let once = once_of(&once, token.as_deref(), &sharers);
+    Ok(Inspection {
+        once,
+        token: if key_type == "string" { token } else { None },
+        key_type,
+        pttl_ms,
+        fence: fence.and_then(|f| f.parse().ok()),
+        holder_record: Holder::decode(&holder),
+        last: LastRun::decode(&last),
+        counters: Counters::decode(&stats),
+        queue: queue_of(tickets, &waiters),
+        pauses: [
+            Pause::decode(&paused, false),
+            Some(pause_all)
+                .filter(|_| k.pause_all_for(cluster) != k.paused)
+                .and_then(|v| Pause::decode(&v, true)),
+        ]
+        .into_iter()
+        .flatten()
+        .collect(),
+        shared_shape,
+        sharers,
+        now_ms,
+    })
 }
 
 /// The `--once-per` window's record, as the acquire script judges it: a run recorded as running
@@ -265,4 +484,84 @@ fn once_of(
         exit: num("exit"),
         outcome,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sharer(slot: Option<u32>, started_ms: i64, deadline_ms: i64, finished: bool) -> Sharer {
+        Sharer {
+            slot,
+            started_ms: Some(started_ms),
+            deadline_ms: Some(deadline_ms),
+            finished,
+            ..Sharer::default()
+        }
+    }
+
+    #[test]
+    fn shared_holders_are_held_counted_aged_and_last_until_the_last_lease() {
+        let i = Inspection {
+            key_type: "none".into(),
+            pttl_ms: -2,
+            shared_shape: Some(Shape::Slots(3)),
+            sharers: vec![
+                sharer(Some(0), 1_000, 9_000, false),
+                sharer(Some(1), 500, 7_000, true),
+                sharer(Some(2), 2_000, 8_000, false),
+            ],
+            now_ms: 5_000,
+            ..Inspection::default()
+        };
+        assert_eq!(i.state(), LockState::Held);
+        assert_eq!(i.shape(), Some(Shape::Slots(3)));
+        assert_eq!(i.holders().len(), 3);
+        assert_eq!(i.running().len(), 2, "a kept hold runs nothing");
+        assert_eq!(i.oldest_start_ms(), Some(500));
+        assert_eq!(i.ttl_left_ms(), Some(4_000));
+        assert!(i.holder().is_none());
+    }
+
+    #[test]
+    fn an_exclusive_hold_is_one_holder_with_or_without_a_record() {
+        let record = Holder {
+            host: "h".into(),
+            started_ms: Some(100),
+            finished: true,
+            ..Holder::default()
+        };
+        let kept = Inspection {
+            key_type: "string".into(),
+            pttl_ms: 2_500,
+            holder_record: Some(record),
+            ..Inspection::default()
+        };
+        assert_eq!(kept.shape(), Some(Shape::Exclusive));
+        assert_eq!(kept.holders().len(), 1);
+        assert!(kept.running().is_empty(), "--hold-at-least after the end");
+        assert_eq!(kept.ttl_left_ms(), Some(2_500));
+        assert_eq!(kept.oldest_start_ms(), Some(100));
+        let foreign = Inspection {
+            key_type: "string".into(),
+            pttl_ms: -1,
+            ..Inspection::default()
+        };
+        assert_eq!(foreign.running().len(), 1, "nothing says it ended");
+        assert_eq!(foreign.ttl_left_ms(), None, "no expiry");
+        let free = Inspection::nothing();
+        assert!(free.holders().is_empty());
+        assert_eq!((free.shape(), free.ttl_left_ms()), (None, None));
+    }
+
+    #[test]
+    fn a_record_left_by_an_earlier_holder_is_not_the_holder() {
+        let stale = Inspection {
+            key_type: "none".into(),
+            holder_record: Some(Holder::default()),
+            ..Inspection::nothing()
+        };
+        assert!(stale.holder().is_none());
+        assert!(stale.holders().is_empty());
+    }
 }

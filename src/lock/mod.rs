@@ -977,11 +977,13 @@ pub struct Held {
     pub server_now_ms: i64,
     /// Milliseconds until the lease expires (-1: no expiry).
     pub pttl_ms: i64,
+    /// The shape it is held in.
+    pub shape: Shape,
 }
 
 /// Whether `token` holds the lock on this node, and its lease when it does. Writes nothing.
 pub fn held(con: &mut dyn ConnectionLike, keys: &Keys, token: &str) -> Result<Option<Held>> {
-    let reply: Vec<i64> = HELD
+    let reply: Vec<Value> = HELD
         .key(&keys.lock)
         .key(&keys.holder)
         .key(&keys.leases)
@@ -989,13 +991,23 @@ pub fn held(con: &mut dyn ConnectionLike, keys: &Keys, token: &str) -> Result<Op
         .arg(token)
         .invoke(con)
         .with_context(|| format!("cannot read {}", keys.lock))?;
-    Ok(match reply.as_slice() {
-        [1, fence, started_ms, server_now_ms, pttl_ms] => Some(Held {
-            fence: *fence,
-            started_ms: *started_ms,
-            server_now_ms: *server_now_ms,
-            pttl_ms: *pttl_ms,
-        }),
-        _ => None,
-    })
+    let int = |i: usize| -> Option<i64> {
+        reply
+            .get(i)
+            .and_then(|v| redis::from_redis_value_ref(v).ok())
+    };
+    if int(0) != Some(1) {
+        return Ok(None);
+    }
+    let shape: String = reply
+        .get(5)
+        .and_then(|v| redis::from_redis_value_ref(v).ok())
+        .unwrap_or_default();
+    Ok(Some(Held {
+        fence: int(1).unwrap_or(0),
+        started_ms: int(2).unwrap_or(0),
+        server_now_ms: int(3).unwrap_or(0),
+        pttl_ms: int(4).unwrap_or(-1),
+        shape: Shape::from_stored(&shape).unwrap_or_default(),
+    }))
 }

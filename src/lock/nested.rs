@@ -13,6 +13,14 @@
 //!   `--hold-at-least`, `--kill-after`, `--max-runtime` are checked and then have nothing to do.
 //! * `acquire` prints the outer token and fence (and, with `--json`, the outer lease).
 //!
+//! Only a run of the same shape nests inside a hold: an exclusive run inside an exclusive hold,
+//! a `--shared` run inside a shared hold, a `--slots N` run inside a hold of N slots (the
+//! server's answer says which shape the token holds). An exclusive run inside a shared or
+//! slotted hold is a contender like any other: going ahead under the outer lease would run it
+//! beside the other shared holders, which an exclusive holder must exclude. So is a shared
+//! run inside an exclusive hold, which then waits for the run it is inside (and ends busy when
+//! its `--wait` runs out): redlock says so in a warning line before it tries.
+//!
 //! A token that does not hold the lock (the outer lease was lost, a stale environment, another
 //! prefix, another server) is nobody special: the run acquires as any other run would, and
 //! finds the key busy, waits for it, or takes it. Only the innermost run's key is in the
@@ -23,9 +31,9 @@ use std::os::unix::process::CommandExt;
 
 use anyhow::Result;
 
-use crate::lock::Held;
 use crate::lock::keys::Keys;
 use crate::lock::nodes::Nodes;
+use crate::lock::{Held, Shape};
 use crate::report::error::fail;
 use crate::report::log;
 
@@ -40,14 +48,28 @@ pub fn outer_token(keys: &Keys) -> Option<String> {
         .filter(|t| !t.is_empty())
 }
 
-/// The outer token and its lease when this is a nested run whose outer run still holds the
-/// lock; `None` otherwise (then acquire as usual).
-pub fn confirm(nodes: &mut Nodes, keys: &Keys) -> Result<Option<(String, Held)>> {
+/// The outer token and its lease when this is a nested run of `shape` whose outer run still
+/// holds the lock in that shape; `None` otherwise (then acquire as usual).
+pub fn confirm(nodes: &mut Nodes, keys: &Keys, shape: Shape) -> Result<Option<(String, Held)>> {
     let Some(token) = outer_token(keys) else {
         return Ok(None);
     };
     let held = nodes.held(keys, &token)?;
     match held {
+        Some(lease) if lease.shape != shape => {
+            log::warn(
+                "nested_shape",
+                &format!(
+                    "the run this one is inside holds {} {}, and this run asks for it {}: only \
+                     a run of the same shape nests, so this one takes its turn like any other",
+                    keys.lock,
+                    how(lease.shape),
+                    how(shape)
+                ),
+                &[("key", (&keys.lock).into())],
+            );
+            return Ok(None);
+        }
         Some(lease) => log::info(
             "nested",
             &format!(
@@ -66,6 +88,15 @@ pub fn confirm(nodes: &mut Nodes, keys: &Keys) -> Result<Option<(String, Held)>>
         ),
     }
     Ok(held.map(|lease| (token, lease)))
+}
+
+/// "exclusively", "shared", "in one of 3 slots".
+fn how(shape: Shape) -> String {
+    match shape {
+        Shape::Exclusive => "exclusively".to_string(),
+        Shape::Shared => "shared".to_string(),
+        Shape::Slots(n) => format!("in one of {n} slots"),
+    }
 }
 
 /// Becomes the command (a nested run). Returns only when it could not be started: the error

@@ -651,6 +651,7 @@ impl Nodes {
             started_ms: a.started_ms.min(b.started_ms),
             server_now_ms: a.server_now_ms.max(b.server_now_ms),
             pttl_ms: a.pttl_ms.min(b.pttl_ms),
+            shape: a.shape,
         }))
     }
 

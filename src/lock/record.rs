@@ -376,9 +376,18 @@ pub struct Sharer {
     pub deadline_ms: Option<i64>,
     /// Its token; known to `status`, shown only with `--show-token`.
     pub token: Option<String>,
+    /// Its command has ended; its hold is kept until its lease ends by `--hold-at-least`
+    /// (the holders hash has a [`Sharer::finished_field`] for it).
+    pub finished: bool,
 }
 
 impl Sharer {
+    /// The holders hash's field that says a holder's command ended while its hold is kept
+    /// (`--hold-at-least`): its token followed by `:finished` (the release script writes it).
+    pub fn finished_field(token: &str) -> String {
+        format!("{token}:finished")
+    }
+
     pub fn decode(value: &str) -> Sharer {
         let mut parts = value.splitn(8, SEPARATOR);
         let mut next = || parts.next().filter(|p| !p.is_empty()).map(str::to_string);
@@ -393,6 +402,7 @@ impl Sharer {
             command: next(),
             deadline_ms: None,
             token: None,
+            finished: false,
         }
     }
 
@@ -426,6 +436,7 @@ impl Sharer {
             ("ttl_ms", Json::opt_num(self.ttl_ms)),
             ("fence", Json::opt_num(self.fence)),
             ("deadline_ms", Json::opt_num(self.deadline_ms)),
+            ("finished", Json::Bool(self.finished)),
             ("age_ms", Json::opt_num(self.started_ms.map(|s| now_ms - s))),
             (
                 "ttl_left_ms",

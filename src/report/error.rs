@@ -170,6 +170,16 @@ pub fn render(err: &anyhow::Error) -> String {
             " (the server requires a password: give it with --password-file or in the URL)",
         );
     }
+    // Inside a script, Redis words an ACL denial without saying "permission".
+    if redis_errors(err).any(|e| {
+        e.detail()
+            .is_some_and(|d| d.contains("executing the script can't"))
+    }) {
+        line.push_str(
+            " (permission denied: the user's ACL lacks a command the script calls; \
+             `redlock doctor` names it)",
+        );
+    }
     line
 }
 

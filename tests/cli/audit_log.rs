@@ -276,3 +276,41 @@ fn skips_and_slots_are_logged() {
     assert_eq!(pool[0]["slot"], 0, "{pool:?}");
     assert_eq!(pool[0]["shape"], "3", "{pool:?}");
 }
+
+#[test]
+fn releases_that_come_together_keep_the_log_within_its_length_bound() {
+    let server = RedisServer::start();
+    let stream = log_key("job");
+    // 1079 entries, then 20 shared holders: their acquires bring the log to 1099 without a trim
+    // (a trim drops a whole node of 100 only when 1000 stay), so each of their 20 releases,
+    // ending together, must trim by length too, not by age alone.
+    for _ in 0..1079 {
+        let _: String = server.query(&["XADD", &stream, "*", "event", "filler"]);
+    }
+    let holders: Vec<_> = (0..20)
+        .map(|_| {
+            let mut run = Redlock::new(&server)
+                .args(["run", "--key", "job", "--ttl", "10s", "--shared"])
+                .args(["-c", crate::support::child::HOLD])
+                .spawn();
+            run.expect_line("ready");
+            run
+        })
+        .collect();
+    let before: i64 = server.query(&["XLEN", &stream]);
+    assert_eq!(before, 1099, "the acquires trimmed the log");
+    for mut run in holders {
+        run.close_stdin();
+        run.exits_with(0);
+    }
+    let len: i64 = server.query(&["XLEN", &stream]);
+    assert!(
+        len <= 1100,
+        "the log holds {len} entries, above its bound of 1100"
+    );
+    let events = events(&server, "job");
+    assert_eq!(
+        names(&events).iter().filter(|e| **e == "released").count(),
+        20
+    );
+}

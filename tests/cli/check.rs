@@ -143,6 +143,37 @@ fn an_unreachable_or_refusing_redis_is_unknown() {
 }
 
 #[test]
+fn a_key_it_may_not_read_or_whose_records_are_not_hashes_is_unknown_never_never_run() {
+    let server = RedisServer::start();
+    run(&server, "job", "true");
+    server.acl_setuser(
+        "peek",
+        &["on", ">pw", "~*", "&*", "+@all", "-hgetall", "-hmget"],
+    );
+    for args in [&["job"][..], &["job", "--max-since-success", "1h"]] {
+        let outcome = Redlock::without_url()
+            .args(["--url", &server.url_with_user("peek", "pw"), "check"])
+            .args(args)
+            .run();
+        expect(&outcome, 3, "UNKNOWN", &["job", "hgetall"]);
+        assert!(!outcome.stdout.contains("never run"), "{outcome}");
+        outcome.error_mentions(&["permission", "noperm"]);
+    }
+    // A record of another type beside a good key: that key is unknown, the other judged.
+    run(&server, "good", "true");
+    let _: () = server.query(&["DEL", "{job}:redlock:stats"]);
+    let _: () = server.query(&["SET", "{job}:redlock:stats", "not a hash"]);
+    let outcome = check(&server, &["good", "job"]);
+    expect(
+        &outcome,
+        3,
+        "UNKNOWN",
+        &["job: could not be read", "WRONGTYPE"],
+    );
+    assert!(!outcome.stdout.contains("good:"), "{outcome}");
+}
+
+#[test]
 fn json_output_says_the_same() {
     let server = RedisServer::start();
     run(&server, "job", "exit 2");

@@ -36,6 +36,7 @@ mod run_signals;
 mod run_stress;
 mod run_supervision;
 mod run_usage;
+mod seams;
 mod sentinel;
 mod shapes;
 mod status;

@@ -170,6 +170,44 @@ fn label_values_are_escaped_so_promtool_accepts_any_key() {
 }
 
 #[test]
+fn a_lock_it_cannot_read_has_no_samples_and_metrics_fails_with_its_status() {
+    let server = RedisServer::start();
+    for key in ["good", "bad"] {
+        Redlock::new(&server)
+            .args(["run", "--key", key, "--ttl", "3s", "--", "true"])
+            .exits_with(0);
+    }
+    let _: () = server.query(&["DEL", "{bad}:redlock:stats"]);
+    let _: () = server.query(&["SET", "{bad}:redlock:stats", "not a hash"]);
+    let outcome = Redlock::new(&server)
+        .args(["metrics", "good", "bad"])
+        .exits_with(78);
+    outcome.error_mentions(&["{bad}:redlock:stats"]);
+    let found = samples(&outcome.stdout);
+    assert_eq!(value(&found, "redlock_runs_total{key=\"good\"}"), 1.0);
+    assert!(
+        !found.keys().any(|k| k.contains("key=\"bad\"")),
+        "samples made up for a lock that could not be read: {found:#?}"
+    );
+    expect_promtool_accepts(&outcome.stdout);
+    // A user denied the reads: 77, and no sample at all.
+    server.acl_setuser(
+        "peek",
+        &["on", ">pw", "~*", "&*", "+@all", "-hgetall", "-hmget"],
+    );
+    let denied = Redlock::without_url()
+        .args([
+            "--url",
+            &server.url_with_user("peek", "pw"),
+            "metrics",
+            "good",
+        ])
+        .exits_with(77);
+    denied.error_mentions(&["permission", "noperm"]);
+    assert!(samples(&denied.stdout).is_empty(), "{denied}");
+}
+
+#[test]
 fn the_metrics_file_appears_only_when_the_run_ends_with_its_final_record() {
     let server = RedisServer::start();
     let dir = TempDir::new("metrics-file");
@@ -229,4 +267,66 @@ fn a_metrics_file_that_cannot_be_written_is_a_warning_not_a_new_status() {
             .filter(|e| *e == "5")
             .map(|_| ())
     });
+}
+
+#[test]
+fn runs_sharing_a_metrics_file_never_make_a_counter_go_backwards() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let server = RedisServer::start();
+    let dir = TempDir::new("metrics-file-shared");
+    let path = dir.join("job.prom");
+    let done = AtomicBool::new(false);
+    let (runs, reads) = std::thread::scope(|scope| {
+        // A collector reading the file as fast as it can, every read kept.
+        let reader = scope.spawn(|| {
+            let mut seen: Vec<(f64, f64)> = Vec::new();
+            while !done.load(Ordering::Relaxed) {
+                if let Ok(text) = std::fs::read_to_string(&path) {
+                    let s = samples(&text);
+                    seen.push((
+                        value(&s, "redlock_runs_total{key=\"job\"}"),
+                        value(&s, "redlock_busy_total{key=\"job\"}"),
+                    ));
+                }
+            }
+            seen
+        });
+        // Six loops of shared runs (they hold the key together) and one of exclusive runs that
+        // are often busy, all writing the one file when they end.
+        let writers: Vec<_> = (0..7)
+            .map(|w| {
+                let (server, path) = (&server, &path);
+                scope.spawn(move || {
+                    for _ in 0..6 {
+                        let shape: &[&str] = if w == 0 { &[] } else { &["--shared"] };
+                        Redlock::new(server)
+                            .args(["run", "--key", "job", "--ttl", "5s", "--metrics-file"])
+                            .arg(path)
+                            .args(shape)
+                            .args(["--", "true"])
+                            .run();
+                    }
+                })
+            })
+            .collect();
+        for writer in writers {
+            writer.join().expect("a writer");
+        }
+        done.store(true, Ordering::Relaxed);
+        (7 * 6, reader.join().expect("the reader"))
+    });
+    assert!(!reads.is_empty(), "the file was never read");
+    for pair in reads.windows(2) {
+        assert!(
+            pair[1].0 >= pair[0].0 && pair[1].1 >= pair[0].1,
+            "a counter went backwards between two reads of the file: {:?} then {:?}",
+            pair[0],
+            pair[1]
+        );
+    }
+    // The last write saw every run.
+    let last = samples(&std::fs::read_to_string(&path).unwrap());
+    let counted = value(&last, "redlock_runs_total{key=\"job\"}")
+        + value(&last, "redlock_busy_total{key=\"job\"}");
+    assert_eq!(counted, f64::from(runs), "{last:?}");
 }

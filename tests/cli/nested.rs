@@ -1,8 +1,12 @@
 //! Nested runs: inside a command that redlock runs, a `run` or `acquire` of the same key goes
 //! ahead under the outer lease (confirmed by the server), with no second acquisition and no
-//! release; a stale token, another key or another prefix is acquired like any other.
+//! release; a stale token, another key or another prefix is acquired like any other, and so is
+//! a run of another shape than the hold it is inside.
 
-use crate::support::{Outcome, RedisQuorum, RedisServer, Redlock};
+use std::time::Duration;
+
+use crate::support::sections::{SECTION, expect_exclusive_sections, read_sections};
+use crate::support::{Outcome, RedisQuorum, RedisServer, Redlock, TempDir, wait_until};
 
 const BIN: &str = env!("CARGO_BIN_EXE_redlock");
 
@@ -218,5 +222,74 @@ echo "outer_token=$REDLOCK_TOKEN""#
     );
     for node in quorum.nodes() {
         expect_one_run(node, "job");
+    }
+}
+
+#[test]
+fn an_exclusive_run_inside_a_shared_hold_is_a_contender_and_never_overlaps_another_shared_holder() {
+    let server = RedisServer::start();
+    let scratch = TempDir::new("nested-shapes");
+    let log = scratch.join("sections.log");
+    // Another shared holder runs a critical section for about a second.
+    let mut other = Redlock::new(&server)
+        .env("STRESS_LOG", &log)
+        .env("TICKS", "40")
+        .env("TICK", "0.025")
+        .args(["run", "--key", "job", "--ttl", "10s", "--shared", "--"])
+        .args(SECTION)
+        .spawn();
+    wait_until(
+        "the other holder's section",
+        Duration::from_secs(10),
+        || read_sections(&log).first().map(|_| ()),
+    );
+    // A shared run whose command runs an exclusive run of the same key, which must not go
+    // ahead beside the other shared holder: it waits its turn, which cannot come while the
+    // run it is inside holds the key, and ends busy.
+    let script = format!(
+        r#""{BIN}" run --key job --ttl 10s --wait 1500ms -- "$@"
+echo "inner_status=$?""#
+    );
+    let outcome = Redlock::new(&server)
+        .env("REDLOCK_URL", server.url())
+        .env("STRESS_LOG", &log)
+        .env("TICKS", "4")
+        .env("TICK", "0.01")
+        .args(["run", "--key", "job", "--ttl", "10s", "--shared", "--"])
+        .args(["bash", "-c", &script, "inner"])
+        .args(SECTION)
+        .exits_with(0);
+    assert_eq!(outcome.printed("inner_status"), "75", "{outcome}");
+    assert!(
+        outcome
+            .stderr
+            .contains("only a run of the same shape nests"),
+        "{outcome}"
+    );
+    other.close_stdin();
+    other.exits_with(0);
+    let sections = expect_exclusive_sections(&log);
+    assert_eq!(sections.len(), 1, "{sections:?}");
+}
+
+#[test]
+fn a_shared_or_slotted_run_nests_inside_a_hold_of_its_own_shape() {
+    let server = RedisServer::start();
+    for shape in ["--shared", "--slots 3"] {
+        let script = format!(
+            r#""{BIN}" run --key job --ttl 5s {shape} -- sh -c 'echo "inner=$REDLOCK_TOKEN $REDLOCK_FENCE"'
+echo "outer=$REDLOCK_TOKEN $REDLOCK_FENCE""#
+        );
+        let outcome = Redlock::new(&server)
+            .env("REDLOCK_URL", server.url())
+            .args(["run", "--key", "job", "--ttl", "10s"])
+            .args(shape.split(' '))
+            .args(["-c", &script])
+            .exits_with(0);
+        assert_eq!(
+            outcome.printed("inner"),
+            outcome.printed("outer"),
+            "{outcome}"
+        );
     }
 }

@@ -240,6 +240,52 @@ fn drain_exits_busy_naming_the_holders_that_still_run_and_leaves_them_alone() {
 }
 
 #[test]
+fn drain_waits_for_shared_holders_but_not_for_one_whose_command_ended() {
+    let server = RedisServer::start();
+    // One shared holder ended, its hold kept by --hold-at-least; another still runs.
+    Redlock::new(&server)
+        .args(["run", "--key", "job", "--ttl", "5s", "--shared"])
+        .args(["--hold-at-least", "30s", "--", "true"])
+        .exits_with(0);
+    let mut holder = Redlock::new(&server)
+        .args([
+            "run",
+            "--key",
+            "job",
+            "--ttl",
+            "5s",
+            "--shared",
+            "-c",
+            child::HOLD,
+        ])
+        .spawn();
+    holder.expect_line("ready");
+    let status = Redlock::new(&server).args(["status", "job"]).exits_with(0);
+    assert!(
+        status
+            .stdout
+            .contains("command finished (kept by --hold-at-least)"),
+        "{status}"
+    );
+    let metrics = Redlock::new(&server).args(["metrics", "job"]).exits_with(0);
+    assert!(
+        metrics.stdout.contains("redlock_holders{key=\"job\"} 1\n"),
+        "{metrics}"
+    );
+    let mut drain = Redlock::new(&server)
+        .args(["pause", "job", "--drain", "60s"])
+        .spawn();
+    let line = drain.expect_line_starting("draining: 1 still running: job held shared by ");
+    assert!(line.contains(&format!("pid {},", holder.pid())), "{line}");
+    holder.close_stdin();
+    holder.exits_with(0);
+    let outcome = drain.exits_with(0);
+    assert!(outcome.stdout.contains("drained"), "{outcome}");
+    // The kept hold is still there: drained means nothing runs, not that the key is free.
+    assert_eq!(lock_status(&server, "job").str("state"), "held");
+}
+
+#[test]
 fn status_shows_the_pause_in_text_and_json() {
     let server = RedisServer::start();
     pause(&server, &["job", "--reason", "upgrade"]);

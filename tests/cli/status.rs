@@ -562,7 +562,7 @@ fn warm_run_talks_to_redis_in_two_commands_acquire_and_release() {
 }
 
 #[test]
-fn a_companion_key_of_another_type_does_not_hide_the_other_locks() {
+fn a_companion_key_of_another_type_does_not_hide_the_other_locks_nor_read_as_free() {
     let server = RedisServer::start();
     Redlock::new(&server)
         .args(["run", "--key", "good", "--ttl", "1s", "--", "true"])
@@ -571,9 +571,27 @@ fn a_companion_key_of_another_type_does_not_hide_the_other_locks() {
     let _: () = server.query(&["SET", "{bad}:redlock:last", "not a hash"]);
     let outcome = Redlock::new(&server)
         .args(["status", "good", "bad"])
-        .exits_with(1);
+        .exits_with(78);
     assert!(outcome.stdout.contains("good: free"), "{outcome}");
-    assert!(outcome.stdout.contains("bad: free"), "{outcome}");
+    assert!(
+        outcome.stdout.contains("bad: UNKNOWN: could not be read"),
+        "{outcome}"
+    );
+    assert!(!outcome.stdout.contains("bad: free"), "{outcome}");
+    outcome.error_mentions(&["{bad}:redlock:last"]);
+    outcome.error_mentions(says::WRONG_TYPE);
+    // Every lock under the prefix is still listed, the unreadable one as such.
+    let all = Redlock::new(&server)
+        .args(["status", "--all", "--json"])
+        .exits_with(78);
+    let document = Json::parse(all.stdout.trim_end()).expect("a JSON document");
+    let states: Vec<(&str, &str)> = document
+        .items("locks")
+        .iter()
+        .map(|l| (l.str("key"), l.str("state")))
+        .collect();
+    assert!(states.contains(&("good", "free")), "{all}");
+    assert!(states.contains(&("bad", "unknown")), "{all}");
 }
 
 #[test]

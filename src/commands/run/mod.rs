@@ -110,7 +110,7 @@ fn run_locked(ctx: &Context, args: RunArgs) -> Result<Exit> {
     let mut nodes = ctx.nodes(node_timeout(ctx, plan.lease.ttl));
     nodes.connect()?;
     // Inside a run that holds this key: become the command, under that run's lease.
-    if nested::confirm(&mut nodes, &plan.keys)?.is_some() {
+    if nested::confirm(&mut nodes, &plan.keys, plan.shape)?.is_some() {
         drop(nodes);
         return Err(nested::exec(&plan.argv));
     }

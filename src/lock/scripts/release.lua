@@ -15,7 +15,8 @@
 -- ended 'ok' stamps the counters' last_ok with the server's clock (ms): when a run last
 -- succeeded, which the last-run record alone forgets at the next failure.
 -- A shared holder (--shared, --slots) ends only its own lease, and wakes the next waiter: a
--- slot, or the last shared hold, may have become free.
+-- slot, or the last shared hold, may have become free. Kept (--hold-at-least), its lease
+-- ends at the kept time and the holders hash says its command ended (TOKEN:finished).
 -- Reply: 1 released (or kept), 0 the lock was no longer ours.
 local released = 0
 if redis.pcall('GET', KEYS[1]) == ARGV[1] then
@@ -38,6 +39,8 @@ elseif redis.call('EXISTS', KEYS[8]) == 1 then
     local keep = tonumber(ARGV[3])
     if deadline > now and keep > 0 then
       redis.call('ZADD', KEYS[8], 'XX', now + keep, ARGV[1])
+      local finished = ARGV[1] .. ':finished'
+      redis.call('HSET', KEYS[9], finished, 1)
     else
       redis.call('ZREM', KEYS[8], ARGV[1])
       redis.call('HDEL', KEYS[9], ARGV[1])

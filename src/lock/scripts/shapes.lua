@@ -3,12 +3,13 @@
 -- server's clock in ms; Redis cannot expire one field of a hash) and in the holders hash
 -- (token -> slot, fence, started (ms), ttl (ms), host, pid, user, command, separated by the
 -- ASCII unit separator; the slot is empty when shared). The holders hash also says the shape:
--- 'shape' -> 'shared' or the number of slots. Both keys expire with the latest lease.
+-- 'shape' -> 'shared' or the number of slots; 'TOKEN:finished' -> 1 once a holder's command
+-- ended while its hold is kept (--hold-at-least). Both keys expire with the latest lease.
 -- sharers_live(leases, holders, now): how many leases are running, after removing the lapsed.
 local function sharers_live(leases, holders, now)
   for _, gone in ipairs(redis.call('ZRANGEBYSCORE', leases, '-inf', now)) do
     redis.call('ZREM', leases, gone)
-    redis.call('HDEL', holders, gone)
+    redis.call('HDEL', holders, gone, gone .. ':finished')
   end
   return redis.call('ZCARD', leases)
 end
