@@ -1,0 +1,133 @@
+//! What operators do to a lock from outside a run: pause and resume it, force its release, and
+//! the audit-log entries written outside a script.
+
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use redis::{ConnectionLike, Value};
+
+use super::acquire::brief;
+use super::ending;
+use super::keys::{Keys, RECORD_TTL};
+use super::lua::{Lua, lua};
+use super::record::Holder;
+
+/// How many entries an audit log keeps (at least; up to 100 more, as the stream is trimmed a node
+/// at a time), and for how long (`scripts/audit.lua` says the same).
+pub const AUDIT_MAX_ENTRIES: usize = 1000;
+
+pub const AUDIT_MAX_AGE: Duration = Duration::from_secs(30 * 24 * 3600);
+
+/// Adds to `pipe` the commands that append one entry to an audit log, as `audit.lua` does, for
+/// what is logged outside a script (a `--wait` that ran out, `resume --all`). The age trim is
+/// left to the next scripted entry (it needs Redis 6.2, and a pipeline cannot skip one error).
+pub fn audit_entry(
+    pipe: &mut redis::Pipeline,
+    stream: &str,
+    event: &str,
+    fields: &[(&'static str, String)],
+) {
+    let mut xadd = redis::cmd("XADD");
+    xadd.arg(stream)
+        .arg("MAXLEN")
+        .arg("~")
+        .arg(AUDIT_MAX_ENTRIES)
+        .arg("*")
+        .arg("event")
+        .arg(event);
+    for (name, value) in fields {
+        xadd.arg(*name).arg(value);
+    }
+    pipe.add_command(xadd)
+        .ignore()
+        .pexpire(stream, AUDIT_MAX_AGE.as_millis() as i64)
+        .ignore();
+}
+
+static PAUSE: Lua = lua!(crate::lock::scripts::PAUSE);
+
+/// Stores a pause record at `record` (a lock's, or the prefix-wide one) for `span` (`None`:
+/// until resumed). Returns the server's (since, until) in ms; until 0: until resumed.
+pub fn pause(
+    con: &mut dyn ConnectionLike,
+    record: &str,
+    log: &str,
+    span: Option<Duration>,
+    who: &[(&'static str, String)],
+) -> Result<(i64, i64)> {
+    let mut call = PAUSE.prepare_invoke();
+    call.key(record)
+        .key(log)
+        .arg(span.map_or(0, |d| d.as_millis().max(1) as u64))
+        .arg(crate::lock::record::PAUSE_KEPT.as_millis() as u64);
+    for (name, value) in who {
+        call.arg(*name).arg(value);
+    }
+    call.invoke(con)
+        .with_context(|| format!("cannot pause {record}"))
+}
+
+static RESUME: Lua = lua!(crate::lock::scripts::RESUME);
+
+/// Lifts a lock's own pause, waking its first waiter when the lock is free. `Ok(true)` when
+/// there was a pause record.
+pub fn resume(
+    con: &mut dyn ConnectionLike,
+    keys: &Keys,
+    who: &[(&'static str, String)],
+) -> Result<bool> {
+    let mut call = ending(&RESUME, keys);
+    call.key(&keys.paused).arg(&keys.channel);
+    for (name, value) in who {
+        call.arg(*name).arg(value);
+    }
+    let removed: i64 = call
+        .invoke(con)
+        .with_context(|| format!("cannot resume {}", keys.lock))?;
+    Ok(removed == 1)
+}
+
+/// Deletes the lock whoever holds it (`release --force`). Returns the token and holder record it
+/// removed, or `None` when there was no lock. A key of another type is not a lock and is left
+/// alone (WRONGTYPE, 78).
+static FORCE_RELEASE: Lua = lua!(crate::lock::scripts::FORCE_RELEASE);
+
+/// What `release --force` removed.
+#[derive(Debug, Clone)]
+pub struct Removed {
+    /// The exclusive holder, when there was one. `None` inside: the lock was taken by a client
+    /// that keeps no holder record.
+    pub holder: Option<Option<Holder>>,
+    /// The shared holders (`--shared`, `--slots`) it removed.
+    pub sharers: Vec<crate::lock::record::Sharer>,
+}
+
+pub fn force_release(
+    con: &mut dyn ConnectionLike,
+    keys: &Keys,
+    by: &str,
+) -> Result<Option<Removed>> {
+    let reply: Option<Vec<Value>> = ending(&FORCE_RELEASE, keys)
+        .arg(&keys.channel)
+        .arg(RECORD_TTL.as_millis() as u64)
+        .arg(by)
+        .invoke(con)
+        .with_context(|| format!("cannot release {}", keys.lock))?;
+    Ok(reply.map(|reply| {
+        let token = reply
+            .first()
+            .and_then(|v| redis::from_redis_value_ref::<String>(v).ok())
+            .unwrap_or_default();
+        let sharers: Vec<String> = reply
+            .get(2)
+            .and_then(|v| redis::from_redis_value_ref(v).ok())
+            .unwrap_or_default();
+        Removed {
+            holder: (!token.is_empty()).then(|| brief(reply.get(1))),
+            sharers: sharers
+                .iter()
+                .map(|s| crate::lock::record::Sharer::decode(s))
+                .collect(),
+        }
+    }))
+}

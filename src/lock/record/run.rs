@@ -1,0 +1,231 @@
+//! The records of how runs ended: the last run's ([`LastRun`], with its [`Outcome`]) and the
+//! [`Counters`], kept by the release script; and the fields of the `--once-per` window's record.
+
+use std::time::Duration;
+
+use super::{Fields, Holder, get, num, text};
+use crate::report::json::Json;
+
+/// How a run ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// The command exited 0 with the lease held throughout.
+    Ok,
+    /// The command exited non-zero.
+    Failed,
+    /// The command ended by a signal.
+    Killed,
+    /// The lease was lost while the command ran.
+    LeaseLost,
+    /// `--max-runtime` ran out and redlock stopped the command.
+    TimedOut,
+    /// A value this version does not know (written by another version).
+    Other(String),
+}
+
+impl Outcome {
+    pub fn as_str(&self) -> &str {
+        match self {
+            Outcome::Ok => "ok",
+            Outcome::Failed => "failed",
+            Outcome::Killed => "killed",
+            Outcome::LeaseLost => "lease lost",
+            Outcome::TimedOut => "timed out",
+            Outcome::Other(s) => s,
+        }
+    }
+
+    fn parse(s: &str) -> Outcome {
+        match s {
+            "ok" => Outcome::Ok,
+            "failed" => Outcome::Failed,
+            "killed" => Outcome::Killed,
+            "lease lost" => Outcome::LeaseLost,
+            "timed out" => Outcome::TimedOut,
+            other => Outcome::Other(other.to_string()),
+        }
+    }
+}
+
+/// The last finished run of a lock: a hash that outlives the lock by `RECORD_TTL`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LastRun {
+    pub outcome: Outcome,
+    pub exit: Option<i64>,
+    pub host: Option<String>,
+    pub pid: Option<i64>,
+    pub user: Option<String>,
+    pub command: Option<String>,
+    pub started_ms: Option<i64>,
+    pub ended_ms: Option<i64>,
+    pub duration_ms: Option<i64>,
+    pub fence: Option<i64>,
+    /// The run's `--once-per` window length (ms): the release script then records how the
+    /// window's run ended in its record.
+    pub once_per_ms: Option<i64>,
+}
+
+/// The last-run record's fields.
+#[cfg(test)]
+pub(super) const LAST_RUN_FIELDS: [&str; 11] = [
+    "once_per",
+    "outcome",
+    "exit",
+    "host",
+    "pid",
+    "user",
+    "cmd",
+    "started",
+    "ended",
+    "duration_ms",
+    "fence",
+];
+
+impl LastRun {
+    /// The record of a run by `holder` that started at `started_ms` (server time).
+    pub fn new(
+        outcome: Outcome,
+        exit: u8,
+        holder: &Holder,
+        started_ms: i64,
+        duration: Duration,
+        fence: i64,
+    ) -> LastRun {
+        let duration_ms = duration.as_millis() as i64;
+        LastRun {
+            outcome,
+            exit: Some(exit.into()),
+            host: Some(holder.host.clone()),
+            pid: holder.pid.map(i64::from),
+            user: holder.user.clone(),
+            command: holder.command.clone(),
+            started_ms: Some(started_ms),
+            ended_ms: Some(started_ms + duration_ms),
+            duration_ms: Some(duration_ms),
+            fence: Some(fence),
+            once_per_ms: None,
+        }
+    }
+
+    /// The hash as the release script stores it.
+    pub fn fields(&self) -> Vec<(&'static str, String)> {
+        let mut out = vec![("outcome", self.outcome.as_str().to_string())];
+        let nums = [
+            ("exit", self.exit),
+            ("pid", self.pid),
+            ("started", self.started_ms),
+            ("ended", self.ended_ms),
+            ("duration_ms", self.duration_ms),
+            ("fence", self.fence),
+            ("once_per", self.once_per_ms),
+        ];
+        let texts = [
+            ("host", &self.host),
+            ("user", &self.user),
+            ("cmd", &self.command),
+        ];
+        out.extend(
+            nums.into_iter()
+                .filter_map(|(k, v)| v.map(|v| (k, v.to_string()))),
+        );
+        out.extend(
+            texts
+                .into_iter()
+                .filter_map(|(k, v)| v.as_ref().map(|v| (k, v.clone()))),
+        );
+        out
+    }
+
+    /// Reads a last-run hash; `None` when it has no outcome (no record).
+    pub fn decode(fields: &Fields) -> Option<LastRun> {
+        Some(LastRun {
+            outcome: Outcome::parse(get(fields, "outcome")?),
+            exit: num(fields, "exit"),
+            host: text(fields, "host"),
+            pid: num(fields, "pid"),
+            user: text(fields, "user"),
+            command: text(fields, "cmd"),
+            started_ms: num(fields, "started"),
+            ended_ms: num(fields, "ended"),
+            duration_ms: num(fields, "duration_ms"),
+            fence: num(fields, "fence"),
+            once_per_ms: num(fields, "once_per"),
+        })
+    }
+
+    pub fn json(&self) -> Json {
+        Json::Obj(vec![
+            ("outcome", Json::str(self.outcome.as_str())),
+            ("exit", Json::opt_num(self.exit)),
+            ("host", Json::opt_str(self.host.as_deref())),
+            ("pid", Json::opt_num(self.pid)),
+            ("user", Json::opt_str(self.user.as_deref())),
+            ("command", Json::opt_str(self.command.as_deref())),
+            ("started_ms", Json::opt_num(self.started_ms)),
+            ("ended_ms", Json::opt_num(self.ended_ms)),
+            ("duration_ms", Json::opt_num(self.duration_ms)),
+            ("fence", Json::opt_num(self.fence)),
+        ])
+    }
+}
+
+/// How often runs of a lock ran, were refused, lost their lease, failed or were forced out.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counters {
+    pub runs: i64,
+    pub busy: i64,
+    pub lost: i64,
+    pub failed: i64,
+    pub forced: i64,
+    /// Server time (ms) when a run last ended ok (kept beside the counters: the last-run
+    /// record is overwritten by the next run, whatever its outcome).
+    pub last_ok_ms: Option<i64>,
+    /// Runs skipped by `--once-per`: their window had run already.
+    pub skipped: i64,
+}
+
+/// The counters' fields (the scripts increment them by these names).
+pub const COUNTER_FIELDS: [&str; 6] = ["runs", "busy", "lost", "failed", "forced", "skipped"];
+
+/// The last successful run's end, in the counters' hash.
+pub const LAST_OK: &str = "last_ok";
+
+/// The fields of the `--once-per` window's record besides the holder's identity (acquire.lua
+/// writes it, release.lua records the run's end there).
+#[cfg(test)]
+pub const ONCE_FIELDS: [&str; 8] = [
+    "window", "every", "token", "fence", "started", "outcome", "ended", "exit",
+];
+
+impl Counters {
+    pub fn decode(fields: &Fields) -> Counters {
+        let n = |name| num(fields, name).unwrap_or(0);
+        Counters {
+            runs: n("runs"),
+            busy: n("busy"),
+            lost: n("lost"),
+            failed: n("failed"),
+            forced: n("forced"),
+            last_ok_ms: num(fields, LAST_OK),
+            skipped: n("skipped"),
+        }
+    }
+
+    pub fn json(&self) -> Json {
+        let values = [
+            self.runs,
+            self.busy,
+            self.lost,
+            self.failed,
+            self.forced,
+            self.skipped,
+        ];
+        Json::Obj(
+            COUNTER_FIELDS
+                .into_iter()
+                .zip(values)
+                .map(|(name, n)| (name, Json::Num(n.into())))
+                .collect(),
+        )
+    }
+}
