@@ -10,7 +10,7 @@
 //! already spent — and the keeper (`keeper.rs`) has killed it at the kill point already, as it
 //! does whenever the supervisor is frozen, starved or dead. The lock is released only after
 //! every process of the tree is gone, so nothing runs unlocked. The timeline is drawn in
-//! `lease.rs`; the whole argument is the README's "Safety: nothing escapes the lease".
+//! `lease.rs`; the whole argument is "Safety: nothing escapes the lease" in docs/design.md.
 //!
 //! `--max-runtime D` adds a [`Limit`], counted from when the winning acquire was sent (where
 //! the lease is counted from too): the same stop (SIGTERM to the tree at `term_at`, SIGKILL at
