@@ -39,8 +39,8 @@
 //!
 //! It holds a copy of redlock's connection to a single server, and never uses it. Closing a
 //! TCP connection sends its FIN at once, and on loopback the kernel delivers it and wakes the
-//! server inside the `close` (or the exit that closes it): 25–30 µs of every run's end here,
-//! between the release's answer and the moment the shell or cron sees redlock exit. With the
+//! server inside the `close` (or the exit that closes it), between the release's answer and
+//! the moment the shell or cron sees redlock exit (docs/performance.md). With the
 //! keeper's copy open, redlock's close only drops a reference; the keeper, woken by redlock's
 //! exit, closes the connection when it leaves, a moment later and off that path (the work is
 //! the same: runs started back to back on a small host gain nothing from it). A server
@@ -114,7 +114,7 @@ impl Arm {
     /// Gives the keeper its real-time priority, once the command has started: not while the
     /// acquire is on the wire (at real-time priority the keeper's start-up would take a core
     /// from the Redis server answering it), and not between the answer and the spawn, where
-    /// changing a process's scheduling class took 18 µs of every start here. Until
+    /// changing a process's scheduling class would delay the command's start. Until
     /// then, and without it at all (not root, no RLIMIT_RTPRIO), the armed keeper still fires,
     /// only less promptly on a busy host — and the kill point is a lease's length away.
     pub fn promote(&self) {

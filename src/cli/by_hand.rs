@@ -2,9 +2,9 @@
 //!
 //! clap builds its whole definition of the options (every one with its help text, in heap
 //! memory) before it reads a word, and then matches, defaults, validates and copies values
-//! through its own maps: about 225,000 instructions, 0.1 ms of every start on a small VM —
-//! the largest piece of redlock's own work before it contacts Redis, on the path cron takes
-//! thousands of times a day. This reader takes the command lines cron jobs and container
+//! through its own maps: the largest piece of redlock's own work before it contacts Redis
+//! (docs/performance.md), on the path cron takes thousands of times a day.
+//! This reader takes the command lines cron jobs and container
 //! entrypoints actually use (long options with their value as the next word or after `=`,
 //! `-v`, `-q`, `-c CMD`, `--` and the command, the documented environment variables) and gives
 //! exactly what clap gives for them (through the tree holding `run` alone, which reads `run`'s
