@@ -103,7 +103,7 @@ fn main() {
     unsafe { std::env::remove_var("LD_LIBRARY_PATH") };
     // `cargo bench` has just written the binaries: until the kernel has written them back, a
     // page fault on a page under writeback waits for it, which slows the first few hundred
-    // starts by a tenth. Measure the steady state.
+    // starts. Measure the steady state.
     // SAFETY: sync(2) takes no arguments and cannot fail.
     unsafe { libc::sync() };
     let server = Server::start();
@@ -643,7 +643,7 @@ fn peak_rss(server: &Server) -> Res<f64> {
 
 /// How many of the names `build.rs` lays out first the binary has. A dependency's version or
 /// features, or a change of redlock's own dependencies, renames symbols; a stale list costs
-/// peak RSS and start-up (0.8 MiB once) without failing anything.
+/// peak RSS and start-up (docs/performance.md) without failing anything.
 fn layout() -> String {
     let list = concat!(env!("CARGO_MANIFEST_DIR"), "/link/startup-symbols.txt");
     let listed = std::fs::read_to_string(list).unwrap_or_default();

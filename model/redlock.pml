@@ -38,7 +38,7 @@
  *   NO_PROVISIONAL  a grant to the head of the queue is the whole lease at once, not the
  *                   provisional one that only the waiter's own confirmation extends.
  *
- * The constants and the code they come from are listed in the README ("The safety model").
+ * The constants and the code they come from are listed in docs/design.md ("The safety model").
  */
 
 #ifndef NODES
@@ -367,8 +367,8 @@ end:
        /* a restart without persistence: the node forgets its keys and its fence counter,
           and the requests queued on it. A quorum restarts one node at a time, each only
           when the last renewal came after the last restart and the last acquire, reached
-          every node and found no other holder's key there (README: each restart between
-          two renewals). */
+          every node and found no other holder's key there (docs/design.md, "Integrity":
+          one at a time, each only after a renewal that reached every node). */
        restarts < MAXRESTARTS && (NODES == 1 || settled) ->
        restarts++;
        settled = 0;

@@ -12,8 +12,8 @@
 # * the run path's own modules (the keeper, the tree, the raw system calls, the spawn, the
 #   heartbeat), whole, from the symbol table.
 # Names the binary no longer has are dropped (a dependency's features or version change its
-# symbols' names). A stale or partial list only makes the layout less tight. Measured: sampling
-# alone gave 2.8 MB peak RSS, with the exact trace 2.0-2.1 MB.
+# symbols' names). A stale or partial list only makes the layout less tight, and so does
+# sampling alone, which misses the briefest functions (benches/HISTORY.md has the figures).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release

@@ -5,7 +5,7 @@
 //!
 //! redlock defines the C `main` itself (`no_main`) rather than letting the Rust runtime start
 //! first: the runtime's start-up reads `/proc/self/maps` and sets up an alternate signal stack
-//! for a stack-overflow message, a tenth of what a short `redlock run` costs beyond flock's.
+//! for a stack-overflow message, work every short run would pay for (see docs/performance.md).
 //! What of it redlock needs is done in [`main`]: make sure fds 0–2 are open, ignore SIGPIPE
 //! (a closed reader is an error to handle, not a death), and flush stdout at the end.
 

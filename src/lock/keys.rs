@@ -1,6 +1,6 @@
 //! Where a lock lives in Redis: the key names, and finding the locks under a prefix.
 //!
-//! Data layout (a promise to users and to other clients; see the README's "Data in Redis"):
+//! Data layout (a promise to users and to other clients; see "Data in Redis" in docs/design.md):
 //!
 //! * The lock key `L = PREFIX + KEY` is a plain string holding the token, with a PX expiry. Any
 //!   `SET L token NX PX` client in another language interoperates with it.

@@ -1,8 +1,8 @@
 //! The scripts as redlock sends them: `EVALSHA` by a SHA-1 computed when redlock is compiled,
 //! and, when the server does not know the script (after a restart or `SCRIPT FLUSH`), `SCRIPT
 //! LOAD` and `EVALSHA` again, as the redis crate's `Script` does. That type hashes its source
-//! when first used: the acquire and release scripts are 24 KB, and hashing them was a tenth of a
-//! millisecond of every run's start-up.
+//! when first used: the acquire and release scripts are 24 KB, and hashing them at every start
+//! was work the compiler can do once (see docs/performance.md).
 
 use redis::{ConnectionLike, FromRedisValue, RedisResult, ToRedisArgs};
 

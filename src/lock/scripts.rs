@@ -2,7 +2,7 @@
 //!
 //! Every command a script calls runs with the caller's ACL permissions, so the commands in these
 //! sources are part of what a least-privilege user must be granted. [`commands`] reads them
-//! from the sources, so that what depends on them (doctor's ACL rules, the README's ACL recipes,
+//! from the sources, so that what depends on them (doctor's ACL rules, the guide's ACL recipes,
 //! checked by tests) follows a script that starts calling something new.
 //!
 //! Each companion key of a lock `L` is named `{L}:redlock:NAME` (or `L:redlock:NAME` when L has

@@ -14,7 +14,7 @@
 //! * **A cheaper start.** Each timeout is set once, the TLS roots are read once per process
 //!   (the crate reads the system's trust store again for every connection), and replies are
 //!   parsed without the crate's parser, whose first use detects the CPU's features (CPUID,
-//!   which traps in a VM: 60 us of every run).
+//!   which traps in a VM: a cost every run would pay, see docs/performance.md).
 //! * **Errors in the crate's shapes.** Transport failures are `RedisError`s made from the
 //!   `io::Error` (a timeout is one, a TLS refusal keeps the `rustls::Error` inside), error
 //!   replies are the crate's `Value::ServerError`, and a refused password is
@@ -302,7 +302,7 @@ impl Wire {
 
     /// One RESP2 reply (redlock never asks for RESP3), parsed here rather than by the crate's
     /// parser, whose first use detects the CPU's features for `memchr`: a few CPUID
-    /// instructions, 60 us of every run's start-up in a VM, where each one traps. Error
+    /// instructions, each of which traps in a VM, on every run's start-up path. Error
     /// replies, rare, are handed to the crate's parser, which knows their kinds.
     fn reply(&mut self, depth: usize) -> RedisResult<Value> {
         let line = self.line()?;

@@ -134,7 +134,7 @@ impl Arm {
     /// Gives the keeper its real-time priority, once the command has started: not while the
     /// acquire is on the wire (at real-time priority the keeper's start-up would take a core
     /// from the Redis server answering it), and not between the answer and the spawn, where
-    /// changing a process's scheduling class took 18 µs of every start here. Until
+    /// changing a process's scheduling class would delay the command's start. Until
     /// then, and without it at all (not root, no RLIMIT_RTPRIO), the armed keeper still fires,
     /// only less promptly on a busy host — and the kill point is a lease's length away.
     pub fn promote(&self) {

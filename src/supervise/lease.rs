@@ -21,9 +21,10 @@
 //! server-side expiry, `sent + ttl`, at least `2·drift + SCHED_FLOOR` after `kill_at`. So the
 //! two never overlap while L < 2·drift + SCHED_FLOOR: 39 ms at the smallest TTL, more above it.
 //! The keeper runs with real-time priority where it may (root), where L is microseconds; as an
-//! ordinary process with both cores of a 2-core host busy (two CPU hogs), the benchmark
-//! measured L at a few milliseconds (see the README's figures). A SIGKILL takes effect before
-//! the target runs another instruction in user space, so no output follows it.
+//! ordinary process with every core busy L is larger: the benchmark's keeper section (run as an
+//! ordinary user for that case) measures it, see docs/performance.md, and SCHED_FLOOR must stay
+//! well above it. A SIGKILL takes effect before the target runs another instruction in user
+//! space, so no output follows it.
 //!
 //! **Why BOOTTIME.** CLOCK_MONOTONIC stops while the machine is suspended; a laptop or VM
 //! resumed after an hour would believe its lease still fresh. CLOCK_BOOTTIME counts the

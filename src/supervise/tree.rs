@@ -135,7 +135,7 @@ impl Tree {
         self.mode.load(Ordering::Acquire) == MODE_CGROUP
     }
 
-    /// A short name for the room, for logs and the README's table.
+    /// A short name for the room, for logs and the table of rooms in docs/design.md.
     pub fn describe(&self) -> &'static str {
         if self.in_cgroup() {
             "a cgroup of its own"

@@ -1,5 +1,5 @@
-//! The least-privilege ACL recipes in the README work, and nothing more is needed: the tests
-//! read the exact `ACL SETUSER` lines from README.md, apply them to a real server, and run
+//! The least-privilege ACL recipes in the guide work, and nothing more is needed: the tests
+//! read the exact `ACL SETUSER` lines from docs/guide.md, apply them to a real server, and run
 //! every command the recipe promises — including the paths that need rare permissions
 //! (SCRIPT LOAD after the server's script cache was flushed, SUBSCRIBE while waiting).
 
@@ -10,17 +10,17 @@ use crate::support::{RedisServer, Redlock};
 
 const PASSWORD: &str = "acl-Pa55word";
 
-/// The README's `ACL SETUSER NAME ...` line, as a list of rules after the user name, with the
-/// password placeholder filled in.
+/// The guide's `ACL SETUSER NAME ...` line ("Least-privilege ACL users"), as a list of rules
+/// after the user name, with the password placeholder filled in.
 fn recipe(user: &str) -> Vec<String> {
-    let readme = fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))
-        .expect("read README.md");
+    let guide = fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/guide.md"))
+        .expect("read docs/guide.md");
     let prefix = format!("ACL SETUSER {user} ");
-    let line = readme
+    let line = guide
         .lines()
         .map(str::trim)
         .find(|l| l.starts_with(&prefix))
-        .unwrap_or_else(|| panic!("README.md has no line starting with {prefix:?}"));
+        .unwrap_or_else(|| panic!("docs/guide.md has no line starting with {prefix:?}"));
     line[prefix.len()..]
         .split_whitespace()
         .map(|rule| rule.replace("PASSWORD", PASSWORD))

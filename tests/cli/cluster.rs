@@ -1,8 +1,8 @@
 //! `redis+cluster://` URLs: a lock on Redis Cluster, reached through the redis crate's own
-//! cluster support (DESIGN.md §7) from one or more seed nodes. The lock key and its companions
-//! share one hash slot (§4), so each lock lives whole on the master owning that slot; redlock
-//! follows the cluster when a slot moves, and when a replica takes over its master's slots in a
-//! failover.
+//! cluster support (docs/guide.md, "Beyond one Redis") from one or more seed nodes. The lock key
+//! and its companions share one hash slot (docs/design.md, "Data in Redis"), so each lock lives
+//! whole on the master owning that slot; redlock follows the cluster when a slot moves, and
+//! when a replica takes over its master's slots in a failover.
 
 use std::thread;
 use std::time::{Duration, Instant};

@@ -1,6 +1,6 @@
 //! The man pages and shell completions checked in under `man/` and `completions/` are exactly
-//! what the binary generates from its own command line, and carry the sections DESIGN.md
-//! promises (exit statuses, environment, examples).
+//! what the binary generates from its own command line, and carry the sections a man page reader
+//! looks for (exit statuses, environment, examples). CI runs the README's test command.
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -228,5 +228,52 @@ fn every_subcommand_page_has_its_exit_status_and_examples() {
             description.contains(check),
             "doctor's page does not describe {check}"
         );
+    }
+}
+
+/// The one command the README gives for the tests: the first `sh` block of its "Tests" section.
+fn readme_test_command(root: &Path) -> String {
+    let readme = fs::read_to_string(root.join("README.md")).expect("read README.md");
+    let section = readme
+        .split("\n## Tests\n")
+        .nth(1)
+        .expect("README.md has a \"## Tests\" section");
+    let block = section
+        .split("```sh\n")
+        .nth(1)
+        .and_then(|rest| rest.split("\n```").next())
+        .expect("README.md's \"Tests\" section starts with a ```sh block");
+    let command = block.trim();
+    assert!(
+        !command.is_empty() && !command.contains('\n'),
+        "README.md's \"Tests\" block should hold one command: {block:?}"
+    );
+    command.to_owned()
+}
+
+#[test]
+fn ci_runs_the_readme_test_command_after_the_format_and_lint_checks() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let command = readme_test_command(root);
+    let ci = fs::read_to_string(root.join(".ci/run")).expect("read .ci/run");
+    let lines: Vec<&str> = ci
+        .lines()
+        .map(str::trim)
+        .filter(|line| !line.is_empty() && !line.starts_with('#'))
+        .collect();
+    let at = |wanted: &str| lines.iter().position(|line| *line == wanted);
+    let tests = at(&command)
+        .unwrap_or_else(|| panic!(".ci/run does not run the README's test command {command:?}"));
+    assert_eq!(
+        tests,
+        lines.len() - 1,
+        "the README's test command should be the last thing .ci/run does"
+    );
+    for check in [
+        "cargo fmt --check",
+        "cargo clippy --all-targets -- -D warnings",
+    ] {
+        let checked = at(check).unwrap_or_else(|| panic!(".ci/run does not run `{check}`"));
+        assert!(checked < tests, ".ci/run runs `{check}` after the tests");
     }
 }

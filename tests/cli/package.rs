@@ -36,10 +36,12 @@ fn the_debian_package_installs_the_binary_man_pages_completions_and_docs() {
     );
     let deb = built.trim();
     let version = env!("CARGO_PKG_VERSION");
+    let arch = output(Command::new("dpkg").arg("--print-architecture"));
+    let expected = out.join(format!("redlock_{version}_{}.deb", arch.trim()));
     assert!(
-        deb.ends_with(&format!("redlock_{version}_amd64.deb"))
-            || deb.contains(&format!("redlock_{version}_")),
-        "unexpected package name {deb}"
+        Path::new(deb) == expected && expected.is_file(),
+        "build-deb printed {deb}, expected the package at {}",
+        expected.display()
     );
     let fields = output(Command::new("dpkg-deb").args(["--field", deb]));
     for expected in ["Package: redlock", &format!("Version: {version}")] {

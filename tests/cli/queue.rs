@@ -12,7 +12,7 @@ use crate::support::{
     wait_until,
 };
 
-/// The longest a killed waiter can hold up the queue (README, "Waiting is a fair queue").
+/// The longest a killed waiter can hold up the queue (docs/design.md, "Waiting is a fair queue").
 const DEAD_WAITER_BOUND: Duration = Duration::from_secs(2);
 
 fn queue_len(server: &RedisServer) -> usize {

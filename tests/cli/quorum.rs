@@ -1,4 +1,5 @@
-//! Several `--url`s: a Redlock quorum over independent masters (DESIGN.md §7). A lock is held
+//! Several `--url`s: a Redlock quorum over independent masters (docs/guide.md, "Beyond one
+//! Redis"; its healing and fences in docs/design.md, "Integrity"). A lock is held
 //! while a majority holds it; a minority of nodes may be down, stalled or wiped without anyone
 //! noticing but a warning; losing the majority stops the command before the lease runs out
 //! (76); fences keep growing whichever majority answers; every subcommand speaks to all nodes.

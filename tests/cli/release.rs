@@ -118,7 +118,7 @@ fn forced_release_removes_the_lock_and_names_its_holder_on_stdout() {
 
 #[test]
 fn forced_release_does_not_show_the_removed_token() {
-    // DESIGN §6: the token is shown only with `status --show-token` or by `acquire`.
+    // docs/guide.md, "Security": the token is printed only by `acquire` and `status --show-token`.
     let server = RedisServer::start();
     let token = acquire(&server, "job", "30s");
     Redlock::new(&server)

@@ -216,13 +216,25 @@ fn stall_server_under(args: &[&str], ttl: &str, script: &str) -> (Instant, Insta
     (paused, gone, outcome)
 }
 
-/// The last renewal that can have succeeded was sent before the pause, so the lease ends no
-/// later than one TTL after it. The slack covers this test's own polling.
+/// The clock-rate allowance of a lease, as `lease.rs` computes it: ttl/100 + 2 ms.
+fn drift(ttl: Duration) -> Duration {
+    ttl / 100 + Duration::from_millis(2)
+}
+
+/// The last renewal that can have succeeded was sent before the pause. As `lease.rs` draws the
+/// timeline from that moment, the command is killed at `ttl − drift − margin` (the margin being
+/// drift + 25 ms) and must be dead by the deadline, `ttl − drift`, a margin before the server
+/// can expire the key. The command must be seen gone before that deadline: the margin (47 ms at
+/// a 2 s TTL) is the only slack, for the kill to land and for this test's polling.
 fn assert_gone_within_the_lease(paused: Instant, gone: Instant, ttl: Duration, outcome: &Outcome) {
     let ran_on = gone - paused;
-    if ran_on >= ttl + Duration::from_millis(100) {
+    let margin = drift(ttl) + Duration::from_millis(25);
+    let kill_point = ttl - drift(ttl) - margin;
+    let deadline = ttl - drift(ttl);
+    if ran_on >= deadline {
         outcome.fail(&format!(
-            "the command ran until {ran_on:?} after the server stalled, past the {ttl:?} lease"
+            "the command ran until {ran_on:?} after the server stalled: past the lease's \
+             deadline {deadline:?} (kill point {kill_point:?}) for a {ttl:?} TTL"
         ));
     }
 }

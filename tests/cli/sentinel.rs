@@ -1,9 +1,9 @@
 //! `redis+sentinel://SENTINEL[,SENTINEL...]/SERVICE` URLs: the lock lives on whichever server
-//! the sentinels name as the service's master, reached through the redis crate's own Sentinel
-//! support (DESIGN.md §7). A password (in the URL or `--password-file`) is the master's; the
-//! sentinels' own comes from `--sentinel-password-file` (§14), with `--sentinel-user` for an
-//! ACL user. A failover moves new runs to the new master; a run caught
-//! in one ends cleanly (0 or 76) and never leaves its command behind.
+//! the sentinels name as the service's master, found by redlock's own Sentinel lookup
+//! (docs/guide.md, "Beyond one Redis"). A password (in the URL or `--password-file`) is the
+//! master's; the sentinels' own comes from `--sentinel-password-file`, with `--sentinel-user`
+//! for an ACL user. A failover moves new runs to the new master; a run caught in one ends
+//! cleanly (0 or 76) and never leaves its command behind.
 
 use std::fs;
 use std::thread;

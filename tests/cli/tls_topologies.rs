@@ -1,5 +1,6 @@
 //! `rediss+cluster://` and `rediss+sentinel://`: Redis Cluster and Sentinel over TLS, with the
-//! TLS flags of `rediss://` (DESIGN.md §14). The cluster's nodes and the Sentinel setup's
+//! TLS flags of `rediss://` (docs/guide.md, "Beyond one Redis" and "TLS: what is accepted, and
+//! what the messages mean"). The cluster's nodes and the Sentinel setup's
 //! servers listen with TLS only (`--port 0`), so nothing can reach them in plain text; the
 //! certificates are made by `openssl` for each test.
 

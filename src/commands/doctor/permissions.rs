@@ -4,7 +4,7 @@
 //!
 //! The commands `run` needs are read from its scripts (`scripts.rs`), not listed here: a script
 //! that starts calling a new command changes the rules doctor suggests, and the tests fail until
-//! the one-by-one diagnosis tries it and the README's ACL recipe grants it.
+//! the one-by-one diagnosis tries it and the guide's ACL recipe (docs/guide.md) grants it.
 
 use std::time::{Duration, Instant};
 
@@ -715,21 +715,21 @@ mod tests {
         }
     }
 
-    /// The README's `ACL SETUSER NAME ...` line.
-    fn readme_recipe(user: &str) -> String {
-        let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))
-            .expect("read README.md");
+    /// The guide's `ACL SETUSER NAME ...` line ("Least-privilege ACL users").
+    fn guide_recipe(user: &str) -> String {
+        let guide = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/guide.md"))
+            .expect("read docs/guide.md");
         let start = format!("ACL SETUSER {user} ");
-        readme
+        guide
             .lines()
             .find(|line| line.starts_with(&start))
-            .unwrap_or_else(|| panic!("README.md has no line starting with {start:?}"))
+            .unwrap_or_else(|| panic!("docs/guide.md has no line starting with {start:?}"))
             .to_owned()
     }
 
     #[test]
-    fn the_readme_recipes_grant_what_run_and_status_need() {
-        let locker = readme_recipe("locker");
+    fn the_guide_recipes_grant_what_run_and_status_need() {
+        let locker = guide_recipe("locker");
         let rules: Vec<&str> = locker.split_whitespace().collect();
         let tolerated: Vec<String> = scripts::TOLERATED
             .iter()
@@ -741,7 +741,7 @@ mod tests {
             }
             assert!(
                 rules.contains(&rule),
-                "README.md's locker recipe lacks {rule}, which redlock needs: {locker}"
+                "docs/guide.md's locker recipe lacks {rule}, which redlock needs: {locker}"
             );
         }
         for pattern in key_patterns("jobs:")
@@ -750,7 +750,7 @@ mod tests {
         {
             assert!(rules.contains(&pattern), "{pattern}: {locker}");
         }
-        let reader = readme_recipe("lockreader");
+        let reader = guide_recipe("lockreader");
         let rules: Vec<&str> = reader.split_whitespace().collect();
         for rule in STATUS_RULES.split(' ').chain(["+pttl"]) {
             assert!(rules.contains(&rule), "{rule}: {reader}");

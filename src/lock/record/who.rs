@@ -149,7 +149,7 @@ pub fn user_name() -> String {
 
 /// A file of at most 64 KiB, read without a size probe (open, read, close: this is on every
 /// run's start-up path); `None` when it cannot be read or is larger. The buffer grows from 4 KiB
-/// as needed and is never zeroed first: a zeroed 64 KiB buffer cost 16 page faults per run.
+/// as needed and is never zeroed first: zeroing 64 KiB would fault in every page of it per run.
 fn read_small(path: &str) -> Option<Vec<u8>> {
     use std::io::Read;
     const MAX: usize = 64 * 1024;
