@@ -330,6 +330,9 @@ fn run_locked(ctx: &Context, args: RunArgs) -> Result<Exit> {
     // wait used are not worth holding its start for.
     keeper.arm().promote();
     drop(spent);
+    if let Some(why) = &tree.declined {
+        log::warn("room", why, &[]);
+    }
     log::info(
         "started",
         &format!(
