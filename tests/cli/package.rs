@@ -14,7 +14,11 @@ use std::process::{Command, Output};
 use crate::support::temp::TempDir;
 
 fn script(name: &str) -> Command {
-    Command::new(Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts").join(name))
+    Command::new(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("scripts")
+            .join(name),
+    )
 }
 
 /// Runs `cmd`; fails the test with its stderr when it fails.
@@ -104,7 +108,12 @@ fn common_files() -> BTreeSet<String> {
 /// Whether the ELF executable at `path` is static: no program interpreter, no dynamic section.
 fn is_static(path: &Path) -> bool {
     let elf = fs::read(path).expect("the binary");
-    assert_eq!(&elf[..4], b"\x7fELF", "{} is not an ELF file", path.display());
+    assert_eq!(
+        &elf[..4],
+        b"\x7fELF",
+        "{} is not an ELF file",
+        path.display()
+    );
     assert_eq!(elf[4], 2, "a 64-bit ELF file");
     let u16_at = |at: usize| u16::from_le_bytes([elf[at], elf[at + 1]]) as usize;
     let u64_at = |at: usize| u64::from_le_bytes(elf[at..at + 8].try_into().unwrap()) as usize;
@@ -225,7 +234,10 @@ fn the_debian_package_installs_the_binary_man_pages_completions_licence_and_docs
     );
     assert_eq!(files_under(&root), expected, "the .deb's files");
     let copyright = fs::read_to_string(root.join("usr/share/doc/redlock/copyright")).unwrap();
-    assert!(copyright.contains("License: MIT or Apache-2.0"), "{copyright}");
+    assert!(
+        copyright.contains("License: MIT or Apache-2.0"),
+        "{copyright}"
+    );
 }
 
 #[test]
@@ -263,19 +275,22 @@ fn the_rpm_package_installs_the_same_files_at_the_rpm_familys_paths() {
 
     // Installed by rpm into a scratch root, with its own database there; and, as a second
     // opinion, unpacked with rpm2cpio and cpio, which must give the same files.
-    run(Command::new("rpm")
-        .arg("--root")
-        .arg(&root)
-        .args(["--dbpath", "/var/lib/rpm", "--initdb"]));
+    run(Command::new("rpm").arg("--root").arg(&root).args([
+        "--dbpath",
+        "/var/lib/rpm",
+        "--initdb",
+    ]));
     run(Command::new("rpm")
         .arg("--root")
         .arg(&root)
         .args(["--dbpath", "/var/lib/rpm", "-i"])
         .arg(&rpm));
-    run(Command::new("rpm")
-        .arg("--root")
-        .arg(&root)
-        .args(["--dbpath", "/var/lib/rpm", "-V", "redlock"]));
+    run(Command::new("rpm").arg("--root").arg(&root).args([
+        "--dbpath",
+        "/var/lib/rpm",
+        "-V",
+        "redlock",
+    ]));
     check_installed(&root, "usr/share/zsh/site-functions");
     let mut expected = common_files();
     expected.extend(
