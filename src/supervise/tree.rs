@@ -25,6 +25,19 @@
 //!    The walk of descendants below runs in cgroup mode too, and its finds are added to the
 //!    cgroup's members: a process that the command moved into a cgroup of its own making, or
 //!    out of this one, is still a descendant.
+//!
+//!    cgroup v2 lets a cgroup hold processes beside child cgroups only while it is a plain
+//!    domain: once controllers are enabled in its `cgroup.subtree_control`, it may have
+//!    children or processes, not both (the root excepted). The kernel refuses to enable a
+//!    domain controller (memory, io) in a cgroup with processes, so a redlock that finds its
+//!    own cgroup with controllers enabled is in the root (which may hold both) or in a thread
+//!    root (threaded controllers such as pids or cpu, or a threaded child): there a new child
+//!    is "domain invalid" and cannot take the command. Moving redlock into a leaf would not
+//!    help (a new leaf would be invalid too), so redlock makes no cgroup there: the room is its
+//!    descendants, and the run says why in one line ([`Tree::declined`]). Under systemd
+//!    this never comes from the unit itself: systemd enables controllers only in slices, and
+//!    a delegated unit's own `cgroup.subtree_control` is left to its processes
+//!    (`docs/deploy.md`).
 //! 2. **redlock's descendants.** redlock is a child subreaper, so a process whose parent exits
 //!    is re-parented to redlock, never to init: every process the command starts stays in the
 //!    tree under redlock. Found by a walk of `/proc`; killed by freezing first (SIGSTOP to each
@@ -92,6 +105,10 @@ pub struct Tree {
     pub reaped: AtomicBool,
     pub redlock: c_int,
     cgroup: Option<Cgroup>,
+    /// Why no cgroup was made for a run that asked for one, when the reason is one an
+    /// operator should hear about (not merely "no permission", the usual case of a user's
+    /// cron job): the run says it in one line.
+    pub declined: Option<String>,
 }
 
 struct Cgroup {
@@ -109,7 +126,19 @@ impl Tree {
     /// A cgroup of its own when `cgroup` allows it and redlock may create one, otherwise
     /// redlock's descendants.
     pub fn prepare(cgroup: bool) -> Tree {
-        let cgroup = cgroup.then(|| Cgroup::claim().ok()).flatten();
+        let mut declined = None;
+        let cgroup = if cgroup {
+            match Cgroup::claim() {
+                Ok(claimed) => Some(claimed),
+                Err(Claim::Unfit(why)) => {
+                    declined = Some(why);
+                    None
+                }
+                Err(Claim::Failed) => None,
+            }
+        } else {
+            None
+        };
         Tree {
             mode: AtomicU32::new(if cgroup.is_some() {
                 MODE_CGROUP
@@ -123,6 +152,7 @@ impl Tree {
             // SAFETY: getpid has no preconditions.
             redlock: unsafe { libc::getpid() },
             cgroup,
+            declined,
         }
     }
 
@@ -251,10 +281,34 @@ impl Tree {
     }
 }
 
+/// Why no cgroup was claimed.
+enum Claim {
+    /// redlock's own cgroup cannot have a child that holds processes (see the module doc).
+    Unfit(String),
+    /// Anything else, which the run does not mention: no cgroup v2, no permission (a user's
+    /// cron job), every slot busy.
+    Failed,
+}
+
+impl From<io::Error> for Claim {
+    fn from(_: io::Error) -> Claim {
+        Claim::Failed
+    }
+}
+
+impl From<std::ffi::NulError> for Claim {
+    fn from(_: std::ffi::NulError) -> Claim {
+        Claim::Failed
+    }
+}
+
 impl Cgroup {
-    /// Claims a free cgroup next to redlock's own, making one if none is free.
-    fn claim() -> io::Result<Cgroup> {
+    /// Claims a free cgroup below redlock's own, making one if none is free.
+    fn claim() -> Result<Cgroup, Claim> {
         let (parent, mount) = own_cgroup_dir()?;
+        if let Some(why) = unfit_parent(&parent) {
+            return Err(Claim::Unfit(why));
+        }
         for n in 0..SLOTS {
             let dir = CString::new(format!("{parent}/redlock.{n}"))?;
             let open = || {
@@ -269,18 +323,18 @@ impl Cgroup {
             let mut fd = open();
             if fd < 0 && io::Error::last_os_error().raw_os_error() == Some(libc::ENOENT) {
                 if !is_cgroup2(mount) {
-                    return Err(io::Error::other("cgroup v2 is not mounted where expected"));
+                    return Err(io::Error::other("cgroup v2 is not mounted where expected").into());
                 }
                 // SAFETY: as above. Another run may make it at the same moment: EEXIST is fine.
                 if unsafe { libc::mkdir(dir.as_ptr(), 0o755) } != 0
                     && io::Error::last_os_error().raw_os_error() != Some(libc::EEXIST)
                 {
-                    return Err(io::Error::last_os_error());
+                    return Err(io::Error::last_os_error().into());
                 }
                 fd = open();
             }
             if fd < 0 {
-                return Err(io::Error::last_os_error());
+                return Err(io::Error::last_os_error().into());
             }
             // SAFETY: flock on our own descriptor.
             if unsafe { libc::flock(fd, libc::LOCK_EX | libc::LOCK_NB) } != 0 {
@@ -297,8 +351,50 @@ impl Cgroup {
             // Closing our descriptor releases the lock.
             sys::close(fd);
         }
-        Err(io::Error::other("every redlock cgroup is busy"))
+        Err(io::Error::other("every redlock cgroup is busy").into())
     }
+}
+
+/// Why a child of the cgroup whose directory is `parent` (redlock's own) could not hold the
+/// command, or `None` when it can. Its `cgroup.type` says so: a plain `domain` may hold
+/// processes beside children; the root has no such file and may too; anything else (a thread
+/// root, "domain threaded", or a threaded cgroup) makes new children "domain invalid".
+fn unfit_parent(parent: &str) -> Option<String> {
+    let kind = read_small(&format!("{parent}/cgroup.type"))?;
+    if kind == "domain" {
+        return None;
+    }
+    let enabled = read_small(&format!("{parent}/cgroup.subtree_control")).unwrap_or_default();
+    let because = if !enabled.is_empty() {
+        format!("has controllers enabled in its cgroup.subtree_control ({enabled})")
+    } else if kind == "threaded" {
+        "is a threaded cgroup".to_owned()
+    } else {
+        format!("is a thread root ({kind}: it has a threaded child)")
+    };
+    Some(format!(
+        "the command runs as redlock's descendants, not in a cgroup of its own: redlock's \
+         cgroup {parent} {because}, so a cgroup below it cannot hold processes; run redlock \
+         in a plain domain cgroup (cgroup.type \"domain\") to give the command one"
+    ))
+}
+
+/// A small file's text, trimmed; `None` when it cannot be read.
+fn read_small(path: &str) -> Option<String> {
+    let path = CString::new(path).ok()?;
+    let fd = sys::openat(
+        libc::AT_FDCWD,
+        path.as_bytes_with_nul(),
+        libc::O_RDONLY | libc::O_CLOEXEC,
+    );
+    if fd < 0 {
+        return None;
+    }
+    let mut buf = [0u8; 256];
+    let n = sys::read(fd as c_int, &mut buf);
+    sys::close(fd as c_int);
+    let text = buf.get(..usize::try_from(n).ok()?)?;
+    Some(String::from_utf8_lossy(text).trim().to_owned())
 }
 
 /// Whether the cgroup whose directory is `dir` has a process in it or in a cgroup below it
@@ -327,6 +423,7 @@ fn kill_escapees(dir: c_int) {
         // SAFETY: getpid has no preconditions.
         redlock: unsafe { libc::getpid() },
         cgroup: Some(Cgroup { fd: dir }),
+        declined: None,
     };
     tree.kill_all(0, &mut Scratch::new());
 }

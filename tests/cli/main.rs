@@ -8,6 +8,8 @@ mod acquire_extend;
 mod audit_log;
 mod check;
 mod cluster;
+mod deploy_container;
+mod deploy_systemd;
 mod docs;
 mod doctor;
 mod harness;

@@ -347,6 +347,9 @@ impl Hold<'_> {
         // the wait used are not worth holding its start for.
         keeper.arm().promote();
         drop(std::mem::take(&mut self.spent));
+        if let Some(why) = &tree.declined {
+            log::warn("room", why, &[]);
+        }
         log::info(
             "started",
             &format!(

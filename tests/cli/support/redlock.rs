@@ -103,6 +103,31 @@ impl Redlock {
         self
     }
 
+    /// Starts redlock inside the cgroup v2 directory `dir` (as systemd starts a unit's main
+    /// process in the unit's cgroup): the child writes itself to `cgroup.procs` before exec,
+    /// and the spawn fails if the kernel refuses.
+    pub fn in_cgroup(mut self, dir: &std::path::Path) -> Redlock {
+        use std::os::unix::ffi::OsStrExt;
+        let procs = std::ffi::CString::new(dir.join("cgroup.procs").as_os_str().as_bytes())
+            .expect("a cgroup path without NUL");
+        self.shown.insert(0, format!("[in {}]", dir.display()));
+        // SAFETY: open, write and close are async-signal-safe; the path was made before the
+        // fork and is only read.
+        unsafe {
+            self.command.pre_exec(move || {
+                let fd = libc::open(procs.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+                if fd < 0 {
+                    return Err(io::Error::last_os_error());
+                }
+                let written = libc::write(fd, b"0".as_ptr().cast(), 1);
+                let error = io::Error::last_os_error();
+                libc::close(fd);
+                if written == 1 { Ok(()) } else { Err(error) }
+            });
+        }
+        self
+    }
+
     /// Overrides the default deadline of `PROCESS_TIMEOUT`.
     pub fn timeout(mut self, timeout: Duration) -> Redlock {
         self.timeout = timeout;
