@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Records which functions a short `redlock run` executes, for build.rs to link them together.
-# Run it after changes to the run path or to dependencies, then commit link/startup-symbols.txt.
-# Needs perf (Debian: linux-perf), valgrind and redis-server.
+# Run it after changes to the run path, to dependencies or to the toolchain (symbol names carry
+# hashes that change with each), then commit link/startup-symbols.txt; `cargo test` fails when
+# fewer than 90% of the listed names are left in the release binary
+# (tests/cli/startup_symbols.rs). Needs perf (Debian: linux-perf), valgrind and redis-server.
 #
-# Three sources, in this order, then the names already listed that the binary still has:
+# Three sources, in this order; nothing of an earlier list is kept:
 # * an exact trace (callgrind) of a run up to the start of its keeper, a process that shares
 #   redlock's memory (clone(CLONE_VM)), which valgrind cannot follow; and of `acquire` and
 #   `release`, which run the same acquire, release and exit paths without a keeper;
@@ -52,12 +54,12 @@ kill "$holder"; wait "$holder" || true
             2>/dev/null | awk '$2 == "[.]" { print $3 }'
     done
     nm "$bin" | awk '{ print $3 }' \
-        | grep -E '7redlock(6keeper|4tree|3sys|5child|7signals|9heartbeat)' || true
+        | grep -E '7redlock(9supervise(6keeper|4tree|3sys|5child|7signals)|4lock9heartbeat)' || true
 } | grep -v '^0x' | sort -u > "$dir/found"
 list=link/startup-symbols.txt
-touch "$list"
 nm "$bin" | awk '{ print $3 }' | sort -u > "$dir/symbols"
-cat "$dir/traced" "$dir/found" "$list" | awk '!seen[$0]++' | grep -xF -f "$dir/symbols" \
+# A fresh list, from this trace alone: names an earlier list had are not carried over.
+cat "$dir/traced" "$dir/found" | awk '!seen[$0]++' | grep -xF -f "$dir/symbols" \
     > "$dir/list" || true
 mv "$dir/list" "$list"
 wc -l "$list"

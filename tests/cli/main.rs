@@ -41,6 +41,7 @@ mod run_usage;
 mod seams;
 mod sentinel;
 mod shapes;
+mod startup_symbols;
 mod status;
 mod tls;
 mod tls_topologies;
