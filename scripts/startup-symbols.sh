@@ -36,14 +36,16 @@ trace unix --dump-before=clone "$bin" --url "redis+unix://$dir/redis.sock" run -
 token=$(trace acquire "$bin" --url "$url" acquire --key a --ttl 10s | head -1)
 trace release "$bin" --url "$url" release a --token "$token" >/dev/null
 cat "$dir"/cg.* | sed -n 's/^c\?fn=([0-9]*) //p' | awk '!seen[$0]++' > "$dir/traced"
-runs() { for _ in $(seq 300); do "$bin" "$@" >/dev/null 2>&1 || true; done; }
+# Sampling misses a brief function now and then: each common kind of run is sampled twice
+# over, 600 runs in all.
+runs() { for _ in $(seq 600); do "$bin" "$@" >/dev/null 2>&1 || true; done; }
 sample() { perf record -q -F 30000 -o "$dir/perf.$1" -- bash -c "$(declare -f runs); bin=$bin; runs ${*:2}" 2>/dev/null; }
 sample tcp --url "$url" run --key a --ttl 1s -- true
 sample unix --url "redis+unix://$dir/redis.sock" run --key a --ttl 1s -- true
 sample descendants --url "$url" run --key a --ttl 1s --contain descendants -- true
 runs() { for _ in $(seq 50); do "$bin" "$@" >/dev/null 2>&1 || true; done; }
 sample renewals --url "$url" run --key r --ttl 1s -- sleep 0.4
-runs() { for _ in $(seq 300); do "$bin" "$@" >/dev/null 2>&1 || true; done; }
+runs() { for _ in $(seq 600); do "$bin" "$@" >/dev/null 2>&1 || true; done; }
 "$bin" --url "$url" run --key c --ttl 60s -- sleep 30 & holder=$!
 for _ in $(seq 50); do [ "$(redis-cli -p "$port" exists c)" = 1 ] && break; sleep 0.02; done
 sample busy --url "$url" run --key c --ttl 1s -- true
