@@ -7,8 +7,9 @@
 #
 # Three sources, in this order; nothing of an earlier list is kept:
 # * an exact trace (callgrind) of a run up to the start of its keeper, a process that shares
-#   redlock's memory (clone(CLONE_VM)), which valgrind cannot follow; and of `acquire` and
-#   `release`, which run the same acquire, release and exit paths without a keeper;
+#   redlock's memory (clone(CLONE_VM)), which valgrind cannot follow; and of `acquire`,
+#   `extend` and `release`, which run the same acquire, renewal, release and exit paths
+#   without a keeper;
 # * samples (perf record at a high rate over a few hundred runs of each kind) for what a run
 #   does after its keeper starts; sampling misses the briefest functions;
 # * the run path's own modules (the keeper, the tree, the raw system calls, the spawn, the
@@ -34,6 +35,8 @@ trace run --dump-before=clone "$bin" --url "$url" run --key t --ttl 1s -- true >
 trace unix --dump-before=clone "$bin" --url "redis+unix://$dir/redis.sock" run --key u --ttl 1s \
     -- true >/dev/null || true
 token=$(trace acquire "$bin" --url "$url" acquire --key a --ttl 10s | head -1)
+# `extend` renews as the heartbeat does (Nodes::extend, lock::extend, a connection of its own).
+trace extend "$bin" --url "$url" extend --key a --token "$token" --ttl 10s >/dev/null
 trace release "$bin" --url "$url" release a --token "$token" >/dev/null
 cat "$dir"/cg.* | sed -n 's/^c\?fn=([0-9]*) //p' | awk '!seen[$0]++' > "$dir/traced"
 # Sampling misses a brief function now and then: each common kind of run is sampled twice
