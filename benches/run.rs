@@ -74,6 +74,12 @@ const SHELL_RUNS: usize = 40;
 const KEEPER_RUNS: usize = 20;
 const CONTENTION_ROUNDS: usize = 5;
 const DEAD_HEAD_RUNS: usize = 20;
+const BILL_BLOCKS: usize = 6;
+const BILL_BLOCK_RUNS: usize = 100;
+const IDLE_LOCKS: usize = 2000;
+const BILL_WAITERS: [usize; 3] = [10, 100, 1000];
+const BILL_WINDOW: Duration = Duration::from_secs(5);
+const HERD: usize = 500;
 const RUN_TRUE: &str = "run --key bench:k --ttl 10s -- true";
 /// Prints the parent's (redlock's) name and memory high-water mark, using shell built-ins only so
 /// that nothing else is spawned while redlock waits for the child.
@@ -140,6 +146,9 @@ fn main() {
     let dead_head = run(8)
         .then(|| section("8. A dead head waiter", dead_head(&server)))
         .flatten();
+    let bill = run(9)
+        .then(|| section("9. The server's bill", bill(&server)))
+        .flatten();
     let (flock_eff, redlock_eff, inversions, handoff_ratio) = match queue.as_deref() {
         Some([fe, _, re, ri, _, _, fp, _, rp, ri0, _, _]) => {
             (Some(*fe), Some(*re), Some(ri + ri0), Some(rp / fp))
@@ -149,17 +158,105 @@ fn main() {
 
     println!("Summary (targets; reported only, the bench exits 0 either way)");
     #[rustfmt::skip]
-    let rows: [Target; 10] = [
-        ("start-up redlock/flock (TCP, medians)", ratio, "", "<= 1.05", |v| v <= 1.05),
-        ("the same, launched from a shell", shell_ratio, "", "<= 1.05", |v| v <= 1.05),
-        ("keeper late after the kill point (worst)", keeper, " ms", "<= 25 ms", |v| v <= 25.0),
-        ("hand-off median (del -> set)", handoff, " ms", "<= 0.5 ms", |v| v <= 0.5),
-        ("commands per run (client round trips)", per_run, "", "= 2", |v| v == 2.0),
-        ("peak RSS", peak_kib.map(|k| k / 1024.0), " MiB", "<= 3 MiB", |v| v <= 3.0),
-        ("queue efficiency, redlock - flock (20 ms)", redlock_eff.zip(flock_eff).map(|(r, f)| r - f), "", ">= 0", |v| v >= 0.0),
-        ("queue order inversions (redlock)", inversions, "", "= 0", |v| v == 0.0),
-        ("hand-off per waiter, redlock/flock (0 ms)", handoff_ratio, "", "<= 1.2", |v| v <= 1.2),
-        ("a dead head waiter holds the queue (worst)", dead_head, " s", "<= 2 s", |v| v <= 2.0),
+    let (cpu_ratio, idle_bytes, untimed, waiter_cpu) = match bill {
+        Some(b) => (Some(b.cpu_ratio), Some(b.idle_bytes), Some(b.untimed), Some(b.waiter_cpu)),
+        None => (None, None, None, None),
+    };
+    let rows: [Target; 14] = [
+        (
+            "start-up redlock/flock (TCP, medians)",
+            ratio,
+            "",
+            "<= 1.05",
+            |v| v <= 1.05,
+        ),
+        (
+            "the same, launched from a shell",
+            shell_ratio,
+            "",
+            "<= 1.05",
+            |v| v <= 1.05,
+        ),
+        (
+            "keeper late after the kill point (worst)",
+            keeper,
+            " ms",
+            "<= 25 ms",
+            |v| v <= 25.0,
+        ),
+        (
+            "hand-off median (del -> set)",
+            handoff,
+            " ms",
+            "<= 0.5 ms",
+            |v| v <= 0.5,
+        ),
+        (
+            "commands per run (client round trips)",
+            per_run,
+            "",
+            "= 2",
+            |v| v == 2.0,
+        ),
+        (
+            "peak RSS",
+            peak_kib.map(|k| k / 1024.0),
+            " MiB",
+            "<= 3 MiB",
+            |v| v <= 3.0,
+        ),
+        (
+            "queue efficiency, redlock - flock (20 ms)",
+            redlock_eff.zip(flock_eff).map(|(r, f)| r - f),
+            "",
+            ">= 0",
+            |v| v >= 0.0,
+        ),
+        (
+            "queue order inversions (redlock)",
+            inversions,
+            "",
+            "= 0",
+            |v| v == 0.0,
+        ),
+        (
+            "hand-off per waiter, redlock/flock (0 ms)",
+            handoff_ratio,
+            "",
+            "<= 1.2",
+            |v| v <= 1.2,
+        ),
+        (
+            "a dead head waiter holds the queue (worst)",
+            dead_head,
+            " s",
+            "<= 2 s",
+            |v| v <= 2.0,
+        ),
+        (
+            "server CPU per run, redlock/floor",
+            cpu_ratio,
+            "",
+            "<= 1.3",
+            |v| v <= 1.3,
+        ),
+        (
+            "server memory per idle lock",
+            idle_bytes,
+            " B",
+            "<= 1024 B",
+            |v| v <= 1024.0,
+        ),
+        ("keys without a TTL after runs", untimed, "", "= 0", |v| {
+            v == 0.0
+        }),
+        (
+            "server CPU per waiter per second (worst)",
+            waiter_cpu,
+            " us",
+            "<= 30 us",
+            |v| v <= 30.0,
+        ),
     ];
     for (name, value, unit, target, meets) in rows {
         let shown = value.map_or("n/a".into(), |v| format!("{v:.3}{unit}"));
@@ -741,6 +838,237 @@ fn rusage_run(url: &str, ttl: &str, command: &[&str]) -> Res<(u64, String)> {
 
 // ---------------------------------------------------------------------------------------------
 // 4. Hand-off latency
+
+// ---------------------------------------------------------------------------------------------
+// 9. The server's bill
+
+/// What the shared Redis pays for redlock, beside the floor: server CPU per run, memory per
+/// idle lock and keys without a TTL, waiters' CPU and connections, and a herd.
+struct Bill {
+    cpu_ratio: f64,
+    idle_bytes: f64,
+    untimed: f64,
+    waiter_cpu: f64,
+}
+
+/// CPU time redis-server's main thread has used, in ns.
+fn server_cpu_ns(server: &Server) -> Res<u64> {
+    let pid = server.child.id();
+    let stat =
+        std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/schedstat")).map_err(text)?;
+    stat.split_whitespace()
+        .next()
+        .and_then(|n| n.parse().ok())
+        .ok_or_else(|| format!("unreadable schedstat {stat:?}"))
+}
+
+fn info_field(ctl: &mut Conn, section: &str, field: &str) -> Res<String> {
+    let info = ctl.cmd(&["INFO", section])?.text();
+    info.lines()
+        .find_map(|l| l.strip_prefix(&format!("{field}:")))
+        .map(|v| v.trim().to_string())
+        .ok_or_else(|| format!("INFO {section} has no {field}"))
+}
+
+fn bill(server: &Server) -> Res<Bill> {
+    let url = server.url();
+    let mut ctl = Conn::open(server.port)?;
+    println!("9. The server's bill: redis-server's main thread, from /proc/PID/task/PID/schedstat");
+
+    // Server CPU per run, in alternating blocks, medians of the blocks.
+    let (mut redlock_us, mut floor_us) = (Vec::new(), Vec::new());
+    for block in 0..2 * BILL_BLOCKS {
+        let redlock_turn = block % 2 == 0;
+        let before = server_cpu_ns(server)?;
+        for _ in 0..BILL_BLOCK_RUNS {
+            let mut cmd = if redlock_turn {
+                redlock(&url, "run --key bench:bill --ttl 10s -- true")
+            } else {
+                floor(server.port, "bench:bill-floor", &["true"])
+            };
+            let status = quiet(&mut cmd).status();
+            assert_success("a run", &mut cmd, status);
+        }
+        let per_run = (server_cpu_ns(server)? - before) as f64 / BILL_BLOCK_RUNS as f64 / 1e3;
+        if redlock_turn {
+            redlock_us.push(per_run);
+        } else {
+            floor_us.push(per_run);
+        }
+    }
+    redlock_us.sort_by(f64::total_cmp);
+    floor_us.sort_by(f64::total_cmp);
+    let (r, f) = (percentile(&redlock_us, 50.0), percentile(&floor_us, 50.0));
+    println!(
+        "   server CPU per run -- true: redlock {r:.0} us, the floor {f:.0} us: {:.2}x ({BILL_BLOCKS} blocks of {BILL_BLOCK_RUNS} runs each)",
+        r / f
+    );
+
+    // Memory per lock that ran once and sits idle, and keys without a TTL.
+    ctl.cmd(&["FLUSHALL"])?;
+    let used = |ctl: &mut Conn| -> Res<f64> {
+        info_field(ctl, "memory", "used_memory")?
+            .parse::<f64>()
+            .map_err(text)
+    };
+    let before = used(&mut ctl)?;
+    for i in 0..IDLE_LOCKS {
+        let mut cmd = redlock(&url, &format!("run --key lock:order:{i} --ttl 10s -- true"));
+        let status = quiet(&mut cmd).status();
+        assert_success("a run", &mut cmd, status);
+    }
+    let idle_bytes = (used(&mut ctl)? - before) / IDLE_LOCKS as f64;
+    let keyspace = info_field(&mut ctl, "keyspace", "db0").unwrap_or_default();
+    let count = |name: &str| -> f64 {
+        keyspace
+            .split(',')
+            .find_map(|kv| kv.strip_prefix(&format!("{name}=")))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0.0)
+    };
+    let (keys, expiring) = (count("keys"), count("expires"));
+    println!(
+        "   {IDLE_LOCKS} locks run once each: {idle_bytes:.0} bytes of server memory per idle lock; {keys} keys, {} without a TTL",
+        keys - expiring
+    );
+    ctl.cmd(&["FLUSHALL"])?;
+
+    // Waiters: CPU per waiter per second and connections, while they wait.
+    let mut worst_waiter = 0.0f64;
+    for waiters in BILL_WAITERS {
+        let key = format!("bench:waiters:{waiters}");
+        let mut holder = redlock(&url, &format!("run --key {key} --ttl 30s -- sh -c"));
+        holder.arg("echo held; read x");
+        let mut holder = Guard(
+            die_with_parent(
+                holder
+                    .stdin(Stdio::piped())
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::null()),
+            )
+            .spawn()
+            .map_err(text)?,
+        );
+        let mut held = BufReader::new(holder.0.stdout.take().ok_or("holder has no stdout")?);
+        let mut line = String::new();
+        held.read_line(&mut line).map_err(text)?;
+        let clients_before: f64 = info_field(&mut ctl, "clients", "connected_clients")?
+            .parse()
+            .map_err(text)?;
+        // The server's own upkeep (its cron) and the holder, without waiters.
+        let idle_before = server_cpu_ns(server)?;
+        let idle_started = Instant::now();
+        sleep(BILL_WINDOW);
+        let idle_rate = (server_cpu_ns(server)? - idle_before) as f64
+            / 1e3
+            / idle_started.elapsed().as_secs_f64();
+        let mut guards = Vec::new();
+        for _ in 0..waiters {
+            let mut w = redlock(
+                &url,
+                &format!("run --key {key} --ttl 10s --wait 10m -- true"),
+            );
+            guards.push(Guard(die_with_parent(quiet(&mut w)).spawn().map_err(text)?));
+        }
+        let queue = format!("{{{key}}}:redlock:queue");
+        let deadline = Instant::now() + Duration::from_secs(120);
+        while ctl
+            .cmd(&["ZCARD", &queue])?
+            .text()
+            .parse::<usize>()
+            .unwrap_or(0)
+            < waiters
+        {
+            if Instant::now() > deadline {
+                return Err(format!("{waiters} waiters never all queued"));
+            }
+            sleep(Duration::from_millis(20));
+        }
+        sleep(Duration::from_secs(1));
+        let before = server_cpu_ns(server)?;
+        let started = Instant::now();
+        sleep(BILL_WINDOW);
+        let rate = (server_cpu_ns(server)? - before) as f64 / 1e3 / started.elapsed().as_secs_f64();
+        let per_waiter = (rate - idle_rate).max(0.0) / waiters as f64;
+        let clients: f64 = info_field(&mut ctl, "clients", "connected_clients")?
+            .parse()
+            .map_err(text)?;
+        println!(
+            "   {waiters:>5} waiters: {per_waiter:.1} us of server CPU per waiter per second (beyond the {idle_rate:.0} us/s without them); {:.2} connections per waiter",
+            (clients - clients_before) / waiters as f64
+        );
+        worst_waiter = worst_waiter.max(per_waiter);
+        let herd_started = Instant::now();
+        holder
+            .0
+            .stdin
+            .as_mut()
+            .ok_or("holder has no stdin")?
+            .write_all(b"\n")
+            .map_err(text)?;
+        for guard in guards.iter_mut().chain(std::iter::once(&mut holder)) {
+            let status = wait_exit(&mut guard.0, Duration::from_secs(300))?;
+            if !status.success() {
+                return Err(format!("a waiter ended with {status}"));
+            }
+        }
+        println!(
+            "          then all {waiters} ran, one after another, in {:.2} s",
+            herd_started.elapsed().as_secs_f64()
+        );
+    }
+
+    // A herd: contenders started together, without --wait; the one that takes the lock holds
+    // it for 3 s, so every other finds it held.
+    let before = server_cpu_ns(server)?;
+    let started = Instant::now();
+    let mut herd = Vec::new();
+    for _ in 0..HERD {
+        let mut c = redlock(&url, "run --key bench:herd --ttl 10s -- sleep 3");
+        herd.push(Some(Guard(
+            die_with_parent(quiet(&mut c)).spawn().map_err(text)?,
+        )));
+    }
+    let spawned = started.elapsed();
+    let (mut ran, mut busy, mut last_busy) = (0, 0, Duration::ZERO);
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while herd.iter().any(Option::is_some) {
+        if Instant::now() > deadline {
+            return Err("the herd did not end within 120 s".into());
+        }
+        for slot in &mut herd {
+            let Some(guard) = slot else { continue };
+            if let Some(status) = guard.0.try_wait().map_err(text)? {
+                match status.code() {
+                    Some(0) => ran += 1,
+                    Some(75) => {
+                        busy += 1;
+                        last_busy = started.elapsed();
+                    }
+                    other => return Err(format!("a contender ended with {other:?}")),
+                }
+                *slot = None;
+            }
+        }
+        sleep(Duration::from_millis(2));
+    }
+    let cpu = (server_cpu_ns(server)? - before) as f64 / 1e3;
+    println!(
+        "   a herd of {HERD} contenders without --wait (started within {:.2} s): {ran} ran, {busy} exited 75, the last of them {:.2} s after the first start; {:.0} us of server CPU per contender\n",
+        spawned.as_secs_f64(),
+        last_busy.as_secs_f64(),
+        cpu / HERD as f64
+    );
+    if ran != 1 {
+        return Err(format!("{ran} of the herd ran"));
+    }
+    Ok(Bill {
+        cpu_ratio: r / f,
+        idle_bytes,
+        untimed: keys - expiring,
+        waiter_cpu: worst_waiter,
+    })
+}
 
 // ---------------------------------------------------------------------------------------------
 // 8. A dead head waiter
