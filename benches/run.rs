@@ -1082,7 +1082,7 @@ fn dead_head(server: &Server) -> Res<f64> {
     let url = server.url();
     let mut ctl = Conn::open(server.port)?;
     let queue = format!("{{{KEY}}}:redlock:queue");
-    let log = format!("{{{KEY}}}:redlock:log");
+    let log = format!("{{{KEY}}}:redlock:audit");
     let (mut delays, mut granted) = (Vec::new(), 0);
     for _ in 0..DEAD_HEAD_RUNS {
         let mut holder = redlock(&url, &format!("run --key {KEY} --ttl 10s -- sh -c"));
@@ -1153,14 +1153,9 @@ fn dead_head(server: &Server) -> Res<f64> {
         line.clear();
         started.read_line(&mut line).map_err(text)?;
         delays.push(released.elapsed().as_secs_f64());
-        let entries = ctl.cmd(&["XRANGE", &log, "-", "+"])?.items();
-        let by_head = entries.into_iter().any(|entry| {
-            entry.items().into_iter().nth(1).is_some_and(|fields| {
-                let fields: Vec<String> = fields.items().iter().map(Reply::text).collect();
-                fields
-                    .windows(2)
-                    .any(|w| w[0] == "pid" && w[1] == pid.to_string())
-            })
+        let entries = ctl.cmd(&["LRANGE", &log, "0", "-1"])?.items();
+        let by_head = entries.iter().map(Reply::text).any(|entry| {
+            entry.contains("\x1facquired\x1f") && entry.contains(&format!("\x1fpid={pid}\x1f"))
         });
         granted += usize::from(by_head);
         // SAFETY: as above.

@@ -2,16 +2,23 @@
 //!
 //! Every acquire, busy refusal, skipped run (`--once-per`), release, lost lease, forced
 //! release, pause and resume is appended by the script that already runs for it to a capped
-//! Redis Stream per lock, `{L}:redlock:log`, in the lock's hash slot (see `scripts/audit.lua`):
-//! the `run` path sends no extra command. An entry's stream ID is the server's clock when it was
-//! written; its fields are the event and who (host, pid, user), plus what applies: fence, exit
-//! status, outcome, duration, reason, until, command.
+//! list per lock, `{L}:redlock:audit`, in the lock's hash slot (see `scripts/audit.lua`): the
+//! `run` path sends no extra command. An entry starts with the server's clock when it was
+//! written (ms) and the event, then what applies as name=value pairs: who (host, pid, user),
+//! fence, exit status, outcome, duration, reason, until, command. A release's entry names the
+//! run by its host, pid and fence; its user and command are read from the take it ends, when
+//! that is still in the log. An entry's id is its time and its place among the entries of the
+//! same millisecond.
 //!
-//! Read-only: `XRANGE`, so a `+@read` user can read the log. The logs of several keys are merged
-//! by time. `--follow` then asks every key's stream for what came after the last entry shown,
-//! every [`FOLLOW_EVERY`], until SIGINT or SIGTERM (exit 0: the operator asked it to stop);
-//! keys that get a log later are not picked up by a `--follow --all` already running. With a
-//! quorum every node keeps its own log; `log` reads the first node that answers.
+//! An earlier version kept the log as a stream, `{L}:redlock:log`: it is read too, merged by
+//! time, until it expires.
+//!
+//! Read-only (`LRANGE`, `LINDEX`, and `XRANGE` for the older logs), so a `+@read` user can read
+//! the log. The logs of several keys are merged by time. `--follow` then asks every key's log
+//! for what came after the last entry shown, every [`FOLLOW_EVERY`] (one `LINDEX` when nothing
+//! did), until SIGINT or SIGTERM (exit 0: the operator asked it to stop); keys that get a log
+//! later are not picked up by a `--follow --all` already running. With a quorum every node
+//! keeps its own log; `log` reads the first node that answers.
 
 use std::time::{Duration, UNIX_EPOCH};
 
@@ -38,6 +45,9 @@ struct Entry {
     ms: i64,
     seq: i64,
     fields: Vec<(String, String)>,
+    /// The entry as the list holds it (`None` for an earlier version's stream entry): how
+    /// `--follow` knows where it left off.
+    raw: Option<String>,
 }
 
 impl Entry {
@@ -160,6 +170,14 @@ fn time_text(ms: i64) -> String {
     humantime::format_rfc3339_millis(at).to_string()
 }
 
+/// One lock's log: its key, the list it is kept in now, and the stream an earlier version kept.
+#[derive(Clone)]
+struct Log {
+    lock: String,
+    list: String,
+    stream: String,
+}
+
 pub fn log(ctx: &Context, args: LogArgs) -> Result<Exit> {
     let named = ctx.keys(&args.keys)?;
     // Signals are blocked before anything runs, so a follow ends at the next poll, not at once
@@ -167,20 +185,27 @@ pub fn log(ctx: &Context, args: LogArgs) -> Result<Exit> {
     let signals = args.follow.then(Signals::block);
     let mut nodes = ctx.nodes(ctx.timeout);
     nodes.connect()?;
-    let mut logs: Vec<(String, String)> = named
-        .iter()
-        .map(|k| (k.lock.clone(), k.log.clone()))
-        .collect();
+    let of = |k: &keys::Keys| Log {
+        lock: k.lock.clone(),
+        list: k.log.clone(),
+        stream: k.old_log.clone(),
+    };
+    let mut logs: Vec<Log> = named.iter().map(of).collect();
     let since = args.since;
-    let mut shown: Vec<Entry> = Vec::new();
     let found = nodes.each(|con| {
         if args.all {
-            let mut all: Vec<(String, String)> =
-                keys::scan_companions(con, &ctx.prefix, crate::lock::scripts::LOG)?
-                    .into_iter()
-                    .map(|k| (k.lock.clone(), k.log.clone()))
-                    .collect();
-            all.push((String::new(), keys::prefix_log_key(&ctx.prefix)));
+            let mut locks = keys::scan_companions(con, &ctx.prefix, crate::lock::scripts::AUDIT)?;
+            for k in keys::scan_companions(con, &ctx.prefix, crate::lock::scripts::LOG)? {
+                if !locks.iter().any(|l| l.lock == k.lock) {
+                    locks.push(k);
+                }
+            }
+            let mut all: Vec<Log> = locks.iter().map(of).collect();
+            all.push(Log {
+                lock: String::new(),
+                list: keys::prefix_log_key(&ctx.prefix),
+                stream: keys::prefix_old_log_key(&ctx.prefix),
+            });
             let entries = read_all(con, &all, since)?;
             Ok((all, entries))
         } else {
@@ -194,19 +219,18 @@ pub fn log(ctx: &Context, args: LogArgs) -> Result<Exit> {
     for entry in &entries {
         print(entry, &ctx.prefix, args.json)?;
     }
-    shown.extend(entries);
     let Some(signals) = signals else {
         return Ok(Exit::Success);
     };
-    // From here on: what came after the last entry of each log.
-    let mut after: Vec<Option<(i64, i64)>> = logs
+    // From here on: what came after the last entry of each list.
+    let mut last: Vec<Option<String>> = logs
         .iter()
-        .map(|(lock, _)| {
-            shown
+        .map(|log| {
+            entries
                 .iter()
-                .filter(|e| &e.lock == lock)
-                .map(|e| (e.ms, e.seq))
-                .max()
+                .rev()
+                .find(|e| e.lock == log.lock && e.raw.is_some())
+                .and_then(|e| e.raw.clone())
         })
         .collect();
     loop {
@@ -217,12 +241,8 @@ pub fn log(ctx: &Context, args: LogArgs) -> Result<Exit> {
         }
         let fresh = nodes.each(|con| {
             let mut out = Vec::new();
-            for ((lock, stream), last) in logs.iter().zip(&after) {
-                let start = match last {
-                    Some((ms, seq)) => format!("{ms}-{}", seq + 1),
-                    None => "-".to_string(),
-                };
-                out.extend(read(con, lock, stream, &start)?);
+            for (log, seen) in logs.iter().zip(&last) {
+                out.extend(read_after(con, log, seen.as_deref())?);
             }
             Ok(out)
         });
@@ -230,8 +250,8 @@ pub fn log(ctx: &Context, args: LogArgs) -> Result<Exit> {
         fresh.sort_by_key(|e| (e.ms, e.seq));
         for entry in fresh {
             print(&entry, &ctx.prefix, args.json)?;
-            if let Some(i) = logs.iter().position(|(lock, _)| *lock == entry.lock) {
-                after[i] = Some((entry.ms, entry.seq));
+            if let Some(i) = logs.iter().position(|log| log.lock == entry.lock) {
+                last[i].clone_from(&entry.raw);
             }
         }
     }
@@ -262,33 +282,97 @@ fn print(entry: &Entry, prefix: &str, json: bool) -> Result<()> {
 
 /// Every entry of `logs` since `since` ago (by this host's clock, so that a read-only user,
 /// without `TIME`, can ask), merged oldest first.
-fn read_all(
-    con: &mut Conn,
-    logs: &[(String, String)],
-    since: Option<Duration>,
-) -> Result<Vec<Entry>> {
-    let start = match since {
-        Some(d) => (super::status::now_ms() - d.as_millis() as i64)
-            .max(0)
-            .to_string(),
-        None => "-".to_string(),
-    };
+fn read_all(con: &mut Conn, logs: &[Log], since: Option<Duration>) -> Result<Vec<Entry>> {
+    let from_ms = since.map(|d| (super::status::now_ms() - d.as_millis() as i64).max(0));
     let mut all = Vec::new();
-    for (lock, stream) in logs {
-        all.extend(read(con, lock, stream, &start)?);
+    for log in logs {
+        all.extend(read_stream(con, log, from_ms)?);
+        all.extend(
+            read_list(con, log, 0)?
+                .into_iter()
+                .filter(|e| from_ms.is_none_or(|from| e.ms >= from)),
+        );
     }
     all.sort_by_key(|e| (e.ms, e.seq));
     Ok(all)
 }
 
-/// `XRANGE stream start +`; a missing stream is an empty log.
-fn read(con: &mut Conn, lock: &str, stream: &str, start: &str) -> Result<Vec<Entry>> {
+/// The entries of `log`'s list after the one written `seen` (all of them when `seen` is not
+/// in the list any more, or is `None`). One `LINDEX` when nothing was added.
+fn read_after(con: &mut Conn, log: &Log, seen: Option<&str>) -> Result<Vec<Entry>> {
+    let context = || format!("cannot read the log of {}", log.lock);
+    if let Some(seen) = seen {
+        let newest: Option<String> = redis::cmd("LINDEX")
+            .arg(&log.list)
+            .arg(-1)
+            .query(con)
+            .with_context(context)?;
+        if newest.as_deref() == Some(seen) {
+            return Ok(Vec::new());
+        }
+    }
+    let entries = read_list(con, log, 0)?;
+    let start = seen
+        .and_then(|seen| entries.iter().rposition(|e| e.raw.as_deref() == Some(seen)))
+        .map_or(0, |at| at + 1);
+    Ok(entries.into_iter().skip(start).collect())
+}
+
+/// `LRANGE list FROM -1`, as entries; a missing list is an empty log. A release's entry gets
+/// the user and the command of the take it ends (by fence), when that take is in the list.
+fn read_list(con: &mut Conn, log: &Log, from: isize) -> Result<Vec<Entry>> {
+    let raw: Vec<String> = redis::cmd("LRANGE")
+        .arg(&log.list)
+        .arg(from)
+        .arg(-1)
+        .query(con)
+        .with_context(|| format!("cannot read the log of {}", log.lock))?;
+    let mut out: Vec<Entry> = Vec::with_capacity(raw.len());
+    for line in raw {
+        let mut parts = line.split(SEPARATOR);
+        let ms: i64 = parts.next().and_then(|m| m.parse().ok()).unwrap_or(0);
+        let event = parts.next().unwrap_or("").to_string();
+        let mut fields = vec![("event".to_string(), event)];
+        fields.extend(parts.filter_map(|pair| {
+            let (k, v) = pair.split_once('=')?;
+            Some((k.to_string(), v.to_string()))
+        }));
+        let seq = out.iter().rev().take_while(|e| e.ms == ms).count() as i64;
+        let mut entry = Entry {
+            lock: log.lock.clone(),
+            ms,
+            seq,
+            fields,
+            raw: Some(line),
+        };
+        if matches!(entry.get("event"), Some("released" | "lost"))
+            && let Some(fence) = entry.get("fence").map(str::to_string)
+            && let Some(take) = out
+                .iter()
+                .rev()
+                .find(|e| e.get("event") == Some("acquired") && e.get("fence") == Some(&fence))
+        {
+            let filled: Vec<(String, String)> = ["user", "cmd"]
+                .iter()
+                .filter(|name| entry.get(name).is_none())
+                .filter_map(|name| Some((name.to_string(), take.get(name)?.to_string())))
+                .collect();
+            entry.fields.extend(filled);
+        }
+        out.push(entry);
+    }
+    Ok(out)
+}
+
+/// `XRANGE stream FROM +` of an earlier version's log; a missing stream is an empty log.
+fn read_stream(con: &mut Conn, log: &Log, from_ms: Option<i64>) -> Result<Vec<Entry>> {
+    let start = from_ms.map_or("-".to_string(), |ms| ms.to_string());
     let reply: Value = redis::cmd("XRANGE")
-        .arg(stream)
+        .arg(&log.stream)
         .arg(start)
         .arg("+")
         .query(con)
-        .with_context(|| format!("cannot read the log of {lock}"))?;
+        .with_context(|| format!("cannot read the log of {}", log.lock))?;
     let Value::Array(items) = reply else {
         return Ok(Vec::new());
     };
@@ -303,14 +387,18 @@ fn read(con: &mut Conn, lock: &str, stream: &str, start: &str) -> Result<Vec<Ent
             .filter_map(|p| Some((p.first()?.clone(), p.get(1)?.clone())))
             .collect();
         out.push(Entry {
-            lock: lock.to_string(),
+            lock: log.lock.clone(),
             ms: ms.parse().unwrap_or(0),
             seq: seq.parse().unwrap_or(0),
             fields,
+            raw: None,
         });
     }
     Ok(out)
 }
+
+/// What separates an entry's parts in the list (`scripts/audit.lua`).
+const SEPARATOR: char = '\u{1f}';
 
 #[cfg(test)]
 mod tests {
@@ -325,6 +413,7 @@ mod tests {
                 .iter()
                 .map(|(k, v)| ((*k).to_string(), (*v).to_string()))
                 .collect(),
+            raw: None,
         }
     }
 

@@ -292,6 +292,7 @@ fn acquire_call(
         queue.map_or(String::new(), |_| {
             ttl.min(PROVISIONAL).as_millis().to_string()
         }),
+        holder.audit(),
     ];
     for (name, value) in holder.identity() {
         args.push(name.to_string());

@@ -78,7 +78,8 @@ pub fn heal(
         .key(&keys.holder)
         .arg(token)
         .arg(ttl.as_millis() as u64)
-        .arg(standing.fence.map_or(String::new(), |f| f.to_string()));
+        .arg(standing.fence.map_or(String::new(), |f| f.to_string()))
+        .arg(RECORD_TTL.as_millis() as u64);
     if let Some(holder) = &standing.holder {
         for (name, value) in holder.identity() {
             call.arg(name).arg(value);
@@ -111,8 +112,14 @@ pub fn release(
         .arg(keep.map_or(0, |d| d.as_millis().max(1) as u64));
     match record {
         Some(r) => {
+            let who = [
+                ("host", r.host.clone().unwrap_or_default()),
+                ("pid", r.pid.map_or(String::new(), |p| p.to_string())),
+            ];
             call.arg(r.outcome.as_str())
-                .arg(RECORD_TTL.as_millis() as u64);
+                .arg(RECORD_TTL.as_millis() as u64)
+                .arg(if r.once_per_ms.is_some() { "1" } else { "" })
+                .arg(crate::lock::record::audit_pairs(&who));
             for (name, value) in r.fields() {
                 call.arg(name).arg(value);
             }
@@ -170,6 +177,7 @@ pub fn raise_fence(
         .key(&keys.holder)
         .arg(fence)
         .arg(token)
+        .arg(RECORD_TTL.as_millis() as u64)
         .invoke::<i64>(con)
         .context("cannot raise the fence counter")?;
     Ok(())

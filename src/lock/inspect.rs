@@ -431,7 +431,9 @@ fn decode(chunk: &[Value], k: &Keys, cluster: bool, now_ms: i64) -> Reading {
         pttl_ms,
         fence: fence.and_then(|f| f.parse().ok()),
         holder_record: Holder::decode(&holder),
-        last: LastRun::decode(&last),
+        // The lock's record holds the last run; a lock last run by an earlier version has it in
+        // a hash of its own.
+        last: LastRun::decode(&stats).or_else(|| LastRun::decode(&last)),
         counters: Counters::decode(&stats),
         queue: queue_of(tickets, &waiters),
         pauses: [

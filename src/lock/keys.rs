@@ -6,13 +6,14 @@
 //!   `SET L token NX PX` client in another language interoperates with it.
 //! * Companion keys share L's hash slot, so every script touches one slot and works on Redis
 //!   Cluster. Without a hash tag in L they are `{L}:redlock:NAME`; when L already has one they
-//!   are `L:redlock:NAME`, keeping L's tag. NAME is `fence` (a counter that only grows; the only
-//!   key redlock never expires), `holder` (hash: who holds the lock, expires with it), `last`
-//!   (hash: the last finished run) and `stats` (hash: counters); `last` and `stats` expire
-//!   [`RECORD_TTL`] after their last write. What the hashes hold is `record.rs`. The waiters'
-//!   queue is `queue`, `alive` and `waiters` (see `wait.rs`); `paused` (hash: who paused the
-//!   lock, why, until when; see `commands/pause.rs`); `log`
-//!   (stream: the audit log; see `scripts/audit.lua`).
+//!   are `L:redlock:NAME`, keeping L's tag. NAME is `fence` (a counter that only grows while it
+//!   lives), `holder` (hash: who holds the lock, expires with it), `stats` (hash: the counters
+//!   and the last finished run) and `audit` (a list: the audit log; see `scripts/audit.lua`);
+//!   `fence`, `stats` and `audit` expire [`RECORD_TTL`] after their last write, so nothing of an
+//!   idle lock outlives it. What the hashes hold is `record/`. The waiters' queue is `queue`,
+//!   `alive` and `waiters` (see `wait.rs`); `paused` (hash: who paused the lock, why, until
+//!   when; see `commands/pause.rs`). `last` (hash) and `log` (stream) are where an earlier
+//!   version kept the last run and the audit log: read, never written, until they expire.
 //! * The pause of every lock under a prefix P is the `paused` companion of the empty key under
 //!   P: `{P}:redlock:paused` (or `P:redlock:paused` when P has a hash tag). No lock has an empty
 //!   key, so it is nobody's lock. On Redis Cluster it lives in another slot than the locks
@@ -37,8 +38,8 @@ use anyhow::{Context, Result};
 use redis::Value;
 
 use crate::lock::scripts::{
-    ALIVE, COMPANIONS, FENCE, HOLDER, HOLDERS, LAST, LEASES, LOG, ONCE, PAUSED, QUEUE, RELEASED,
-    STATS, WAITERS,
+    ALIVE, AUDIT, COMPANIONS, FENCE, HOLDER, HOLDERS, LAST, LEASES, LOG, ONCE, PAUSED, QUEUE,
+    RELEASED, STATS, WAITERS,
 };
 use crate::redis::server::Conn;
 use crate::report::error::usage;
@@ -62,8 +63,10 @@ pub struct Keys {
     pub waiters: String,
     /// The lock's pause record.
     pub paused: String,
-    /// The audit log (a stream; see `scripts/audit.lua`).
+    /// The audit log (a list; see `scripts/audit.lua`).
     pub log: String,
+    /// The audit log as an earlier version kept it (a stream), read until it expires.
+    pub old_log: String,
     /// The pause record of every lock under the prefix.
     pub pause_all: String,
     /// A shared or slotted lock's holders' leases and records (see `scripts/shapes.lua`).
@@ -114,7 +117,8 @@ impl Keys {
             once: companion(ONCE),
             channel: companion(RELEASED),
             paused: companion(PAUSED),
-            log: companion(LOG),
+            log: companion(AUDIT),
+            old_log: companion(LOG),
             pause_all: prefix_pause_key(prefix),
             fence,
             lock,
@@ -164,6 +168,11 @@ pub fn prefix_pause_key(prefix: &str) -> String {
 
 /// The audit log of every lock under `prefix` (pauses and resumes of them all).
 pub fn prefix_log_key(prefix: &str) -> String {
+    companion_key(prefix, AUDIT)
+}
+
+/// The prefix-wide audit log as an earlier version kept it (a stream).
+pub fn prefix_old_log_key(prefix: &str) -> String {
     companion_key(prefix, LOG)
 }
 

@@ -12,8 +12,8 @@ use super::keys::{Keys, RECORD_TTL};
 use super::lua::{Lua, lua};
 use super::record::Holder;
 
-/// How many entries an audit log keeps (at least; up to 100 more, as the stream is trimmed a node
-/// at a time), and for how long (`scripts/audit.lua` says the same).
+/// How many entries an audit log keeps, and for how long after its last entry
+/// (`scripts/audit.lua` says the same).
 pub const AUDIT_MAX_ENTRIES: usize = 1000;
 
 pub const AUDIT_MAX_AGE: Duration = Duration::from_secs(30 * 24 * 3600);
@@ -23,24 +23,25 @@ pub const AUDIT_MAX_AGE: Duration = Duration::from_secs(30 * 24 * 3600);
 /// left to the next scripted entry (it needs Redis 6.2, and a pipeline cannot skip one error).
 pub fn audit_entry(
     pipe: &mut redis::Pipeline,
-    stream: &str,
+    list: &str,
     event: &str,
     fields: &[(&'static str, String)],
 ) {
-    let mut xadd = redis::cmd("XADD");
-    xadd.arg(stream)
-        .arg("MAXLEN")
-        .arg("~")
-        .arg(AUDIT_MAX_ENTRIES)
-        .arg("*")
-        .arg("event")
-        .arg(event);
-    for (name, value) in fields {
-        xadd.arg(*name).arg(value);
+    // This host's clock: a pipeline cannot put the server's into the entry.
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis());
+    let mut entry = format!("{now}\x1f{event}");
+    let body = crate::lock::record::audit_pairs(fields);
+    if !body.is_empty() {
+        entry.push('\x1f');
+        entry.push_str(&body);
     }
-    pipe.add_command(xadd)
+    pipe.rpush(list, entry)
         .ignore()
-        .pexpire(stream, AUDIT_MAX_AGE.as_millis() as i64)
+        .ltrim(list, -(AUDIT_MAX_ENTRIES as isize), -1)
+        .ignore()
+        .pexpire(list, AUDIT_MAX_AGE.as_millis() as i64)
         .ignore();
 }
 
@@ -59,7 +60,8 @@ pub fn pause(
     call.key(record)
         .key(log)
         .arg(span.map_or(0, |d| d.as_millis().max(1) as u64))
-        .arg(crate::lock::record::PAUSE_KEPT.as_millis() as u64);
+        .arg(crate::lock::record::PAUSE_KEPT.as_millis() as u64)
+        .arg(crate::lock::record::audit_pairs(who));
     for (name, value) in who {
         call.arg(*name).arg(value);
     }
@@ -77,10 +79,9 @@ pub fn resume(
     who: &[(&'static str, String)],
 ) -> Result<bool> {
     let mut call = ending(&RESUME, keys);
-    call.key(&keys.paused).arg(&keys.channel);
-    for (name, value) in who {
-        call.arg(*name).arg(value);
-    }
+    call.key(&keys.paused)
+        .arg(&keys.channel)
+        .arg(crate::lock::record::audit_pairs(who));
     let removed: i64 = call
         .invoke(con)
         .with_context(|| format!("cannot resume {}", keys.lock))?;

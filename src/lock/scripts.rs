@@ -77,13 +77,17 @@ pub const ALL: &[(&str, &str)] = &[
     ("resume", RESUME),
 ];
 
-/// The fence counter: it only grows, and is the one key redlock never expires.
+/// The fence counter: it only grows while it lives, and lives as long as the records (30 days)
+/// after the last take; a fence is at least the server's clock in µs, so one handed out after
+/// the counter expired is above every earlier one.
 pub const FENCE: &str = "fence";
 /// The holder record (a hash), which expires with the lock.
 pub const HOLDER: &str = "holder";
-/// The record of the last finished run (a hash).
+/// The record of the last finished run as an earlier version kept it (a hash); read, never
+/// written, until it expires.
 pub const LAST: &str = "last";
-/// The counters (a hash).
+/// The lock's record (a hash): the counters, when a run last ended ok, and the last finished
+/// run, 30 days after its last write.
 pub const STATS: &str = "stats";
 /// The waiters' queue (a sorted set: ticket -> arrival).
 pub const QUEUE: &str = "queue";
@@ -103,28 +107,24 @@ pub const HOLDERS: &str = "holders";
 /// The `--once-per` record: which window of the server's clock was taken, by whom, and how that
 /// run ended (a hash, expiring twice the window's length after the window was taken).
 pub const ONCE: &str = "once";
-/// The audit log (a stream: acquires, busy refusals, skips, releases, lost leases, forced
-/// releases, pauses and resumes; at most 1100 entries of 30 days at most). Pauses and resumes
-/// of every lock under a prefix go to the empty key's, `{PREFIX}:redlock:log`.
+/// The audit log (a list of entries `MS\x1fEVENT\x1fname=value…`: acquires, busy refusals,
+/// skips, releases, lost leases, forced releases, pauses and resumes; its last 1000 entries, of
+/// 30 days; see `audit.lua`). Pauses and resumes of every lock under a prefix go to the empty
+/// key's, `{PREFIX}:redlock:audit`.
+pub const AUDIT: &str = "audit";
+/// The audit log as an earlier version kept it (a stream); read, never written, until it
+/// expires.
 pub const LOG: &str = "log";
 /// The channel a release publishes on (not a key: nothing is stored under it).
 pub const RELEASED: &str = "released";
 /// Every companion key's NAME.
-pub const COMPANIONS: [&str; 12] = [
-    FENCE, HOLDER, LAST, STATS, QUEUE, ALIVE, WAITERS, PAUSED, LEASES, HOLDERS, ONCE, LOG,
+pub const COMPANIONS: [&str; 13] = [
+    FENCE, HOLDER, LAST, STATS, QUEUE, ALIVE, WAITERS, PAUSED, LEASES, HOLDERS, ONCE, AUDIT, LOG,
 ];
 
-/// The SCAN MATCH pattern of every lock's fence counter: the companion that never expires is
+/// The SCAN MATCH pattern of every lock's fence counter: the companion that lives longest is
 /// how `status --all` finds the locks.
 pub const FENCE_PATTERN: &str = "*:redlock:fence";
-
-/// Commands a script calls with `pcall` and does without when the server refuses them. XTRIM
-/// keeps the audit log's length bound when releases come many in a row (`audit.lua`); a user
-/// whose ACL was set up before the scripts called it keeps working, with the log bounded as
-/// loosely as it was then. Doctor suggests them with the rest; the README's recipe should
-/// grant them, but is held only to the others.
-#[cfg(test)]
-pub const TOLERATED: [&str; 1] = ["XTRIM"];
 
 /// The Redis commands the scripts call, upper case, each once.
 pub fn commands() -> BTreeSet<String> {
@@ -183,14 +183,16 @@ mod tests {
                 "HMGET",
                 "HSET",
                 "HSETNX",
+                "LINDEX",
+                "LPOP",
                 "LPUSH",
+                "LTRIM",
                 "PEXPIRE",
                 "PTTL",
                 "PUBLISH",
+                "RPUSH",
                 "SET",
                 "TIME",
-                "XADD",
-                "XTRIM",
                 "ZADD",
                 "ZCARD",
                 "ZRANGE",

@@ -322,7 +322,11 @@ pub const STATUSES: &[Status] = &[
                 "",
                 "`metrics` needs only read commands, as `status` does.",
             ),
-            on("log", "", "`log` needs only `XRANGE` on the locks' keys."),
+            on(
+                "log",
+                "",
+                "`log` needs only `LRANGE` and `LINDEX` (and `XRANGE` for an earlier version's log) on the locks' keys.",
+            ),
         ],
     },
     Status {

@@ -51,7 +51,13 @@ fn the_lock_user_can_run_wait_and_record() {
             "run", "--key", "report", "--ttl", "1s", "--", "sleep", "0.5",
         ])
         .exits_with(0);
-    assert!(server.exists("{jobs:report}:redlock:last"));
+    assert_eq!(
+        server
+            .hgetall("{jobs:report}:redlock:stats")
+            .get("outcome")
+            .map(String::as_str),
+        Some("ok")
+    );
     // A second run after the script cache was flushed needs SCRIPT LOAD.
     server.query::<()>(&["SCRIPT", "FLUSH"]);
     as_user(&server, "locker")

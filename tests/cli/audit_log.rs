@@ -1,14 +1,26 @@
 //! The audit log: every acquire, busy refusal, skip, release, lost lease, forced release, pause
-//! and resume is appended by the scripts that already run to a capped stream per lock, and
-//! `redlock log` prints it (text or JSON Lines), merged by time, and follows it.
+//! and resume is appended by the scripts that already run to a capped list per lock, and
+//! `redlock log` prints it (text or JSON Lines), merged by time with the stream an earlier
+//! version kept, and follows it.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::support::process::host_name;
 use crate::support::{RedisServer, Redlock, companion_key};
 
+/// Where an earlier version kept a lock's log (a stream), still read.
 fn log_key(lock: &str) -> String {
     companion_key(lock, "log")
+}
+
+/// The lock's audit log (a list).
+fn audit_key(lock: &str) -> String {
+    companion_key(lock, "audit")
+}
+
+/// An entry as the scripts write it.
+fn entry(ms: u64, event: &str) -> String {
+    format!("{ms}\x1f{event}")
 }
 
 /// The events of a key's log, oldest first, as `redlock log --json` prints them.
@@ -130,46 +142,38 @@ fn every_kind_of_event_is_logged_with_who_and_how() {
 #[test]
 fn the_log_is_capped_in_length_and_age_and_expires() {
     let server = RedisServer::start();
-    let stream = log_key("job");
+    let list = audit_key("job");
     let month_ago = now_ms() - 31 * 24 * 3600 * 1000;
-    // An entry older than 30 days, then 1200 more: a run trims the log to 1000-1099 entries.
-    let _: String = server.query(&[
-        "XADD",
-        &stream,
-        &format!("{month_ago}-0"),
-        "event",
-        "ancient",
-    ]);
+    // An entry older than 30 days, then 1200 more: a run keeps the last 1000.
+    let _: i64 = server.query(&["RPUSH", &list, &entry(month_ago, "ancient")]);
     for _ in 0..1200 {
-        let _: String = server.query(&["XADD", &stream, "*", "event", "filler"]);
+        let _: i64 = server.query(&["RPUSH", &list, &entry(now_ms(), "filler")]);
     }
     Redlock::new(&server)
         .args(["run", "--key", "job", "--ttl", "5s", "--", "true"])
         .exits_with(0);
-    let len: i64 = server.query(&["XLEN", &stream]);
-    assert!(
-        (1000..1100).contains(&len),
-        "the log keeps 1000 to 1099 entries, not {len}"
-    );
-    let life = server.pttl(&stream).expect("the log expires");
+    let len: i64 = server.query(&["LLEN", &list]);
+    assert_eq!(len, 1000, "the log keeps its last 1000 entries");
+    let life = server.pttl(&list).expect("the log expires");
     assert!(life <= Duration::from_secs(30 * 24 * 3600), "{life:?}");
 
-    // An old entry among the kept ones: a release drops what is more than 30 days old.
-    let _: i64 = server.query(&["DEL", &stream]);
-    let _: String = server.query(&[
-        "XADD",
-        &stream,
-        &format!("{month_ago}-0"),
-        "event",
-        "ancient",
-    ]);
-    let _: String = server.query(&["XADD", &stream, "*", "event", "recent"]);
+    // An old entry among the kept ones: once the log has grown by 32, it is gone.
+    let _: i64 = server.query(&["DEL", &list]);
+    let _: i64 = server.query(&["RPUSH", &list, &entry(month_ago, "ancient")]);
+    for _ in 0..29 {
+        let _: i64 = server.query(&["RPUSH", &list, &entry(now_ms(), "recent")]);
+    }
     Redlock::new(&server)
         .args(["run", "--key", "job", "--ttl", "5s", "--", "true"])
         .exits_with(0);
-    let kept: Vec<(String, Vec<String>)> = server.query(&["XRANGE", &stream, "-", "+"]);
-    let events: Vec<&str> = kept.iter().map(|(_, f)| f[1].as_str()).collect();
-    assert_eq!(events, ["recent", "acquired", "released"]);
+    let kept: Vec<String> = server.query(&["LRANGE", &list, "0", "-1"]);
+    let events: Vec<&str> = kept
+        .iter()
+        .map(|e| e.split('\x1f').nth(1).unwrap_or(""))
+        .collect();
+    let mut expected = vec!["recent"; 29];
+    expected.extend(["acquired", "released"]);
+    assert_eq!(events, expected);
 }
 
 #[test]
@@ -280,12 +284,11 @@ fn skips_and_slots_are_logged() {
 #[test]
 fn releases_that_come_together_keep_the_log_within_its_length_bound() {
     let server = RedisServer::start();
-    let stream = log_key("job");
-    // 1079 entries, then 20 shared holders: their acquires bring the log to 1099 without a trim
-    // (a trim drops a whole node of 100 only when 1000 stay), so each of their 20 releases,
-    // ending together, must trim by length too, not by age alone.
-    for _ in 0..1079 {
-        let _: String = server.query(&["XADD", &stream, "*", "event", "filler"]);
+    let list = audit_key("job");
+    // 979 entries, then 20 shared holders: their acquires bring the log to 999, and their 20
+    // releases, ending together, must keep it at 1000.
+    for _ in 0..979 {
+        let _: i64 = server.query(&["RPUSH", &list, &entry(now_ms(), "filler")]);
     }
     let holders: Vec<_> = (0..20)
         .map(|_| {
@@ -297,16 +300,16 @@ fn releases_that_come_together_keep_the_log_within_its_length_bound() {
             run
         })
         .collect();
-    let before: i64 = server.query(&["XLEN", &stream]);
-    assert_eq!(before, 1099, "the acquires trimmed the log");
+    let before: i64 = server.query(&["LLEN", &list]);
+    assert_eq!(before, 999);
     for mut run in holders {
         run.close_stdin();
         run.exits_with(0);
     }
-    let len: i64 = server.query(&["XLEN", &stream]);
-    assert!(
-        len <= 1100,
-        "the log holds {len} entries, above its bound of 1100"
+    let len: i64 = server.query(&["LLEN", &list]);
+    assert_eq!(
+        len, 1000,
+        "the log holds {len} entries, not its bound of 1000"
     );
     let events = events(&server, "job");
     assert_eq!(

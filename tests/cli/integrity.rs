@@ -1,14 +1,16 @@
 //! Fences, leases and records that stay true through data loss and races: a server restarted
 //! without persistence, a flush, quorum nodes restarted one at a time, an acquire that timed
 //! out, a lease lost between two renewals, late renewals, companion keys given as locks, and
-//! secrets in the command.
+//! secrets in the command; a fence counter that expired, and the records an earlier version
+//! left.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crate::support::json::Document;
+use crate::support::json::{Document, Json};
+use crate::support::process::host_name;
 use crate::support::sections::{
     Dice, SECTION, expect_exclusive_sections, expect_fences_in_start_order, read_sections,
 };
@@ -60,6 +62,157 @@ fn fences_keep_growing_across_a_restart_without_persistence_and_a_flush() {
         "after FLUSHALL: fence {fourth} after {third}"
     );
     assert!(fourth < 1 << 53, "fence {fourth} is not exact in JSON");
+}
+
+#[test]
+fn a_fence_counter_that_expired_hands_out_a_fence_above_every_earlier_one() {
+    let server = RedisServer::start();
+    let fence_key = LockKeys::of("job").fence;
+    let earlier: Vec<i64> = (0..5)
+        .map(|_| fence_of_a_run(Redlock::new(&server)))
+        .collect();
+    // The counter lives 30 days after the last fence; here it lapses at once.
+    let _: i64 = server.query(&["PEXPIRE", &fence_key, "1"]);
+    wait_until(
+        "the fence counter to expire",
+        Duration::from_secs(5),
+        || (!server.exists(&fence_key)).then_some(()),
+    );
+    let next = fence_of_a_run(Redlock::new(&server));
+    let highest = earlier.iter().max().copied().unwrap_or_default();
+    assert!(
+        next > highest,
+        "fence {next} after the counter expired, earlier ones up to {highest}"
+    );
+    assert!(server.pttl(&fence_key).is_some(), "the new counter expires");
+}
+
+/// What an earlier version wrote for one finished run: a fence counter without a TTL, the
+/// last run in its own hash (with `ended`), the counters, and the audit log as a stream.
+fn write_an_earlier_versions_records(server: &RedisServer, fence: i64, started_ms: i64) {
+    let key = |name| companion_key("job", name);
+    let fence = fence.to_string();
+    let started = started_ms.to_string();
+    let ended = (started_ms + 5000).to_string();
+    let _: () = server.query(&["SET", &key("fence"), &fence]);
+    let _: i64 = server.query(&[
+        "HSET",
+        &key("last"),
+        "outcome",
+        "ok",
+        "exit",
+        "0",
+        "host",
+        "oldhost",
+        "pid",
+        "42",
+        "user",
+        "alice",
+        "cmd",
+        "./old-job.sh",
+        "started",
+        &started,
+        "ended",
+        &ended,
+        "duration_ms",
+        "5000",
+        "fence",
+        &fence,
+    ]);
+    let _: i64 = server.query(&["PEXPIRE", &key("last"), "2592000000"]);
+    let _: i64 = server.query(&["HSET", &key("stats"), "runs", "1", "last_ok", &ended]);
+    for (id, fields) in [
+        (
+            format!("{started}-0"),
+            vec![
+                "event",
+                "acquired",
+                "host",
+                "oldhost",
+                "pid",
+                "42",
+                "user",
+                "alice",
+                "fence",
+                &fence,
+                "cmd",
+                "./old-job.sh",
+            ],
+        ),
+        (
+            format!("{ended}-0"),
+            vec![
+                "event",
+                "released",
+                "host",
+                "oldhost",
+                "pid",
+                "42",
+                "user",
+                "alice",
+                "fence",
+                &fence,
+                "outcome",
+                "ok",
+                "exit",
+                "0",
+                "duration_ms",
+                "5000",
+            ],
+        ),
+    ] {
+        let mut args = vec!["XADD", "{job}:redlock:log", id.as_str()];
+        args.extend(fields);
+        let _: String = server.query(&args);
+    }
+}
+
+#[test]
+fn records_an_earlier_version_left_are_read_and_its_fences_stay_below_new_ones() {
+    let server = RedisServer::start();
+    let now_ms = server.micros() / 1000;
+    let old_fence = server.micros() - 60_000_000;
+    write_an_earlier_versions_records(&server, old_fence, now_ms - 60_000);
+
+    let lock = lock_status(&server, "job");
+    assert_eq!(lock.str("last_run.host"), "oldhost");
+    assert_eq!(lock.str("last_run.command"), "./old-job.sh");
+    assert_eq!(lock.int("last_run.ended_ms"), now_ms - 55_000);
+    assert_eq!(lock.int("counters.runs"), 1);
+    assert_eq!(lock.int("fence"), old_fence);
+    let log = Redlock::new(&server)
+        .args(["log", "job", "--json"])
+        .exits_with(0);
+    assert_eq!(log.stdout.lines().count(), 2, "{log}");
+    assert!(log.stdout.contains("oldhost"), "{log}");
+
+    let fence = fence_of_a_run(Redlock::new(&server));
+    assert!(fence > old_fence, "fence {fence} after {old_fence}");
+    assert!(
+        server.pttl(&LockKeys::of("job").fence).is_some(),
+        "the counter an earlier version left gets a TTL at the next acquire"
+    );
+    let lock = lock_status(&server, "job");
+    assert_eq!(lock.int("last_run.fence"), fence);
+    assert_eq!(lock.str("last_run.host"), host_name());
+    assert_eq!(lock.int("counters.runs"), 2);
+    // Both logs, merged by time: the earlier version's two entries, then this run's.
+    let log = Redlock::new(&server)
+        .args(["log", "job", "--json"])
+        .exits_with(0);
+    let events: Vec<Json> = log
+        .stdout
+        .lines()
+        .map(|l| Json::parse(l).unwrap_or_else(|e| log.fail(&e)))
+        .collect();
+    let names: Vec<&str> = events.iter().map(|e| e.str("event")).collect();
+    assert_eq!(
+        names,
+        ["acquired", "released", "acquired", "released"],
+        "{log}"
+    );
+    let times: Vec<i64> = events.iter().map(|e| e.int("time_ms")).collect();
+    assert!(times.windows(2).all(|w| w[0] <= w[1]), "{log}");
 }
 
 #[test]
@@ -214,13 +367,12 @@ fn a_lease_lost_between_renewals_ends_in_76_and_is_recorded_as_lost() {
         holder.close_stdin();
         let outcome = holder.exits_with(76);
         outcome.error_mentions(says::LEASE_LOST);
-        let last = server.hgetall(&companion_key("job", "last"));
-        assert_eq!(
-            last.get("outcome").map(String::as_str),
-            Some("lease lost"),
-            "[{what}] {last:?}"
-        );
         let stats = server.hgetall(&companion_key("job", "stats"));
+        assert_eq!(
+            stats.get("outcome").map(String::as_str),
+            Some("lease lost"),
+            "[{what}] {stats:?}"
+        );
         assert_eq!(stats.get("lost").map(String::as_str), Some("1"), "[{what}]");
         assert_eq!(
             server.get("job").as_deref(),
@@ -313,8 +465,10 @@ fn records_keep_no_secrets_and_a_label_replaces_the_command() {
     assert!(held.stdout.contains("PGPASSWORD=***"), "{held}");
     holder.close_stdin();
     holder.exits_with(0);
-    let last = server.hgetall(&companion_key("job", "last"));
+    let last = server.hgetall(&companion_key("job", "stats"));
     assert!(!format!("{last:?}").contains("hunter2"), "{last:?}");
+    let log: Vec<String> = server.query(&["LRANGE", &companion_key("job", "audit"), "0", "-1"]);
+    assert!(!format!("{log:?}").contains("hunter2"), "{log:?}");
 
     let labelled = |redlock: Redlock, label: &[&str]| -> Outcome {
         redlock

@@ -302,18 +302,11 @@ fn a_cluster_serves_its_waiters_in_arrival_order() {
 
 /// Whether the audit log of `job` records the lock taken by the process `pid`.
 fn acquired_by(server: &RedisServer, pid: i32) -> bool {
-    let entries: Vec<(String, Vec<String>)> =
-        server.query(&["XRANGE", &companion_key("job", "log"), "-", "+"]);
-    let pid = pid.to_string();
-    entries.iter().any(|(_, fields)| {
-        let field = |name: &str| {
-            fields
-                .chunks(2)
-                .find(|pair| pair[0] == name)
-                .map(|pair| pair[1].as_str())
-        };
-        field("event") == Some("acquired") && field("pid") == Some(pid.as_str())
-    })
+    let entries: Vec<String> = server.query(&["LRANGE", &companion_key("job", "audit"), "0", "-1"]);
+    let pid = format!("\x1fpid={pid}\x1f");
+    entries
+        .iter()
+        .any(|entry| entry.contains("\x1facquired\x1f") && entry.contains(&pid))
 }
 
 /// Freezes the head waiter while its next attempt waits on the server (its connection open,

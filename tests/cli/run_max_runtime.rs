@@ -23,9 +23,9 @@ trap 'echo term; exit 143' TERM
 echo ready
 while :; do sleep 1; done"#;
 
-/// The last-run record of lock `key`.
+/// The record of lock `key`: its counters and its last run.
 fn last_run(server: &RedisServer, key: &str) -> std::collections::HashMap<String, String> {
-    server.hgetall(&companion_key(key, "last"))
+    server.hgetall(&companion_key(key, "stats"))
 }
 
 /// Watches, until stopped, whether the lock key was ever seen gone while `pid` still ran

@@ -31,6 +31,21 @@ use self::who::passwd_name;
 use self::who::truncate;
 pub use self::who::{hostname, redact, user_name};
 
+/// Field/value pairs as the audit log writes them: `name=value`, separated by the ASCII unit
+/// separator (which no value holds: the command and the reason have it replaced).
+pub fn audit_pairs(pairs: &[(&'static str, String)]) -> String {
+    let mut out = String::new();
+    for (name, value) in pairs {
+        if !out.is_empty() {
+            out.push(SEPARATOR);
+        }
+        out.push_str(name);
+        out.push('=');
+        out.extend(value.chars().map(|c| if c == SEPARATOR { ' ' } else { c }));
+    }
+    out
+}
+
 /// A hash as Redis returns it (HGETALL): field/value pairs.
 pub type Fields = [(String, String)];
 
@@ -122,6 +137,11 @@ impl Holder {
             out.push(("cmd", command.clone()));
         }
         out
+    }
+
+    /// Who this is, as the audit log writes it: `host=…\x1fpid=…\x1fuser=…\x1fcmd=…`.
+    pub fn audit(&self) -> String {
+        audit_pairs(&self.identity())
     }
 
     /// Reads a holder hash; `None` when it names no host (no record, or not one of ours).

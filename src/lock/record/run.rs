@@ -65,7 +65,11 @@ pub struct LastRun {
     pub once_per_ms: Option<i64>,
 }
 
-/// The last-run record's fields.
+/// How much of a command the lock's record keeps (the audit log keeps it whole): a longer
+/// value would turn the hash from Redis's compact encoding into a table several times larger.
+const RECORDED_COMMAND: usize = 60;
+
+/// The last-run record's fields (an earlier version's `ended` and `once_per` included).
 #[cfg(test)]
 pub(super) const LAST_RUN_FIELDS: [&str; 11] = [
     "once_per",
@@ -107,22 +111,27 @@ impl LastRun {
         }
     }
 
-    /// The hash as the release script stores it.
+    /// The fields as the release script stores them in the lock's record. Each value stays
+    /// under Redis's 64-byte limit for a compact hash (the command is cut to fit: the audit log
+    /// keeps it whole), which keeps an idle lock under a kilobyte; the end is the start plus
+    /// the duration.
     pub fn fields(&self) -> Vec<(&'static str, String)> {
         let mut out = vec![("outcome", self.outcome.as_str().to_string())];
         let nums = [
             ("exit", self.exit),
             ("pid", self.pid),
             ("started", self.started_ms),
-            ("ended", self.ended_ms),
             ("duration_ms", self.duration_ms),
             ("fence", self.fence),
-            ("once_per", self.once_per_ms),
         ];
+        let command = self
+            .command
+            .as_deref()
+            .map(|c| super::who::truncate(c, RECORDED_COMMAND));
         let texts = [
             ("host", &self.host),
             ("user", &self.user),
-            ("cmd", &self.command),
+            ("cmd", &command),
         ];
         out.extend(
             nums.into_iter()
@@ -146,7 +155,9 @@ impl LastRun {
             user: text(fields, "user"),
             command: text(fields, "cmd"),
             started_ms: num(fields, "started"),
-            ended_ms: num(fields, "ended"),
+            // An earlier version wrote the end; it is the start plus the duration.
+            ended_ms: num(fields, "ended")
+                .or_else(|| Some(num(fields, "started")? + num(fields, "duration_ms")?)),
             duration_ms: num(fields, "duration_ms"),
             fence: num(fields, "fence"),
             once_per_ms: num(fields, "once_per"),

@@ -7,7 +7,7 @@
 -- KEYS[9] shared holders (hash: 'shape' -> 'shared' | N; token -> the holder, see shapes.lua)
 -- KEYS[10] the lock's pause record (hash)   KEYS[11] the prefix-wide pause record (hash; the same
 --         key as KEYS[10] where it cannot share the lock's slot)
--- KEYS[13] the audit log (stream; see audit.lua): a take, a counted busy refusal and a skip
+-- KEYS[13] the audit log (a list; see audit.lua): a take, a counted busy refusal and a skip
 --         (--once-per) are logged
 -- ARGV[1] token   ARGV[2] ttl (ms)   ARGV[3] '1' to count a busy refusal   ARGV[4] record ttl (ms)
 -- ARGV[5] the waiter's ticket ('' when not waiting)   ARGV[6] its arrival ('' for the server's
@@ -18,7 +18,8 @@
 -- ARGV[11] --once-per's window length (ms; '' without it)   ARGV[12] '1' with --retry-failed
 -- ARGV[13] the provisional lease (ms) a waiter that heads the queue is granted ('' for none; see
 --          below)
--- ARGV[14..] the holder's identity as field/value pairs (record.rs writes them); the script
+-- ARGV[14] who takes it, as the audit log writes it (name=value pairs; record.rs writes them)
+-- ARGV[15..] the holder's identity as field/value pairs (record.rs writes them); the script
 --          adds started, renewed, ttl, fence and finished.
 -- KEYS[12] the record of the current --once-per window (hash; see below)
 -- Reply: {1, fence, server time (ms), slot (-1: none), 1 when the lease is provisional} when
@@ -136,7 +137,7 @@ if every then
       if ARGV[3] == '1' then
         redis.call('HINCRBY', KEYS[4], 'skipped', 1)
         redis.call('PEXPIRE', KEYS[4], ARGV[4])
-        audit(KEYS[13], 'skipped', unpack(ARGV, 14))
+        audit(KEYS[13], now, 'skipped', ARGV[14])
       end
       return {-2, window * every - math.floor(every / 2), every, r[5] or '', r[6] or '',
         r[7] or '', r[8] or '', r[9] or '', r[10] or '', outcome or ''}
@@ -159,11 +160,13 @@ if free and not pause then
     -- it exact).
     local fence = math.max((tonumber(redis.call('GET', KEYS[2])) or 0) + 1,
       tonumber(t[1]) * 1000000 + tonumber(t[2]))
-    redis.call('SET', KEYS[2], fence)
+    -- The counter lives as long as the records (ARGV[4]) after the last take: a fence handed
+    -- out after it expired is still above every earlier one, floored by the clock above.
+    redis.call('SET', KEYS[2], fence, 'PX', ARGV[4])
     local slot = -1
     if shape == '' then
       redis.call('HSET', KEYS[3], 'started', now, 'renewed', now, 'ttl', ttl, 'fence', fence,
-        'finished', 0, unpack(ARGV, 14))
+        'finished', 0, unpack(ARGV, 15))
       redis.call('PEXPIRE', KEYS[3], ttl)
       redis.call('SET', KEYS[1], ARGV[1], 'PX', ttl)
     else
@@ -180,15 +183,18 @@ if free and not pause then
       if provisional then taken = 'granted' end
       redis.call('HSET', KEYS[12], 'window', window, 'every', every, 'token', ARGV[1],
         'fence', fence, 'started', now, 'outcome', taken, 'ended', '', 'exit', '',
-        unpack(ARGV, 14))
+        unpack(ARGV, 15))
       redis.call('PEXPIRE', KEYS[12], 2 * every)
     end
+    -- A number is written with %d: Lua's own conversion would write a fence as 1.79e+15.
     if shape == '' then
-      audit(KEYS[13], 'acquired', 'fence', fence, unpack(ARGV, 14))
+      audit(KEYS[13], now, 'acquired', string.format('fence=%d\31%s', fence, ARGV[14]))
     elseif slot >= 0 then
-      audit(KEYS[13], 'acquired', 'fence', fence, 'shape', shape, 'slot', slot, unpack(ARGV, 14))
+      audit(KEYS[13], now, 'acquired',
+        string.format('fence=%d\31shape=%s\31slot=%d\31%s', fence, shape, slot, ARGV[14]))
     else
-      audit(KEYS[13], 'acquired', 'fence', fence, 'shape', shape, unpack(ARGV, 14))
+      audit(KEYS[13], now, 'acquired',
+        string.format('fence=%d\31shape=%s\31%s', fence, shape, ARGV[14]))
     end
     -- A quorum waiter (its arrival given) stays queued here until a majority granted it the
     -- lock (it then leaves every node's queue): taken out here alone, it would lose its place
@@ -214,9 +220,9 @@ if ARGV[3] == '1' then
   redis.call('HINCRBY', KEYS[4], 'busy', 1)
   redis.call('PEXPIRE', KEYS[4], ARGV[4])
   if pause then
-    audit(KEYS[13], 'busy', 'reason', 'paused', unpack(ARGV, 14))
+    audit(KEYS[13], now, 'busy', 'reason=paused\31' .. ARGV[14])
   else
-    audit(KEYS[13], 'busy', unpack(ARGV, 14))
+    audit(KEYS[13], now, 'busy', ARGV[14])
   end
 end
 local ahead = 0

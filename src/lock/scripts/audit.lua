@@ -1,26 +1,24 @@
--- audit (put in front of every script that writes the audit log): the lock's audit log is a
--- stream, KEYS named by each script. Entry IDs are the server's clock. Every entry trims the
--- log to 1000 entries, a stream node of 100 at a time (far cheaper than an exact trim), so it
--- holds at most 1100; a release's entry also drops every entry more than 30 days older than
--- the run's end; and the key expires 30 days after the last entry.
--- audit(stream, event, ...): appends {event, field/value pairs...}; returns the entry's ID.
-local function audit(stream, event, ...)
-  local id = redis.call('XADD', stream, 'MAXLEN', '~', 1000, '*', 'event', event, ...)
-  redis.call('PEXPIRE', stream, 2592000000)
-  return id
-end
--- audit_aged(stream, now, event, ...): the same, dropping the entries older than 30 days
--- before `now` (ms) too. XADD takes one trim: the entry trims by age (MINID, Redis 6.2) and an
--- XTRIM then by length, so that many releases in a row (shared holders ending together) keep
--- the bound. A server before 6.2 trims by length in the XADD; a user whose ACL lacks XTRIM
--- (the recipe of an earlier version) keeps the age trim, as before.
-local function audit_aged(stream, now, event, ...)
-  local id = redis.pcall('XADD', stream, 'MINID', now - 2592000000, '*', 'event', event, ...)
-  if type(id) == 'table' and id.err then
-    id = redis.call('XADD', stream, 'MAXLEN', '~', 1000, '*', 'event', event, ...)
-  else
-    redis.pcall('XTRIM', stream, 'MAXLEN', '~', 1000)
+-- audit (put in front of every script that writes the audit log): a lock's audit log is a
+-- list (KEYS named by each script) of entries 'MS\31EVENT\31name=value\31...', MS the server's
+-- clock. It keeps its last 1000 entries; as it grows, entries more than 30 days older than the
+-- newest go (the oldest is looked at every 32nd entry); and the key expires 30 days after its
+-- last entry. A list rather than a stream: a stream's first node takes 4 KB, most of what an
+-- idle lock would cost the server.
+-- audit(list, now, event, body): appends an entry; body is '' or name=value pairs separated
+-- by '\31'.
+local function audit(list, now, event, body)
+  local entry = string.format('%d\31%s', now, event)
+  if body ~= '' then entry = entry .. '\31' .. body end
+  local n = redis.call('RPUSH', list, entry)
+  if n > 1000 then
+    redis.call('LTRIM', list, -1000, -1)
+  elseif n % 32 == 0 then
+    local cutoff = now - 2592000000
+    for _ = 1, 32 do
+      local oldest = redis.call('LINDEX', list, 0)
+      if not oldest or (tonumber(string.match(oldest, '^(%d+)')) or 0) >= cutoff then break end
+      redis.call('LPOP', list)
+    end
   end
-  redis.call('PEXPIRE', stream, 2592000000)
-  return id
+  redis.call('PEXPIRE', list, 2592000000)
 end

@@ -3,7 +3,8 @@
 -- KEYS[1] the pause record (hash)   KEYS[2] the audit log it is logged in (see audit.lua)
 -- ARGV[1] how long the pause lasts (ms; 0: until resumed)   ARGV[2] how long the record is
 --         kept after it lapsed (ms), so that `check` can tell a pause that ran out unresumed
--- ARGV[3..] who pauses and why, as field/value pairs (record.rs writes them); the script adds
+-- ARGV[3] who pauses and why, as the audit log writes it (name=value pairs)
+-- ARGV[4..] who pauses and why, as field/value pairs (record.rs writes them); the script adds
 --          since and until (server time, ms; until 0: until resumed).
 -- Reply: {since, until}.
 local t = redis.call('TIME')
@@ -12,7 +13,7 @@ local span = tonumber(ARGV[1])
 local untl = 0
 if span > 0 then untl = now + span end
 redis.call('DEL', KEYS[1])
-redis.call('HSET', KEYS[1], 'since', now, 'until', untl, unpack(ARGV, 3))
+redis.call('HSET', KEYS[1], 'since', now, 'until', untl, unpack(ARGV, 4))
 if span > 0 then redis.call('PEXPIRE', KEYS[1], span + tonumber(ARGV[2])) end
-audit(KEYS[2], 'paused', 'until', untl, unpack(ARGV, 3))
+audit(KEYS[2], now, 'paused', string.format('until=%d\31%s', untl, ARGV[3]))
 return {now, untl}

@@ -1,19 +1,21 @@
 -- release: compare-and-delete (or, with --hold-at-least, compare-and-pexpire), plus the record
 -- of the run and the counters.
--- KEYS[1] lock   KEYS[2] holder record   KEYS[3] last-run record (hash)   KEYS[4] counters
+-- KEYS[1] lock   KEYS[2] holder record   KEYS[3] the last-run record of an earlier version
+--         (unused)   KEYS[4] the lock's record (hash: the counters and the last run)
 -- KEYS[5] queue   KEYS[6] queue liveness   KEYS[7] waiters (see acquire.lua)
 -- KEYS[8] shared leases   KEYS[9] shared holders (see shapes.lua)
--- KEYS[10] the --once-per window's record (see acquire.lua): the run that took the window
---          (its record has once_per) records how it ended there; an acquire undone (no record)
---          gives the window back.
+-- KEYS[10] the --once-per window's record (see acquire.lua): the window's run (ARGV[6] given)
+--          records how it ended there; an acquire undone (no record) gives the window back.
 -- KEYS[11] the audit log (see audit.lua): a recorded end is logged, 'released' or 'lost'
 -- ARGV[1] token   ARGV[2] release channel ('' to publish nothing)   ARGV[3] keep (ms; 0 deletes)
--- ARGV[4] outcome ('' records nothing)   ARGV[5] record ttl (ms)
--- ARGV[6..] the last-run record as field/value pairs (record.rs writes them)
+-- ARGV[4] outcome ('' records nothing)   ARGV[5] record ttl (ms)   ARGV[6] '1' for the run of a
+-- --once-per window ('' otherwise)   ARGV[7] who ends it, as the audit log writes it (host=,
+-- pid=; record.rs writes it)
+-- ARGV[8..] the last run as field/value pairs (record.rs writes them), stored in KEYS[4] as given
 -- A run whose lock was no longer ours at the release was not covered the whole time: its
 -- record says 'lease lost', whatever the caller's outcome, and counts as lost. A run that
--- ended 'ok' stamps the counters' last_ok with the server's clock (ms): when a run last
--- succeeded, which the last-run record alone forgets at the next failure.
+-- ended 'ok' stamps last_ok with the server's clock (ms): when a run last succeeded, which the
+-- last run's fields alone forget at the next failure.
 -- A shared holder (--shared, --slots) ends only its own lease, and wakes the next waiter: a
 -- slot, or the last shared hold, may have become free. Kept (--hold-at-least), its lease
 -- ends at the kept time and the holders hash says its command ended (TOKEN:finished).
@@ -53,39 +55,36 @@ elseif redis.call('EXISTS', KEYS[8]) == 1 then
   end
 end
 if ARGV[4] ~= '' then
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
   local outcome = ARGV[4]
-  redis.call('HSET', KEYS[3], unpack(ARGV, 6))
-  if released == 0 then
-    outcome = 'lease lost'
-    redis.call('HSET', KEYS[3], 'outcome', outcome)
-  end
-  redis.call('PEXPIRE', KEYS[3], ARGV[5])
-  local pairs, f = {}, {}
-  for i = 6, #ARGV - 1, 2 do
+  if released == 0 then outcome = 'lease lost' end
+  local record, f = {}, {}
+  for i = 8, #ARGV - 1, 2 do
     local value = ARGV[i + 1]
     if ARGV[i] == 'outcome' then value = outcome end
-    pairs[#pairs + 1] = ARGV[i]
-    pairs[#pairs + 1] = value
+    record[#record + 1] = ARGV[i]
+    record[#record + 1] = value
     f[ARGV[i]] = value
   end
-  local event = 'released'
-  if released == 0 then event = 'lost' end
-  -- The entry's ID is the server's clock: when a run last succeeded, without a TIME call. The
-  -- age trim is counted back from the run's end (this host's clock: days do not mind seconds).
-  local id = audit_aged(KEYS[11], tonumber(f.ended) or 0, event, unpack(pairs))
+  if outcome == 'ok' then
+    record[#record + 1] = 'last_ok'
+    record[#record + 1] = now
+  end
+  redis.call('HSET', KEYS[4], unpack(record))
   redis.call('HINCRBY', KEYS[4], 'runs', 1)
   if outcome == 'lease lost' then redis.call('HINCRBY', KEYS[4], 'lost', 1) end
-  if outcome == 'ok' then
-    local ms = string.match(id, '^(%d+)')
-    redis.call('HSET', KEYS[4], 'last_ok', ms)
-  end
   if outcome == 'failed' or outcome == 'killed' or outcome == 'timed out' then
     redis.call('HINCRBY', KEYS[4], 'failed', 1)
   end
   redis.call('PEXPIRE', KEYS[4], ARGV[5])
-  -- The --once-per window's run (its record says once_per) records how it ended.
-  if f.once_per and redis.call('HMGET', KEYS[10], 'token')[1] == ARGV[1] then
-    redis.call('HSET', KEYS[10], 'outcome', outcome, 'ended', f.ended or '', 'exit', f.exit or '')
+  local event = 'released'
+  if released == 0 then event = 'lost' end
+  audit(KEYS[11], now, event, 'outcome=' .. outcome .. '\31exit=' .. (f.exit or '') ..
+    '\31duration_ms=' .. (f.duration_ms or '') .. '\31fence=' .. (f.fence or '') .. '\31' .. ARGV[7])
+  -- The --once-per window's run records how it ended.
+  if ARGV[6] ~= '' and redis.call('HMGET', KEYS[10], 'token')[1] == ARGV[1] then
+    redis.call('HSET', KEYS[10], 'outcome', outcome, 'ended', now, 'exit', f.exit or '')
   end
 elseif redis.call('HMGET', KEYS[10], 'token')[1] == ARGV[1] then
   redis.call('DEL', KEYS[10])
