@@ -16,7 +16,8 @@ use crate::support::sections::{
 };
 use crate::support::{
     LockKeys, Outcome, RedisQuorum, RedisSentinel, RedisServer, Redlock, TempDir, child,
-    companion_key, expect_fresh_fence, holds_throughout, lock_status, says, wait_until,
+    companion_key, expect_fresh_fence, holds_throughout, lock_status, says, wait_for_contender,
+    wait_until,
 };
 
 /// A short run that prints its lock environment; returns its fence.
@@ -213,6 +214,190 @@ fn records_an_earlier_version_left_are_read_and_its_fences_stay_below_new_ones()
     );
     let times: Vec<i64> = events.iter().map(|e| e.int("time_ms")).collect();
     assert!(times.windows(2).all(|w| w[0] <= w[1]), "{log}");
+}
+
+/// The scripts the earlier release ran, exactly (their SHA1s are the ones it sent:
+/// acquire 92553486…, extend be4855b2…, release 7875bd6a…), to play a holder of that release.
+const EARLIER_ACQUIRE: &str = include_str!("fixtures/earlier/acquire.lua");
+const EARLIER_EXTEND: &str = include_str!("fixtures/earlier/extend.lua");
+const EARLIER_RELEASE: &str = include_str!("fixtures/earlier/release.lua");
+
+/// Runs one of the earlier release's scripts with the keys and arguments it sent for `job`.
+fn earlier(server: &RedisServer, script: &str, keys: &[&str], args: &[&str]) -> redis::Value {
+    // The lock key and the prefix-wide record as they are; other names are companions.
+    let names: Vec<String> = keys
+        .iter()
+        .map(|k| match *k {
+            "job" => k.to_string(),
+            k if k.starts_with('{') => k.to_string(),
+            k => companion_key("job", k),
+        })
+        .collect();
+    let count = names.len().to_string();
+    let mut call: Vec<&str> = vec!["EVAL", script, &count];
+    call.extend(names.iter().map(String::as_str));
+    call.extend(args);
+    server.query(&call)
+}
+
+#[test]
+fn a_lock_held_by_the_earlier_release_stays_its_own_then_passes_on_with_a_higher_fence() {
+    let server = RedisServer::start();
+    let token = "7179f887-6a2b-4ed9-ac5d-afa1bc2f52ec";
+    // The earlier release's `run --key job --ttl 10s`: its acquire, as it sent it.
+    let acquire_keys = [
+        "job",
+        "fence",
+        "holder",
+        "stats",
+        "queue",
+        "alive",
+        "waiters",
+        "leases",
+        "holders",
+        "paused",
+        "{}:redlock:paused",
+        "once",
+        "log",
+    ];
+    let channel = companion_key("job", "released");
+    earlier(
+        &server,
+        EARLIER_ACQUIRE,
+        &acquire_keys,
+        &[
+            token,
+            "10000",
+            "1",
+            "2592000000",
+            "",
+            "",
+            "1500",
+            "",
+            "",
+            &channel,
+            "",
+            "0",
+            "host",
+            "oldhost",
+            "pid",
+            "7075",
+            "user",
+            "root",
+            "cmd",
+            "sleep 60",
+        ],
+    );
+    let fence_key = LockKeys::of("job").fence;
+    let old_fence: i64 = server
+        .get(&fence_key)
+        .and_then(|f| f.parse().ok())
+        .expect("a fence");
+    assert_eq!(
+        server.pttl(&fence_key),
+        None,
+        "the earlier release's counter had no TTL"
+    );
+
+    // This release sees it held, by whom, and leaves it alone.
+    Redlock::new(&server)
+        .args(["run", "--key", "job", "--ttl", "10s", "--", "true"])
+        .exits_with(75);
+    let lock = lock_status(&server, "job");
+    assert_eq!(lock.str("holder.host"), "oldhost");
+    assert_eq!(lock.int("holder.fence"), old_fence);
+    assert_eq!(server.get("job").as_deref(), Some(token));
+
+    // A waiter of this release queues; the earlier holder still renews, then releases.
+    let calls = server.script_calls();
+    let waiter = Redlock::new(&server)
+        .args([
+            "run",
+            "--key",
+            "job",
+            "--ttl",
+            "10s",
+            "--wait",
+            "30s",
+            "-c",
+            child::PRINT_LOCK_ENV,
+        ])
+        .spawn();
+    wait_for_contender(&server, "job", calls);
+    let renewed = earlier(
+        &server,
+        EARLIER_EXTEND,
+        &["job", "holder", "leases", "holders"],
+        &[token, "10000"],
+    );
+    assert_eq!(
+        renewed,
+        redis::Value::Int(1),
+        "the earlier holder's renewal"
+    );
+    let started = (server.micros() / 1000 - 1000).to_string();
+    let fence = old_fence.to_string();
+    earlier(
+        &server,
+        EARLIER_RELEASE,
+        &[
+            "job", "holder", "last", "stats", "queue", "alive", "waiters", "leases", "holders",
+            "once", "log",
+        ],
+        &[
+            token,
+            &channel,
+            "0",
+            "ok",
+            "2592000000",
+            "outcome",
+            "ok",
+            "exit",
+            "0",
+            "pid",
+            "7075",
+            "started",
+            &started,
+            "duration_ms",
+            "1000",
+            "fence",
+            &fence,
+            "host",
+            "oldhost",
+            "user",
+            "root",
+            "cmd",
+            "sleep 60",
+        ],
+    );
+    let outcome = waiter.exits_with(0);
+    let fence = outcome.printed_fence();
+    assert!(
+        fence > old_fence,
+        "fence {fence} after the earlier holder's {old_fence}"
+    );
+    assert!(
+        server.pttl(&fence_key).is_some(),
+        "the counter has a TTL now"
+    );
+    let lock = lock_status(&server, "job");
+    assert_eq!(lock.int("counters.runs"), 2, "both runs counted");
+    assert_eq!(lock.int("last_run.fence"), fence);
+    // Both logs, merged by time: the earlier release's stream, then this release's list.
+    let log = Redlock::new(&server)
+        .args(["log", "job", "--json"])
+        .exits_with(0);
+    let events: Vec<Json> = log
+        .stdout
+        .lines()
+        .map(|l| Json::parse(l).unwrap_or_else(|e| log.fail(&e)))
+        .collect();
+    let names: Vec<&str> = events.iter().map(|e| e.str("event")).collect();
+    assert_eq!(
+        names,
+        ["acquired", "busy", "released", "acquired", "released"],
+        "{log}"
+    );
 }
 
 #[test]
