@@ -56,9 +56,20 @@ local function confirmed(record)
 end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+-- Numbers go to redis.call as text written with %d (see audit.lua).
+local now_text = string.format('%d', now)
 local ticket = ARGV[5]
 local shape = ARGV[9]
-local current = redis.call('GET', KEYS[1])
+-- The lock key, pauses, shared holders and waiters: a free lock finds none of them, in the
+-- common case, with one EXISTS, and the script looks closer only at what is there. The queue is
+-- counted in it, so a free lock with nobody queued needs no look at the queue; a queue that is
+-- the only key there (one found besides the lock, and it has a head) is nothing rare.
+local found = redis.call('EXISTS', KEYS[1], KEYS[8], KEYS[10], KEYS[11], KEYS[5])
+local current = false
+if found > 0 then
+  current = redis.call('GET', KEYS[1])
+  if current then found = found - 1 end
+end
 if current == ARGV[1] then
   -- An earlier attempt landed but its reply was lost: ours, renewed (the waiter that asks
   -- again is alive, which confirms a provisional grant too).
@@ -69,16 +80,11 @@ if current == ARGV[1] then
   local h = redis.call('HMGET', KEYS[3], 'fence', 'started')
   return {1, tonumber(h[1]) or tonumber(redis.call('GET', KEYS[2])) or 0, tonumber(h[2]) or now, -1}
 end
--- Pauses, shared holders and waiters: an exclusive taker finds none of them in the common case
--- with one EXISTS, and looks closer only when one of the keys is there. The queue is counted in
--- it, so a free lock with nobody queued needs no look at the queue; a queue that is the only key
--- there (one found, and it has a head) is nothing rare.
 local head, queue_read = nil, false
 local rare = shape ~= ''
 if not rare then
-  local found = redis.call('EXISTS', KEYS[8], KEYS[10], KEYS[11], KEYS[5])
   if found > 0 then
-    head = redis.call('ZRANGE', KEYS[5], 0, 0)[1]
+    head = redis.call('ZRANGE', KEYS[5], '0', '0')[1]
     rare = not (head and found == 1)
   end
   queue_read = true
@@ -135,7 +141,7 @@ if every then
       or outcome == 'lease lost' or outcome == 'vanished'
     if not (failed and ARGV[12] == '1') then
       if ARGV[3] == '1' then
-        redis.call('HINCRBY', KEYS[4], 'skipped', 1)
+        redis.call('HINCRBY', KEYS[4], 'skipped', '1')
         redis.call('PEXPIRE', KEYS[4], ARGV[4])
         audit(KEYS[13], now, 'skipped', ARGV[14])
       end
@@ -148,7 +154,7 @@ local free = not current and sharers == 0
 if shape == 'shared' then free = not current end
 if shape ~= '' and shape ~= 'shared' then free = not current and sharers < tonumber(shape) end
 if free and not pause then
-  if not queue_read then head = redis.call('ZRANGE', KEYS[5], 0, 0)[1] end
+  if not queue_read then head = redis.call('ZRANGE', KEYS[5], '0', '0')[1] end
   if head and head ~= ticket then head = live_head(now) end
   if not head or head == ticket then
     local ttl = ARGV[2]
@@ -162,11 +168,12 @@ if free and not pause then
       tonumber(t[1]) * 1000000 + tonumber(t[2]))
     -- The counter lives as long as the records (ARGV[4]) after the last take: a fence handed
     -- out after it expired is still above every earlier one, floored by the clock above.
-    redis.call('SET', KEYS[2], fence, 'PX', ARGV[4])
+    local fence_text = string.format('%d', fence)
+    redis.call('SET', KEYS[2], fence_text, 'PX', ARGV[4])
     local slot = -1
     if shape == '' then
-      redis.call('HSET', KEYS[3], 'started', now, 'renewed', now, 'ttl', ttl, 'fence', fence,
-        'finished', 0, unpack(ARGV, 15))
+      redis.call('HSET', KEYS[3], 'started', now_text, 'renewed', now_text, 'ttl', ttl,
+        'fence', fence_text, 'finished', '0', unpack(ARGV, 15))
       redis.call('PEXPIRE', KEYS[3], ttl)
       redis.call('SET', KEYS[1], ARGV[1], 'PX', ttl)
     else
@@ -175,20 +182,19 @@ if free and not pause then
       if slot >= 0 then own = slot end
       redis.call('HSET', KEYS[9], 'shape', shape,
         ARGV[1], string.format('%s\31%d\31%d\31%s\31%s', own, fence, now, ttl, ARGV[8]))
-      redis.call('ZADD', KEYS[8], now + tonumber(ttl), ARGV[1])
+      redis.call('ZADD', KEYS[8], string.format('%d', now + tonumber(ttl)), ARGV[1])
       sharers_expire(KEYS[8], KEYS[9], now)
     end
     if every then
       local taken = RUNNING
       if provisional then taken = 'granted' end
-      redis.call('HSET', KEYS[12], 'window', window, 'every', every, 'token', ARGV[1],
-        'fence', fence, 'started', now, 'outcome', taken, 'ended', '', 'exit', '',
-        unpack(ARGV, 15))
-      redis.call('PEXPIRE', KEYS[12], 2 * every)
+      redis.call('HSET', KEYS[12], 'window', string.format('%d', window), 'every', ARGV[11],
+        'token', ARGV[1], 'fence', fence_text, 'started', now_text, 'outcome', taken, 'ended', '',
+        'exit', '', unpack(ARGV, 15))
+      redis.call('PEXPIRE', KEYS[12], string.format('%d', 2 * every))
     end
-    -- A number is written with %d: Lua's own conversion would write a fence as 1.79e+15.
     if shape == '' then
-      audit(KEYS[13], now, 'acquired', string.format('fence=%d\31%s', fence, ARGV[14]))
+      audit(KEYS[13], now_text, 'acquired', 'fence=' .. fence_text .. '\31' .. ARGV[14])
     elseif slot >= 0 then
       audit(KEYS[13], now, 'acquired',
         string.format('fence=%d\31shape=%s\31slot=%d\31%s', fence, shape, slot, ARGV[14]))
@@ -213,11 +219,11 @@ if free and not pause then
 end
 local pttl = redis.call('PTTL', KEYS[1])
 if pttl == -2 and sharers > 0 then
-  local first = redis.call('ZRANGE', KEYS[8], 0, 0, 'WITHSCORES')
+  local first = redis.call('ZRANGE', KEYS[8], '0', '0', 'WITHSCORES')
   pttl = math.max(tonumber(first[2]) - now, 0)
 end
 if ARGV[3] == '1' then
-  redis.call('HINCRBY', KEYS[4], 'busy', 1)
+  redis.call('HINCRBY', KEYS[4], 'busy', '1')
   redis.call('PEXPIRE', KEYS[4], ARGV[4])
   if pause then
     audit(KEYS[13], now, 'busy', 'reason=paused\31' .. ARGV[14])
@@ -229,11 +235,12 @@ local ahead = 0
 if ticket ~= '' then
   local alive = tonumber(ARGV[7])
   local arrival = ARGV[6]
-  if arrival == '' then arrival = tonumber(t[1]) * 1000000 + tonumber(t[2]) end
+  if arrival == '' then arrival = string.format('%d', tonumber(t[1]) * 1000000 + tonumber(t[2])) end
   redis.call('ZADD', KEYS[5], 'NX', arrival, ticket)
-  redis.call('ZADD', KEYS[6], now + alive, ticket)
-  redis.call('HSETNX', KEYS[7], ticket, now .. '\31' .. ARGV[8])
-  for i = 5, 7 do redis.call('PEXPIRE', KEYS[i], 2 * alive) end
+  redis.call('ZADD', KEYS[6], string.format('%d', now + alive), ticket)
+  redis.call('HSETNX', KEYS[7], ticket, now_text .. '\31' .. ARGV[8])
+  local life = string.format('%d', 2 * alive)
+  for i = 5, 7 do redis.call('PEXPIRE', KEYS[i], life) end
   ahead = redis.call('ZRANK', KEYS[5], ticket)
 end
 local h = redis.pcall('HMGET', KEYS[3], 'host', 'pid', 'user', 'started', 'fence')

@@ -24,7 +24,7 @@ if current ~= ARGV[1] then
     local t = redis.call('TIME')
     local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
     if tonumber(deadline) > now then
-      redis.call('ZADD', KEYS[3], 'GT', now + tonumber(ARGV[2]), ARGV[1])
+      redis.call('ZADD', KEYS[3], 'GT', string.format('%d', now + tonumber(ARGV[2])), ARGV[1])
       sharers_expire(KEYS[3], KEYS[4], now)
       confirm_window()
       return 1
@@ -36,15 +36,17 @@ end
 local h = redis.pcall('HMGET', KEYS[2], 'finished')
 if h[1] == '1' then return 1 end
 confirm_window()
-local ttl = tonumber(ARGV[2])
-local longer = redis.call('PTTL', KEYS[1]) < ttl
-if longer then redis.call('PEXPIRE', KEYS[1], ttl) end
+-- Numbers go to redis.call as text written with %d (see audit.lua).
+local longer = redis.call('PTTL', KEYS[1]) < tonumber(ARGV[2])
+if longer then redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
 if redis.call('EXISTS', KEYS[2]) == 1 then
   local t = redis.call('TIME')
-  redis.call('HSET', KEYS[2], 'renewed', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
+  local now = string.format('%d', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
   if longer then
-    redis.call('HSET', KEYS[2], 'ttl', ARGV[2])
-    redis.call('PEXPIRE', KEYS[2], ttl)
+    redis.call('HSET', KEYS[2], 'renewed', now, 'ttl', ARGV[2])
+    redis.call('PEXPIRE', KEYS[2], ARGV[2])
+  else
+    redis.call('HSET', KEYS[2], 'renewed', now)
   end
 end
 return 1

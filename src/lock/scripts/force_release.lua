@@ -23,7 +23,7 @@ end
 redis.call('DEL', KEYS[8], KEYS[9])
 if not token and #sharers == 0 then return false end
 wake(ARGV[1])
-redis.call('HINCRBY', KEYS[4], 'forced', 1)
+redis.call('HINCRBY', KEYS[4], 'forced', '1')
 redis.call('PEXPIRE', KEYS[4], ARGV[2])
 if token then
   audit(KEYS[11], now, 'forced', 'host=' .. (h[1] or '') .. '\31pid=' .. (h[2] or '') ..

@@ -16,7 +16,8 @@ end
 if #ARGV > 4 then
   local t = redis.call('TIME')
   local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  redis.call('HSET', KEYS[3], 'renewed', now, 'ttl', ARGV[2], 'finished', 0, unpack(ARGV, 5))
+  redis.call('HSET', KEYS[3], 'renewed', string.format('%d', now), 'ttl', ARGV[2], 'finished', '0',
+    unpack(ARGV, 5))
   redis.call('PEXPIRE', KEYS[3], ARGV[2])
 end
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])

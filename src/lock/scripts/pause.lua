@@ -13,7 +13,8 @@ local span = tonumber(ARGV[1])
 local untl = 0
 if span > 0 then untl = now + span end
 redis.call('DEL', KEYS[1])
-redis.call('HSET', KEYS[1], 'since', now, 'until', untl, unpack(ARGV, 4))
-if span > 0 then redis.call('PEXPIRE', KEYS[1], span + tonumber(ARGV[2])) end
+redis.call('HSET', KEYS[1], 'since', string.format('%d', now), 'until', string.format('%d', untl),
+  unpack(ARGV, 4))
+if span > 0 then redis.call('PEXPIRE', KEYS[1], string.format('%d', span + tonumber(ARGV[2]))) end
 audit(KEYS[2], now, 'paused', string.format('until=%d\31%s', untl, ARGV[3]))
 return {now, untl}

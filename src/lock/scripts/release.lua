@@ -14,8 +14,10 @@
 -- ARGV[8..] the last run as field/value pairs (record.rs writes them), stored in KEYS[4] as given
 -- A run whose lock was no longer ours at the release was not covered the whole time: its
 -- record says 'lease lost', whatever the caller's outcome, and counts as lost. A run that
--- ended 'ok' stamps last_ok with the server's clock (ms): when a run last succeeded, which the
--- last run's fields alone forget at the next failure.
+-- ended 'ok' stamps last_ok with when it ended: when a run last succeeded, which the last
+-- run's fields alone forget at the next failure. When a run ended (last_ok, the audit entry,
+-- the --once-per window's end) is its start on the server's clock plus its duration (the
+-- record's started and duration_ms), which costs the server no TIME.
 -- A shared holder (--shared, --slots) ends only its own lease, and wakes the next waiter: a
 -- slot, or the last shared hold, may have become free. Kept (--hold-at-least), its lease
 -- ends at the kept time and the holders hash says its command ended (TOKEN:finished).
@@ -26,7 +28,7 @@ if redis.pcall('GET', KEYS[1]) == ARGV[1] then
   if keep > 0 then
     redis.call('PEXPIRE', KEYS[1], keep)
     if redis.call('PEXPIRE', KEYS[2], keep) == 1 then
-      redis.call('HSET', KEYS[2], 'finished', 1)
+      redis.call('HSET', KEYS[2], 'finished', '1')
     end
   else
     redis.call('DEL', KEYS[1], KEYS[2])
@@ -40,9 +42,9 @@ elseif redis.call('EXISTS', KEYS[8]) == 1 then
     local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
     local keep = tonumber(ARGV[3])
     if deadline > now and keep > 0 then
-      redis.call('ZADD', KEYS[8], 'XX', now + keep, ARGV[1])
+      redis.call('ZADD', KEYS[8], 'XX', string.format('%d', now + keep), ARGV[1])
       local finished = ARGV[1] .. ':finished'
-      redis.call('HSET', KEYS[9], finished, 1)
+      redis.call('HSET', KEYS[9], finished, '1')
     else
       redis.call('ZREM', KEYS[8], ARGV[1])
       redis.call('HDEL', KEYS[9], ARGV[1])
@@ -55,8 +57,6 @@ elseif redis.call('EXISTS', KEYS[8]) == 1 then
   end
 end
 if ARGV[4] ~= '' then
-  local t = redis.call('TIME')
-  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
   local outcome = ARGV[4]
   if released == 0 then outcome = 'lease lost' end
   local record, f = {}, {}
@@ -67,15 +67,21 @@ if ARGV[4] ~= '' then
     record[#record + 1] = value
     f[ARGV[i]] = value
   end
+  local now = (tonumber(f.started) or 0) + (tonumber(f.duration_ms) or 0)
+  if not (f.started and f.duration_ms) then
+    local t = redis.call('TIME')
+    now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  end
+  now = string.format('%d', now)
   if outcome == 'ok' then
     record[#record + 1] = 'last_ok'
     record[#record + 1] = now
   end
   redis.call('HSET', KEYS[4], unpack(record))
-  redis.call('HINCRBY', KEYS[4], 'runs', 1)
-  if outcome == 'lease lost' then redis.call('HINCRBY', KEYS[4], 'lost', 1) end
+  redis.call('HINCRBY', KEYS[4], 'runs', '1')
+  if outcome == 'lease lost' then redis.call('HINCRBY', KEYS[4], 'lost', '1') end
   if outcome == 'failed' or outcome == 'killed' or outcome == 'timed out' then
-    redis.call('HINCRBY', KEYS[4], 'failed', 1)
+    redis.call('HINCRBY', KEYS[4], 'failed', '1')
   end
   redis.call('PEXPIRE', KEYS[4], ARGV[5])
   local event = 'released'

@@ -7,7 +7,7 @@
 -- ended while its hold is kept (--hold-at-least). Both keys expire with the latest lease.
 -- sharers_live(leases, holders, now): how many leases are running, after removing the lapsed.
 local function sharers_live(leases, holders, now)
-  for _, gone in ipairs(redis.call('ZRANGEBYSCORE', leases, '-inf', now)) do
+  for _, gone in ipairs(redis.call('ZRANGEBYSCORE', leases, '-inf', string.format('%d', now))) do
     redis.call('ZREM', leases, gone)
     redis.call('HDEL', holders, gone, gone .. ':finished')
   end
@@ -16,9 +16,10 @@ end
 -- sharers_expire(leases, holders, now): both keys expire with the latest lease (at once when
 -- there is none).
 local function sharers_expire(leases, holders, now)
-  local last = redis.call('ZRANGE', leases, -1, -1, 'WITHSCORES')
+  local last = redis.call('ZRANGE', leases, '-1', '-1', 'WITHSCORES')
   if last[2] then
     local left = math.max(tonumber(last[2]) - now, 1)
+    left = string.format('%d', left)
     redis.call('PEXPIRE', leases, left)
     redis.call('PEXPIRE', holders, left)
   else
@@ -34,7 +35,7 @@ end
 -- free_slot(leases, holders, n): the lowest slot in 0..n-1 no live holder has (-1: none).
 local function free_slot(leases, holders, n)
   local used = {}
-  for _, token in ipairs(redis.call('ZRANGE', leases, 0, -1)) do
+  for _, token in ipairs(redis.call('ZRANGE', leases, '0', '-1')) do
     used[sharer(holders, token)] = true
   end
   for i = 0, n - 1 do
