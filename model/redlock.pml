@@ -30,13 +30,16 @@
  * With -DQUEUE the model is another world instead: the fair queue's hand-off on one server
  * (src/lock/wait.rs, scripts/acquire.lua, queue.lua), where the head waiter's next attempt
  * waits on the server behind its grant list and the release runs it; the head may be dead
- * (its host gone, its connection left open) or frozen. Its property:
+ * (its host gone, its connection left open; or killed, its waiting attempt dropped with its
+ * connection) or frozen. Its property:
  *   bound      a dead head waiter holds the queue up for at most the documented bound
  *              (2 s) after the release, whatever path its grant took;
  *   exclusion  the head's command and the next waiter's never run at once.
  * Its switch:
  *   NO_PROVISIONAL  a grant to the head of the queue is the whole lease at once, not the
  *                   provisional one that only the waiter's own confirmation extends.
+ *   NO_NOTICE       a lock that comes free leaves the front's entries their long life (the
+ *                   one they have while the lock is held), instead of putting them on notice.
  *
  * The constants and the code they come from are listed in docs/design.md ("The safety model").
  */
@@ -691,17 +694,20 @@ init {
 /* ---- the fair queue's hand-off (-DQUEUE) ----
    One tick is lock::QUEUE_REFRESH (0.5 s). A holder releases at any moment; the head waiter
    H, queued first, and the next waiter N, queued behind it. H's attempt waits on the server
-   behind its grant list (lock::send_after_grant) for at most one refresh; it is sent again
-   as long as H runs. H may die or freeze at any moment and never act again; or it may act
-   late (a freeze it wakes up from). N acts at least once a refresh (its attempts wait on the
-   server too, and come back within one). */
+   behind its grant list (lock::send_after_grant); it is sent again as long as H runs. H may
+   die or freeze at any moment and never act again; or it may act late (a freeze it wakes up
+   from). While the lock is held, entries live Q_FAR_LIFE unrefreshed and the waiters try
+   again at any pace (every 5 s, unconstrained here); once the lock is free (a release puts
+   the front on notice, queue.lua) H's entry lapses within Q_LIFE unless refreshed, and N acts
+   at least once a refresh. */
 #define Q_TTL 20          /* --ttl 10s */
 #ifdef NO_PROVISIONAL
 #define Q_PROV Q_TTL
 #else
 #define Q_PROV 2          /* lock::PROVISIONAL: 1 s */
 #endif
-#define Q_LIFE 3          /* lock::QUEUE_ENTRY_LIFE: 1.5 s */
+#define Q_LIFE 3          /* lock::QUEUE_ENTRY_LIFE: 1.5 s, at the front of a free lock */
+#define Q_FAR_LIFE 30     /* an entry's life elsewhere: 15 s */
 #define Q_BOUND 4         /* the documented bound: 2 s */
 #define Q_HOLDER 1
 #define Q_H 2
@@ -710,7 +716,7 @@ init {
 byte qkey = Q_HOLDER;     /* who holds the key (0: free) */
 byte qleft = Q_TTL;       /* ticks until it expires */
 bool h_queued = 1;        /* H's entry in the queue */
-byte h_age;               /* ticks since H last refreshed its entry */
+byte h_left = Q_FAR_LIFE; /* ticks until H's entry lapses unless refreshed */
 bool h_pending = 1;       /* H's attempt waits on the server behind its grant list */
 bool h_dead;              /* H will never act again (its connection stays open) */
 bool h_granted;           /* the server granted H the key; H has not read it yet */
@@ -724,11 +730,23 @@ byte waited;              /* ticks since the release, while N has not taken the 
 /* acquire.lua for a waiter: the key goes to the live head of the queue only; the head (it was
    queued) is granted the provisional lease. `who` is Q_H or Q_N; `got` says whether. */
 inline q_acquire(who, got) {
-  /* live_head: an entry not refreshed for Q_LIFE ticks is skipped (queue.lua) */
+  /* live_head: a lapsed entry is skipped (queue.lua) */
   if
-  :: h_queued && h_age >= Q_LIFE -> h_queued = 0; h_pending = 0
+  :: h_queued && h_left == 0 -> h_queued = 0; h_pending = 0
   :: else
   fi;
+  /* notice: a free lock whose head is another puts the head on notice */
+#ifdef NO_NOTICE
+  if
+  :: false -> skip
+  :: else
+  fi;
+#else
+  if
+  :: qkey == 0 && who == Q_N && h_queued && h_left > Q_LIFE -> h_left = Q_LIFE
+  :: else
+  fi;
+#endif
   if
   :: qkey == 0 && (who == Q_H || !h_queued) ->
      qkey = who; qleft = Q_PROV; got = 1;
@@ -744,8 +762,8 @@ active proctype QClock() {
 end:
   do
   :: atomic {
-       /* N is never more than a refresh late */
-       n_got || n_idle < 1 ->
+       /* after the release, N is never more than a refresh late */
+       n_got || !released || n_idle < 1 ->
        if
        /* a command runs under a lease its heartbeat renews (the two-holder model checks that
           it never outlives it) */
@@ -759,11 +777,11 @@ end:
        :: else
        fi;
        if
-       :: h_queued && h_age < Q_LIFE -> h_age++
+       :: h_queued && h_left > 0 -> h_left--
        :: else
        fi;
        if
-       :: !n_got -> n_idle++
+       :: !n_got && released -> n_idle++
        :: else
        fi;
        if
@@ -787,9 +805,16 @@ active proctype QHolder() {
     qkey == Q_HOLDER ->
     qkey = 0; released = 1;
     if
-    :: h_queued && h_age >= Q_LIFE -> h_queued = 0; h_pending = 0
+    :: h_queued && h_left == 0 -> h_queued = 0; h_pending = 0
     :: else
     fi;
+    /* notice: the front's entries lapse within Q_LIFE unless refreshed */
+#ifndef NO_NOTICE
+    if
+    :: h_queued && h_left > Q_LIFE -> h_left = Q_LIFE
+    :: else
+    fi;
+#endif
     if
     :: h_queued && h_pending -> q_acquire(Q_H, h_granted)
     :: else
@@ -807,12 +832,17 @@ end:
        !h_dead && !h_ran -> h_dead = 1
      }
   :: atomic {
+       /* killed: its connection closes, and the server drops the attempt it kept waiting */
+       !h_dead && !h_ran -> h_dead = 1; h_pending = 0
+     }
+  :: atomic {
        /* alive: its attempt comes back refused and is sent again (a refresh) */
        !h_dead && !h_granted && h_queued ->
-       h_age = 0; h_pending = 1;
+       h_pending = 1;
+       /* acquire.lua: its entry lives Q_LIFE at the front of a free lock, else Q_FAR_LIFE */
        if
-       :: qkey == 0 -> q_acquire(Q_H, h_granted)
-       :: else
+       :: qkey == 0 -> h_left = Q_LIFE; q_acquire(Q_H, h_granted)
+       :: else -> h_left = Q_FAR_LIFE
        fi
      }
   :: atomic {

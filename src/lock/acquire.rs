@@ -13,7 +13,7 @@ use super::keys::{Keys, RECORD_TTL};
 use super::lua::{Lua, lua};
 use super::operator::audit_entry;
 use super::record::{Holder, Pause};
-use super::{Claim, PROVISIONAL, QUEUE_ENTRY_LIFE, Queueing, RELEASE, Refusal, Shape};
+use super::{Claim, PROVISIONAL, Queueing, RELEASE, Refusal, Shape};
 use crate::redis::server::Conn;
 use crate::redis::wire::Wire;
 
@@ -274,7 +274,6 @@ fn acquire_call(
         queue
             .and_then(|q| q.arrival_us)
             .map_or(String::new(), |a| a.to_string()),
-        QUEUE_ENTRY_LIFE.as_millis().to_string(),
         if queue.is_some() || shape != Shape::Exclusive {
             crate::lock::record::Waiter::who(holder)
         } else {

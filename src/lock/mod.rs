@@ -177,12 +177,19 @@ pub enum Refusal {
     Uncounted,
 }
 
-/// How long a waiter's queue entry lives without a refresh; a waiter refreshes it at every
-/// attempt, at least every [`QUEUE_REFRESH`]. A killed or cut-off waiter is skipped after at
-/// most this long.
+/// How long the entry of a waiter at the front of a free lock's queue lives without a refresh
+/// (queue.lua's QUEUE_LIFE): a waiter that died there is skipped after at most this long. Where
+/// the lock is held or paused, or further back, an entry lives ten times as long.
+#[cfg(test)]
 pub const QUEUE_ENTRY_LIFE: Duration = Duration::from_millis(1500);
-/// How often a waiter refreshes its queue entry (and tries again) when nothing wakes it.
+/// How often a waiter at the front of a free lock's queue tries again when nothing wakes it.
 pub const QUEUE_REFRESH: Duration = Duration::from_millis(500);
+/// How many waiters make the front of the queue (queue.lua's QUEUE_NEAR): put on notice when the
+/// lock comes free, the pace of their attempts skips a dead head within two seconds.
+pub const QUEUE_NEAR: usize = 3;
+/// How often a waiter tries again (and refreshes its entry) while the lock is held or paused, or
+/// it is not at the front, when nothing wakes it: ten times less often than at the front.
+pub const QUEUE_FAR_REFRESH: Duration = Duration::from_secs(5);
 /// The lease a waiter that heads the queue is granted until it confirms the grant (at most its
 /// TTL): a grant the server makes while the waiter cannot act on it (its host died, it was
 /// frozen) holds the queue up for this long, not for a whole TTL. A dead head delays the next

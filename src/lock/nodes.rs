@@ -177,6 +177,32 @@ impl Nodes {
         }
     }
 
+    /// The single server's connection, lent out (one server, not through a cluster router):
+    /// a waiter waits on it for its grant rather than opening a second one. `None` when there
+    /// is none to lend; the node connects afresh if used meanwhile.
+    pub fn lend(&mut self) -> Option<crate::redis::wire::Wire> {
+        let [node] = self.nodes.as_mut_slice() else {
+            return None;
+        };
+        match node.con.take() {
+            Some(Conn::Single(wire)) => Some(wire),
+            other => {
+                node.con = other;
+                None
+            }
+        }
+    }
+
+    /// Takes back a connection [`Nodes::lend`] lent (or one to the same server), idle: nothing
+    /// of it is left to read. Its timeouts are set again at its next use.
+    pub fn give_back(&mut self, wire: crate::redis::wire::Wire) {
+        if let [node] = self.nodes.as_mut_slice() {
+            node.con = Some(Conn::Single(wire));
+            node.timeout = None;
+            node.answered = true;
+        }
+    }
+
     pub fn timeout(&self) -> Duration {
         self.timeout
     }

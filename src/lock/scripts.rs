@@ -156,6 +156,36 @@ fn commands_in(source: &str) -> BTreeSet<String> {
 
 #[cfg(test)]
 mod tests {
+    /// The queue's figures are written twice, in queue.lua and in lock/mod.rs; they agree.
+    #[test]
+    fn the_queue_figures_agree() {
+        use crate::lock::{QUEUE_ENTRY_LIFE, QUEUE_FAR_REFRESH, QUEUE_NEAR, QUEUE_REFRESH};
+        let line = QUEUE_PRELUDE
+            .lines()
+            .find(|l| l.starts_with("local QUEUE_NEAR, QUEUE_LIFE, QUEUE_FAR_LIFE = "))
+            .expect("queue.lua names its figures");
+        let figures: Vec<u64> = line
+            .split('=')
+            .nth(1)
+            .unwrap()
+            .split(',')
+            .map(|n| n.trim().parse().unwrap())
+            .collect();
+        assert_eq!(
+            figures,
+            [
+                QUEUE_NEAR as u64,
+                QUEUE_ENTRY_LIFE.as_millis() as u64,
+                10 * QUEUE_ENTRY_LIFE.as_millis() as u64
+            ]
+        );
+        assert_eq!(QUEUE_FAR_REFRESH, 10 * QUEUE_REFRESH);
+        assert!(QUEUE_PRELUDE.contains(&format!(
+            "local QUEUE_KEPT = '{}'",
+            20 * QUEUE_ENTRY_LIFE.as_millis()
+        )));
+    }
+
     use super::*;
     use crate::lock::keys::Keys;
 

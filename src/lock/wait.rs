@@ -1,11 +1,19 @@
 //! Taking the lock, waiting for it when asked: `--wait` is a fair queue.
 //!
 //! A waiter joins the key's queue with its first refused attempt (the acquire script adds its
-//! *ticket*, a random name that is not its lock token), and keeps its place by trying again at
-//! least every `lock::QUEUE_REFRESH`; an entry not refreshed for `lock::QUEUE_ENTRY_LIFE` is
-//! skipped, so a killed or cut-off waiter holds the queue up by at most the sum of the two
-//! (2 s); a head granted the lock while it could not act on it, by less (below). The lock goes to the head of the queue only: the acquire script refuses anyone else
-//! while waiters are queued, a non-waiting run included. The queue is one per key, whatever
+//! *ticket*, a random name that is not its lock token), and keeps its place by trying again;
+//! an entry not refreshed in time lapses and is skipped. The pace is the server's to set
+//! (queue.lua): while the lock is held or paused, or further back than the first
+//! `lock::QUEUE_NEAR` waiters (the *front*), a waiter tries again every
+//! `lock::QUEUE_FAR_REFRESH` (at the front of a held lock, also when it expires) and its entry
+//! lives three times that; the moment the lock comes free — a release, a forced release, a
+//! resume, or a waiter that finds it free with someone else at the head — the front is put
+//! on notice: woken, and its entries cut to `lock::QUEUE_ENTRY_LIFE`, refreshed every
+//! `lock::QUEUE_REFRESH` by the living. So a queue of a thousand costs the server a few
+//! attempts a second, and a killed or cut-off waiter at the front of a free lock holds the
+//! queue up by at most 2 s; a head granted the lock while it could not act on it, by less
+//! (below). The lock goes to the head of the queue only: the acquire script refuses anyone
+//! else while waiters are queued, a non-waiting run included. The queue is one per key, whatever
 //! the shape each waiter asks for (`lock::Shape`): once an exclusive run waits, shared runs that
 //! come later queue behind it, so a stream of them cannot starve it. A shared or slotted taker
 //! that heads the queue wakes the next waiter when it takes its share, since that waiter may
@@ -28,7 +36,8 @@
 //! queued behind `BLPOP` of the waiter's grant list, which the release that makes this waiter
 //! the head pushes to, so the server runs it in the same pass as the release; the main thread
 //! waits for the answer and its signals at once, so the answer wakes the thread that starts the
-//! command (`wait_for_grant`). Elsewhere, or where the server refuses the blocking pop:
+//! command (`wait_for_grant`). It waits on the connection its first attempt used: one
+//! connection per waiter. Elsewhere, or where the server refuses the blocking pop:
 //!
 //! A waiter is *notified*, not polling: it subscribes (on a second connection, in a small
 //! thread) to its own channel, `{L}:redlock:released:TICKET`, on which a release wakes the head
@@ -38,6 +47,8 @@
 //! have slipped between the refusal and the subscription. The refresh covers what sends no
 //! message: a holder that crashed and let its key expire, a foreign client's `DEL`, a dead head
 //! of the queue, a lost subscription, a server that lost the queue (the waiters join again).
+//! Such a waiter tries again every `lock::QUEUE_REFRESH` wherever it stands (only the head is
+//! told on its channel), and holds a connection to each node and a listener's beside it.
 //!
 //! Arrival is the server's clock on one server; in a quorum it is this host's clock, so that
 //! every node orders the waiters alike (waiters on hosts whose clocks differ are ordered by
@@ -82,13 +93,10 @@ pub enum Taken {
     Interrupted(libc::c_int),
 }
 
-/// What a wait used and no longer needs once the lock is taken: the connection its grant came
-/// on, and its signal descriptor. Closing a TCP connection is work (and wakes the server once
-/// more), so a run drops this once its command has started, not between the grant and the
-/// start.
+/// What a wait used and no longer needs once the lock is taken: its signal descriptor, which a
+/// run drops once its command has started, not between the grant and the start.
 #[derive(Default)]
 pub struct Spent {
-    _grant: Option<Wire>,
     _doorbell: Option<OwnedFd>,
 }
 
@@ -418,21 +426,21 @@ fn moved(keys: &Keys, busy: &Busy, place: &mut usize) {
 }
 
 /// Waits on one server for this waiter's turn. One attempt at a time waits on the server,
-/// queued behind `BLPOP` of the waiter's grant list on a connection of its own
-/// (`lock::send_after_grant`): the release that makes this waiter the head pushes to the list,
-/// and the server runs the attempt in the same pass, so the waiter learns it holds the lock one
-/// network trip after the release. A refused attempt is the queue entry's refresh, every
-/// `block` at the latest. The lease is counted from when the attempt was written, up to
-/// `block` before the server ran it: a block of at most a tenth of the TTL keeps that cost
-/// small.
+/// queued behind `BLPOP` of the waiter's grant list (`lock::send_after_grant`), on the
+/// connection the first attempt used: the release that makes this waiter the head pushes to
+/// the list, and the server runs the attempt in the same pass, so the waiter learns it holds
+/// the lock one network trip after the release. A refused attempt is the queue entry's refresh;
+/// how long the next one waits on the server follows from the refusal ([`block_after`]). A
+/// grant to a queued waiter is provisional and counted from its confirmation, so a long wait
+/// on the server costs the lease nothing.
 ///
 /// The main thread waits for the answer and for its signals at once (`poll` on the socket and
 /// a signalfd), so the answer wakes the very thread that starts the command. A waiter that
-/// gives up leaves the queue at once, then reads the attempt in flight (at most `block` and a
-/// round trip): an attempt that took the lock meanwhile is undone before redlock goes on. An
-/// attempt unanswered `block` plus `--timeout` after it was sent is a timeout, abandoned behind
-/// itself on its connection. It leaves the queue when it gives up. `None`: the server refused
-/// the blocking pop, and the caller waits the notified way instead.
+/// gives up leaves the queue at once, which lets its attempt through, then reads that attempt
+/// (a round trip): one that took the lock meanwhile is undone before redlock goes on. An
+/// attempt unanswered its block plus `--timeout` after it was sent is a timeout, abandoned
+/// behind itself on its connection. `None`: the server refused the blocking pop, and the
+/// caller waits the notified way instead.
 fn wait_for_grant(
     nodes: &mut Nodes,
     req: &Request,
@@ -445,17 +453,25 @@ fn wait_for_grant(
     let keys = req.claim.keys;
     let server = nodes.servers().next().cloned()?;
     let doorbell = signals.readable().ok()?;
-    let block = (req.claim.ttl / 10)
+    // The pace at the front of a free lock: at most a tenth of the TTL, so that a waiter whose
+    // TTL is short still tries again well within it.
+    let fast = (req.claim.ttl / 10)
         .min(req.timeout / 2)
         .clamp(Duration::from_millis(10), QUEUE_REFRESH);
-    let mut con: Option<Wire> = None;
+    let read_timeout = req.timeout + lock::QUEUE_FAR_REFRESH;
+    let mut con: Option<Wire> = nodes.lend();
+    if let Some(c) = &con
+        && c.set_timeouts(read_timeout).is_err()
+    {
+        con = None;
+    }
     // The attempt on `con` whose answer is still to be read: when it was sent (for the lease,
-    // and for its timeout).
-    let mut in_flight: Option<(Moment, Instant)> = None;
+    // and for its timeout), and how long it waits on the server.
+    let mut in_flight: Option<(Moment, Instant, Duration)> = None;
     // Since when the server has been out of reach (no connection, or a connection lost): for
     // `--timeout` it is retried, then the wait ends with the failure (69), as on the notified
     // path, rather than waiting out `--wait` to report a busy lock it can no longer see.
-    let mut unreachable_since: Option<Instant> = Some(Instant::now());
+    let mut unreachable_since: Option<Instant> = None;
     let ended = loop {
         let now = Instant::now();
         if now >= until {
@@ -465,7 +481,7 @@ fn wait_for_grant(
             Some(c) => c,
             None => match server.connect_direct(req.timeout) {
                 Ok(c) => {
-                    let _ = c.set_timeouts(req.timeout + block);
+                    let _ = c.set_timeouts(read_timeout);
                     con.insert(c)
                 }
                 Err(e) => {
@@ -473,7 +489,7 @@ fn wait_for_grant(
                     if now.duration_since(since) >= req.timeout {
                         break Err(e);
                     }
-                    match wait_for(signals, &doorbell, None, block.min(until - now)) {
+                    match wait_for(signals, &doorbell, None, fast.min(until - now)) {
                         Waited::Interrupted(sig) => break Ok(Taken::Interrupted(sig)),
                         Waited::Stop => crate::supervise::child::stop_self(),
                         Waited::Nothing => {}
@@ -482,10 +498,11 @@ fn wait_for_grant(
                 }
             },
         };
-        let (sent, sent_at) = match in_flight {
+        let (sent, sent_at, block) = match in_flight {
             Some(sent) => sent,
             None => {
-                let sent = (Moment::now(), Instant::now());
+                let block = block_after(busy, fast);
+                let sent = (Moment::now(), Instant::now(), block);
                 if lock::send_after_grant(c, &req.claim, queue, block).is_err() {
                     unreachable_since.get_or_insert(now);
                     con = None;
@@ -541,14 +558,25 @@ fn wait_for_grant(
                         *busy = b;
                         moved(keys, busy, place);
                     }
-                    // A provisional grant that lapsed before its confirmation is busy again.
-                    Some(attempt) => match outcome(nodes, attempt, &req.claim, sent, busy) {
-                        Ok(Taken::Busy(_)) => {}
-                        other => break other,
-                    },
+                    // A provisional grant is confirmed on this same connection, handed back
+                    // for it; one that lapsed before its confirmation is busy again.
+                    Some(attempt) => {
+                        if let Some(c) = con.take() {
+                            nodes.give_back(c);
+                        }
+                        match outcome(nodes, attempt, &req.claim, sent, busy) {
+                            Ok(Taken::Busy(_)) => con = nodes.lend(),
+                            other => break other,
+                        }
+                    }
                 }
             }
-            Err(e) if is_server_reply(&e) => return None,
+            Err(e) if is_server_reply(&e) => {
+                if let Some(c) = con.take() {
+                    nodes.give_back(c);
+                }
+                return None;
+            }
             // A timed-out attempt may still run on the server (a stalled one runs what is
             // queued when it resumes): its undoing goes behind it on the same connection, and
             // the wait ends with the timeout, as for any acquire.
@@ -569,16 +597,36 @@ fn wait_for_grant(
     match &mut ended {
         Ok(Taken::Acquired { spent, .. }) => {
             *spent = Spent {
-                _grant: con.take(),
                 _doorbell: Some(doorbell),
             };
         }
         _ => step_out(nodes, req, queue, &mut con, in_flight.is_some()),
     }
+    // What is left of the connection goes back: nothing of it is left to read.
+    if let Some(c) = con.take() {
+        nodes.give_back(c);
+    }
     if matches!(ended, Ok(Taken::Busy(_))) {
         nodes.count_busy(keys, req.claim.holder);
     }
     Some(ended)
+}
+
+/// How long a waiter's next attempt waits on the server for a push, after `busy`: at the
+/// front of a free lock (others ahead, none holding), `fast`, the front's pace (queue.lua);
+/// at the front of a held lock, until it expires, so that a holder that died without a
+/// release is followed at once; otherwise `lock::QUEUE_FAR_REFRESH`, since a release, a
+/// forced one, a resume and a waiter that finds the lock free all wake the front.
+fn block_after(busy: &Busy, fast: Duration) -> Duration {
+    let far = lock::QUEUE_FAR_REFRESH;
+    if busy.ahead >= lock::QUEUE_NEAR || busy.pause.is_some() {
+        return far;
+    }
+    match busy.pttl_ms {
+        -2 => fast,
+        ms if ms >= 0 => Duration::from_millis(ms as u64 + 1).clamp(fast.min(far), far),
+        _ => far,
+    }
 }
 
 /// Takes a waiter out of the queue at once, so the next one is not held up by it, then reads

@@ -123,6 +123,38 @@ fn a_killed_waiter_holds_up_the_queue_at_most_the_documented_bound() {
 }
 
 #[test]
+fn a_waiter_killed_far_back_is_skipped_within_the_bound_once_it_reaches_the_front() {
+    let server = RedisServer::start();
+    let scratch = TempDir::new("dead-far-back");
+    let log = scratch.join("ran.log");
+    let mut holder = hold(&server);
+    let names = ["w1", "w2", "w3", "w4", "killed", "w6"];
+    let mut waiters: Vec<Running> = names
+        .iter()
+        .enumerate()
+        .map(|(i, name)| queue_up(&server, &log, name, i + 1))
+        .collect();
+    // Killed while far back, where an entry lives long unrefreshed: by its turn, moments
+    // later, its entry is still alive.
+    waiters[4].kill9();
+    holder.close_stdin();
+    holder.exits_with(0);
+    for (i, waiter) in waiters.into_iter().enumerate() {
+        if i != 4 {
+            waiter.exits_with(0);
+        }
+    }
+    let ran = ran(&log);
+    let order: Vec<&str> = ran.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(order, ["w1", "w2", "w3", "w4", "w6"]);
+    let gap = Duration::from_secs_f64(ran[4].1 - ran[3].1);
+    assert!(
+        gap <= DEAD_WAITER_BOUND + Duration::from_secs(1),
+        "the waiter killed far back held up the next one for {gap:?}"
+    );
+}
+
+#[test]
 fn a_waiter_that_gives_up_leaves_the_queue_at_once() {
     let server = RedisServer::start();
     let scratch = TempDir::new("give-up");

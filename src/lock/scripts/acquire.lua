@@ -11,15 +11,15 @@
 --         (--once-per) are logged
 -- ARGV[1] token   ARGV[2] ttl (ms)   ARGV[3] '1' to count a busy refusal   ARGV[4] record ttl (ms)
 -- ARGV[5] the waiter's ticket ('' when not waiting)   ARGV[6] its arrival ('' for the server's
---         clock in µs)   ARGV[7] how long an entry lives unrefreshed (ms)   ARGV[8] who waits or
---         holds a shared lease (record.rs writes it; '' when neither)
--- ARGV[9] the shape: '' exclusive (the lock key), 'shared', or a number of slots (>= 2)
--- ARGV[10] release channel (a shared taker at the head of the queue wakes the next waiter)
--- ARGV[11] --once-per's window length (ms; '' without it)   ARGV[12] '1' with --retry-failed
--- ARGV[13] the provisional lease (ms) a waiter that heads the queue is granted ('' for none; see
+--         clock in µs)   ARGV[7] who waits or holds a shared lease (record.rs writes it; ''
+--         when neither)
+-- ARGV[8] the shape: '' exclusive (the lock key), 'shared', or a number of slots (>= 2)
+-- ARGV[9] release channel (a shared taker at the head of the queue wakes the next waiter)
+-- ARGV[10] --once-per's window length (ms; '' without it)   ARGV[11] '1' with --retry-failed
+-- ARGV[12] the provisional lease (ms) a waiter that heads the queue is granted ('' for none; see
 --          below)
--- ARGV[14] who takes it, as the audit log writes it (name=value pairs; record.rs writes them)
--- ARGV[15..] the holder's identity as field/value pairs (record.rs writes them); the script
+-- ARGV[13] who takes it, as the audit log writes it (name=value pairs; record.rs writes them)
+-- ARGV[14..] the holder's identity as field/value pairs (record.rs writes them); the script
 --          adds started, renewed, ttl, fence and finished.
 -- KEYS[12] the record of the current --once-per window (hash; see below)
 -- Reply: {1, fence, server time (ms), slot (-1: none), 1 when the lease is provisional} when
@@ -34,7 +34,7 @@
 --        {-2, window start (ms), window length (ms), host, pid, user, started, ended, exit,
 --         outcome} when --once-per finds this window's run already taken (see below).
 -- A paused key refuses every taker but its holder's own retry; a waiter stays queued.
--- A waiter that heads the queue is granted a provisional lease (ARGV[13]), which only its own
+-- A waiter that heads the queue is granted a provisional lease (ARGV[12]), which only its own
 -- confirmation (extend.lua) makes the full one: the grant may be made while the waiter cannot
 -- act on it (its attempt waits on the server behind its grant list, and its host died or it
 -- was frozen meanwhile), and a dead head must not hold the queue for a whole TTL. Its
@@ -59,7 +59,7 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 -- Numbers go to redis.call as text written with %d (see audit.lua).
 local now_text = string.format('%d', now)
 local ticket = ARGV[5]
-local shape = ARGV[9]
+local shape = ARGV[8]
 -- The lock key, pauses, shared holders and waiters: a free lock finds none of them, in the
 -- common case, with one EXISTS, and the script looks closer only at what is there. The queue is
 -- counted in it, so a free lock with nobody queued needs no look at the queue; a queue that is
@@ -74,7 +74,7 @@ if current == ARGV[1] then
   -- An earlier attempt landed but its reply was lost: ours, renewed (the waiter that asks
   -- again is alive, which confirms a provisional grant too).
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  if ARGV[11] ~= '' and redis.call('HMGET', KEYS[12], 'token')[1] == ARGV[1] then
+  if ARGV[10] ~= '' and redis.call('HMGET', KEYS[12], 'token')[1] == ARGV[1] then
     confirmed(KEYS[12])
   end
   local h = redis.call('HMGET', KEYS[3], 'fence', 'started')
@@ -109,7 +109,7 @@ if shape ~= '' then
   if mine then
     -- An earlier attempt landed but its reply was lost: ours, renewed.
     redis.call('ZADD', KEYS[8], 'GT', now + tonumber(ARGV[2]), ARGV[1])
-    if ARGV[11] ~= '' and redis.call('HMGET', KEYS[12], 'token')[1] == ARGV[1] then
+    if ARGV[10] ~= '' and redis.call('HMGET', KEYS[12], 'token')[1] == ARGV[1] then
       confirmed(KEYS[12])
     end
     sharers_expire(KEYS[8], KEYS[9], now)
@@ -123,7 +123,7 @@ end
 -- firing the same schedule land in one window. The window's first taker records itself; a later
 -- run of the same window is skipped, unless it may retry (--retry-failed) a run that failed,
 -- timed out, lost its lease, or died without a release (still 'running' but no longer holding).
-local every = tonumber(ARGV[11])
+local every = tonumber(ARGV[10])
 local window
 if every then
   window = math.floor((now + every / 2) / every)
@@ -139,11 +139,11 @@ if every then
     end
     local failed = outcome == 'failed' or outcome == 'killed' or outcome == 'timed out'
       or outcome == 'lease lost' or outcome == 'vanished'
-    if not (failed and ARGV[12] == '1') then
+    if not (failed and ARGV[11] == '1') then
       if ARGV[3] == '1' then
         redis.call('HINCRBY', KEYS[4], 'skipped', '1')
         redis.call('PEXPIRE', KEYS[4], ARGV[4])
-        audit(KEYS[13], now, 'skipped', ARGV[14])
+        audit(KEYS[13], now, 'skipped', ARGV[13])
       end
       return {-2, window * every - math.floor(every / 2), every, r[5] or '', r[6] or '',
         r[7] or '', r[8] or '', r[9] or '', r[10] or '', outcome or ''}
@@ -155,11 +155,15 @@ if shape == 'shared' then free = not current end
 if shape ~= '' and shape ~= 'shared' then free = not current and sharers < tonumber(shape) end
 if free and not pause then
   if not queue_read then head = redis.call('ZRANGE', KEYS[5], '0', '0')[1] end
-  if head and head ~= ticket then head = live_head(now) end
+  if head and head ~= ticket then
+    head = live_head(now)
+    -- Free, and someone else heads the queue: the front is put on notice (queue.lua).
+    if head and head ~= ticket then notice(now, ARGV[9], false) end
+  end
   if not head or head == ticket then
     local ttl = ARGV[2]
-    local provisional = head ~= nil and ARGV[13] ~= ''
-    if provisional then ttl = ARGV[13] end
+    local provisional = head ~= nil and ARGV[12] ~= ''
+    if provisional then ttl = ARGV[12] end
     -- The fence is above every fence handed out before, even when the counter was lost (a
     -- restart without persistence, a flush, a failover to a lagging replica): it is at least
     -- the server's clock in microseconds (below 2^53 until the year 2255, so JSON readers keep
@@ -173,7 +177,7 @@ if free and not pause then
     local slot = -1
     if shape == '' then
       redis.call('HSET', KEYS[3], 'started', now_text, 'renewed', now_text, 'ttl', ttl,
-        'fence', fence_text, 'finished', '0', unpack(ARGV, 15))
+        'fence', fence_text, 'finished', '0', unpack(ARGV, 14))
       redis.call('PEXPIRE', KEYS[3], ttl)
       redis.call('SET', KEYS[1], ARGV[1], 'PX', ttl)
     else
@@ -181,26 +185,26 @@ if free and not pause then
       local own = ''
       if slot >= 0 then own = slot end
       redis.call('HSET', KEYS[9], 'shape', shape,
-        ARGV[1], string.format('%s\31%d\31%d\31%s\31%s', own, fence, now, ttl, ARGV[8]))
+        ARGV[1], string.format('%s\31%d\31%d\31%s\31%s', own, fence, now, ttl, ARGV[7]))
       redis.call('ZADD', KEYS[8], string.format('%d', now + tonumber(ttl)), ARGV[1])
       sharers_expire(KEYS[8], KEYS[9], now)
     end
     if every then
       local taken = RUNNING
       if provisional then taken = 'granted' end
-      redis.call('HSET', KEYS[12], 'window', string.format('%d', window), 'every', ARGV[11],
+      redis.call('HSET', KEYS[12], 'window', string.format('%d', window), 'every', ARGV[10],
         'token', ARGV[1], 'fence', fence_text, 'started', now_text, 'outcome', taken, 'ended', '',
-        'exit', '', unpack(ARGV, 15))
+        'exit', '', unpack(ARGV, 14))
       redis.call('PEXPIRE', KEYS[12], string.format('%d', 2 * every))
     end
     if shape == '' then
-      audit(KEYS[13], now_text, 'acquired', 'fence=' .. fence_text .. '\31' .. ARGV[14])
+      audit(KEYS[13], now_text, 'acquired', 'fence=' .. fence_text .. '\31' .. ARGV[13])
     elseif slot >= 0 then
       audit(KEYS[13], now, 'acquired',
-        string.format('fence=%d\31shape=%s\31slot=%d\31%s', fence, shape, slot, ARGV[14]))
+        string.format('fence=%d\31shape=%s\31slot=%d\31%s', fence, shape, slot, ARGV[13]))
     else
       audit(KEYS[13], now, 'acquired',
-        string.format('fence=%d\31shape=%s\31%s', fence, shape, ARGV[14]))
+        string.format('fence=%d\31shape=%s\31%s', fence, shape, ARGV[13]))
     end
     -- A quorum waiter (its arrival given) stays queued here until a majority granted it the
     -- lock (it then leaves every node's queue): taken out here alone, it would lose its place
@@ -211,7 +215,7 @@ if free and not pause then
       redis.call('ZREM', KEYS[6], ticket)
       redis.call('HDEL', KEYS[7], ticket)
       -- A shared taker leaves room: the next waiter may be one too.
-      if shape ~= '' then wake(ARGV[10]) end
+      if shape ~= '' then wake(ARGV[9]) end
     end
     if provisional then return {1, fence, now, slot, 1} end
     return {1, fence, now, slot, 0}
@@ -226,22 +230,24 @@ if ARGV[3] == '1' then
   redis.call('HINCRBY', KEYS[4], 'busy', '1')
   redis.call('PEXPIRE', KEYS[4], ARGV[4])
   if pause then
-    audit(KEYS[13], now, 'busy', 'reason=paused\31' .. ARGV[14])
+    audit(KEYS[13], now, 'busy', 'reason=paused\31' .. ARGV[13])
   else
-    audit(KEYS[13], now, 'busy', ARGV[14])
+    audit(KEYS[13], now, 'busy', ARGV[13])
   end
 end
 local ahead = 0
 if ticket ~= '' then
-  local alive = tonumber(ARGV[7])
   local arrival = ARGV[6]
   if arrival == '' then arrival = string.format('%d', tonumber(t[1]) * 1000000 + tonumber(t[2])) end
   redis.call('ZADD', KEYS[5], 'NX', arrival, ticket)
-  redis.call('ZADD', KEYS[6], string.format('%d', now + alive), ticket)
-  redis.call('HSETNX', KEYS[7], ticket, now_text .. '\31' .. ARGV[8])
-  local life = string.format('%d', 2 * alive)
-  for i = 5, 7 do redis.call('PEXPIRE', KEYS[i], life) end
   ahead = redis.call('ZRANK', KEYS[5], ticket)
+  -- An entry lives QUEUE_LIFE unrefreshed at the front of a lock that is free (the waiters
+  -- there try again at that pace), ten times as long elsewhere (queue.lua).
+  local life = QUEUE_FAR_LIFE
+  if free and not pause and ahead < QUEUE_NEAR then life = QUEUE_LIFE end
+  redis.call('ZADD', KEYS[6], string.format('%d', now + life), ticket)
+  redis.call('HSETNX', KEYS[7], ticket, now_text .. '\31' .. ARGV[7])
+  for i = 5, 7 do redis.call('PEXPIRE', KEYS[i], QUEUE_KEPT) end
 end
 local h = redis.pcall('HMGET', KEYS[3], 'host', 'pid', 'user', 'started', 'fence')
 if h.err then h = {} end
