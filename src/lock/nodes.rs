@@ -210,6 +210,13 @@ impl Nodes {
             .collect()
     }
 
+    /// Runs `f` on node `i` alone, connecting first if needed (`log` reads the first node
+    /// that answers).
+    pub fn on<T>(&mut self, i: usize, f: impl FnOnce(&mut Conn) -> Result<T>) -> Result<T> {
+        let timeout = self.timeout;
+        self.nodes[i].with(timeout, f)
+    }
+
     /// [`Nodes::each`] on the nodes marked in `which`; `None` for the others.
     fn each_of<T: Send>(
         &mut self,
