@@ -381,7 +381,7 @@ fn print(entry: &Entry, prefix: &str, json: bool) -> Result<()> {
     log::stdout(&format!("{line}\n")).context("cannot print the log")
 }
 
-/// Every entry of each of `logs`, in one round trip (on a cluster, one per log): the
+/// Every entry of each of `logs`, in one round trip (on a cluster, one per command): the
 /// earlier version's stream (since `from_ms`), then the list (whole); and the list's newest
 /// entry.
 fn read_logs(
@@ -389,15 +389,6 @@ fn read_logs(
     logs: &[Log],
     from_ms: Option<i64>,
 ) -> Result<Vec<(Vec<Entry>, Option<String>)>> {
-    if let Conn::Cluster(_) = con
-        && logs.len() > 1
-    {
-        let mut out = Vec::with_capacity(logs.len());
-        for log in logs {
-            out.extend(read_logs(con, std::slice::from_ref(log), from_ms)?);
-        }
-        return Ok(out);
-    }
     let start = from_ms.map_or("-".to_string(), |ms| ms.to_string());
     let mut pipe = redis::pipe();
     for log in logs {
@@ -410,25 +401,35 @@ fn read_logs(
             .arg(0)
             .arg(-1);
     }
-    pipe.ignore_errors();
-    let replies: Vec<Value> = pipe.query(con).context("cannot read the logs")?;
+    let replies: Vec<redis::RedisResult<Value>> = if let Conn::Cluster(_) = con {
+        // A cluster routes a pipeline by its first key; the prefix-wide log's list and stream
+        // lie in different slots unless the prefix has a hash tag: one command at a time.
+        pipe.cmd_iter().map(|cmd| cmd.query(con)).collect()
+    } else {
+        pipe.ignore_errors();
+        let replies: Vec<Value> = pipe.query(con).context("cannot read the logs")?;
+        replies
+            .into_iter()
+            .map(|reply| match reply {
+                Value::ServerError(e) => Err(redis::RedisError::from(e)),
+                reply => Ok(reply),
+            })
+            .collect()
+    };
     if replies.len() != logs.len() * 2 {
         anyhow::bail!("unexpected reply from the server");
     }
+    let mut replies = replies.into_iter();
     let mut out = Vec::with_capacity(logs.len());
-    for (log, pair) in logs.iter().zip(replies.chunks(2)) {
+    for log in logs {
         let context = || format!("cannot read the log of {}", log.lock);
-        for reply in pair {
-            if let Value::ServerError(e) = reply {
-                return Err(anyhow::Error::new(redis::RedisError::from(e.clone())))
-                    .with_context(context);
-            }
-        }
-        let raw: Vec<String> = redis::from_redis_value_ref(&pair[1])
+        let stream = replies.next().expect("counted").with_context(context)?;
+        let list = replies.next().expect("counted").with_context(context)?;
+        let raw: Vec<String> = redis::from_redis_value(list)
             .map_err(redis::RedisError::from)
             .with_context(context)?;
         let newest = raw.last().cloned();
-        let mut entries = stream_entries(&pair[0], log);
+        let mut entries = stream_entries(&stream, log);
         entries.extend(list_entries(raw, log));
         out.push((entries, newest));
     }
