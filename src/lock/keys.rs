@@ -351,7 +351,7 @@ fn masters(
 
 /// The locks a listing has given out, so that each is given once: SCAN may repeat a key, and
 /// the nodes of a quorum (or a cluster's masters during a slot migration) list the same lock.
-/// Kept as 64-bit fingerprints of the lock's key, 8 bytes a lock (about 1.5 MB for 100,000
+/// Kept as 64-bit fingerprints of the lock's key, 8 bytes a lock (under 2 MB for 100,000
 /// locks, where the locks' records would take hundreds), hashed with a key drawn for each
 /// process: two locks of one listing share a fingerprint with a chance of about n²/2⁶⁵
 /// (3·10⁻¹⁰ for 100,000 locks).
