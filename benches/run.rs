@@ -44,6 +44,12 @@
 //!    the hand-off per waiter, and order inversions; the medians of the rounds are compared.
 //!    Targets: efficiency at least flock's, hand-off within 1.2× of flock's, no inversion.
 //!
+//! 10. **Many locks.** `status --all`, `status --all --json`, `metrics --all` and `log --all`
+//!     over 10,000 and then 100,000 idle locks (copies of a real run's records, made by a script
+//!     on the server): wall time and redlock's peak RSS (`VmHWM` read every 2 ms; not
+//!     `ru_maxrss`, which starts from the bench's own), median and maximum of 3 runs each. The
+//!     listings are streamed: the time should grow with the locks, the memory should not.
+//!
 //! **The floor.** Sections 1, 1b and 7 also run the bench binary itself as the least a safe
 //! lock client on Redis can do (`floor_client`: one `SET NX PX` script to take the key, one
 //! compare-and-delete script to release it, a blocking pop of its turn to queue, nothing else),
@@ -80,6 +86,13 @@ const IDLE_LOCKS: usize = 2000;
 const BILL_WAITERS: [usize; 3] = [10, 100, 1000];
 const BILL_WINDOW: Duration = Duration::from_secs(5);
 const HERD: usize = 500;
+const MANY_LOCKS: [usize; 2] = [10_000, 100_000];
+const MANY_LISTINGS: [&str; 4] = [
+    "status --all",
+    "status --all --json",
+    "metrics --all",
+    "log --all",
+];
 const RUN_TRUE: &str = "run --key bench:k --ttl 10s -- true";
 /// Prints the parent's (redlock's) name and memory high-water mark, using shell built-ins only so
 /// that nothing else is spawned while redlock waits for the child.
@@ -149,6 +162,9 @@ fn main() {
     let bill = run(9)
         .then(|| section("9. The server's bill", bill(&server)))
         .flatten();
+    if run(10) {
+        section("10. Many locks", many_locks(&server));
+    }
     let (flock_eff, redlock_eff, inversions, handoff_ratio) = match queue.as_deref() {
         Some([fe, _, re, ri, _, _, fp, _, rp, ri0, _, _]) => {
             (Some(*fe), Some(*re), Some(ri + ri0), Some(rp / fp))
@@ -834,6 +850,119 @@ fn rusage_run(url: &str, ttl: &str, command: &[&str]) -> Res<(u64, String)> {
         ));
     }
     Ok((usage.ru_maxrss as u64, out))
+}
+
+// ---------------------------------------------------------------------------------------------
+// 10. Many locks
+
+/// Copies every key `lock` left to the locks `bench:many:NNNNNN` from `from` to `to` (not
+/// included), with their time to live: a script on the server, 10,000 locks per call.
+const COPY_LOCKS: &str = r"
+local from, to = tonumber(ARGV[1]), tonumber(ARGV[2])
+for j = 3, #ARGV, 3 do
+  local dump = redis.call('DUMP', ARGV[j])
+  local ttl = math.max(redis.call('PTTL', ARGV[j]), 0)
+  for i = from, to - 1 do
+    local name = ARGV[j + 1] .. string.format('bench:many:%06d', i) .. ARGV[j + 2]
+    redis.call('RESTORE', name, ttl, dump, 'REPLACE')
+  end
+end
+return to - from";
+
+fn many_locks(server: &Server) -> Res<()> {
+    let url = server.url();
+    let mut ctl = Conn::open(server.port)?;
+    println!(
+        "10. Many locks: the listings over idle locks (each a copy of a run's records), 3 runs each"
+    );
+    ctl.cmd(&["FLUSHALL"])?;
+    let template = "bench:many:template";
+    for command in ["true", "false"] {
+        let mut cmd = redlock(
+            &url,
+            &format!("run --key {template} --ttl 10s -- {command}"),
+        );
+        let _ = quiet(&mut cmd).status();
+    }
+    let keys: Vec<String> = ctl
+        .cmd(&["KEYS", &format!("*{template}*")])?
+        .items()
+        .iter()
+        .map(Reply::text)
+        .collect();
+    let mut pieces = Vec::new();
+    for key in &keys {
+        let (before, after) = key
+            .split_once(template)
+            .ok_or_else(|| format!("{key} does not name {template}"))?;
+        pieces.extend([key.clone(), before.to_string(), after.to_string()]);
+    }
+    println!(
+        "   {:<22} {:>8} {:>12} {:>12} {:>16}",
+        "listing", "locks", "time", "per lock", "peak RSS (max)"
+    );
+    let mut made = 0;
+    for locks in MANY_LOCKS {
+        while made < locks {
+            let to = (made + 10_000).min(locks);
+            let (from_arg, to_arg) = (made.to_string(), to.to_string());
+            let mut args = vec!["EVAL", COPY_LOCKS, "0", &from_arg, &to_arg];
+            args.extend(pieces.iter().map(String::as_str));
+            ctl.cmd(&args)?;
+            made = to;
+        }
+        for listing in MANY_LISTINGS {
+            let mut times = Vec::new();
+            let mut peak = 0;
+            for _ in 0..3 {
+                let (took, kib) = listing_run(&url, listing)?;
+                times.push(millis(took));
+                peak = peak.max(kib);
+            }
+            times.sort_by(f64::total_cmp);
+            let median = percentile(&times, 50.0);
+            println!(
+                "   {listing:<22} {locks:>8} {:>9.0} ms {:>9.1} us {:>10.1} MiB",
+                median,
+                median * 1e3 / locks as f64,
+                peak as f64 / 1024.0
+            );
+        }
+    }
+    println!();
+    ctl.cmd(&["FLUSHALL"])?;
+    Ok(())
+}
+
+/// Runs `redlock --url URL ARGS` to completion, its stdout to /dev/null: its wall time and its
+/// peak RSS in KiB (`VmHWM`, read every 2 ms while it runs).
+fn listing_run(url: &str, args: &str) -> Res<(Duration, u64)> {
+    let mut cmd = redlock(url, args);
+    let started = Instant::now();
+    let mut child = die_with_parent(quiet(&mut cmd)).spawn().map_err(text)?;
+    let status_file = format!("/proc/{}/status", child.id());
+    let mut peak = 0;
+    loop {
+        if let Some(kib) = std::fs::read_to_string(&status_file).ok().and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
+        }) {
+            peak = peak.max(kib);
+        }
+        if let Some(status) = child.try_wait().map_err(text)? {
+            if !status.success() {
+                return Err(format!("redlock {args}: {status}"));
+            }
+            return Ok((started.elapsed(), peak));
+        }
+        if started.elapsed() > Duration::from_secs(300) {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(format!("redlock {args} did not finish within 300 s"));
+        }
+        sleep(Duration::from_millis(2));
+    }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -15,16 +15,33 @@
 //!
 //! Read-only (`LRANGE`, `LINDEX`, and `XRANGE` for the older logs), so a `+@read` user can read
 //! the log. The logs of several keys are merged by time. `--follow` then asks every key's log
-//! for what came after the last entry shown, every [`FOLLOW_EVERY`] (one `LINDEX` when nothing
-//! did), until SIGINT or SIGTERM (exit 0: the operator asked it to stop); keys that get a log
-//! later are not picked up by a `--follow --all` already running. With a quorum every node
-//! keeps its own log; `log` reads the first node that answers.
+//! for what came after the newest entry it had, every [`FOLLOW_EVERY`] (one `LINDEX` when
+//! nothing did, a pipeline of them per 256 logs), until SIGINT or SIGTERM (exit 0: the operator
+//! asked it to stop); keys that get a log later are not picked up by a `--follow --all` already
+//! running. With a quorum every node keeps its own log; `log` reads the first node that
+//! answers.
+//!
+//! `--all` over many locks, in bounded memory: the logs are found by SCAN (the lists, then the
+//! earlier streams; each lock once, `keys::Seen`) and read [`LOGS_AT_ONCE`] locks per round
+//! trip. A merge by time cannot print its first entry before it has read every log, so the
+//! entries, as the lines to print, go to an external merge sort (`spill.rs`): up to
+//! [`SORT_IN_MEMORY`] bytes are sorted in memory; past that each such run goes to an anonymous
+//! temporary file in `$TMPDIR`, and the runs are merged 64 at a time. So redlock's memory is
+//! bounded whatever the number of locks: 8 MiB of lines, 64 read buffers of 64 KiB while
+//! merging, one round trip's replies (32 lists of at most 1000 entries, and an earlier
+//! version's streams of about as many), and 8 bytes per lock to read each once. The disk holds
+//! at most the output, once or, past 64 runs (512 MiB), once per level of merging. Entries of
+//! the same millisecond come by key; one lock's keep their order. Nothing is printed until
+//! every log is read, so a failure prints nothing, as before. `--follow` then keeps, per log
+//! it follows, its keys and its newest entry (a few hundred bytes a lock): following 100,000
+//! locks takes that memory and, every 250 ms, 100,000 `LINDEX` (400 round trips).
 
 use std::time::{Duration, UNIX_EPOCH};
 
 use anyhow::{Context as _, Result};
 use redis::Value;
 
+use super::spill::{TimeSort, Timed};
 use crate::Context;
 use crate::cli::LogArgs;
 use crate::lock::keys;
@@ -178,6 +195,16 @@ struct Log {
     stream: String,
 }
 
+impl Log {
+    fn of(k: &keys::Keys) -> Log {
+        Log {
+            lock: k.lock.clone(),
+            list: k.log.clone(),
+            stream: k.old_log.clone(),
+        }
+    }
+}
+
 pub fn log(ctx: &Context, args: LogArgs) -> Result<Exit> {
     let named = ctx.keys(&args.keys)?;
     // Signals are blocked before anything runs, so a follow ends at the next poll, not at once
@@ -185,75 +212,149 @@ pub fn log(ctx: &Context, args: LogArgs) -> Result<Exit> {
     let signals = args.follow.then(Signals::block);
     let mut nodes = ctx.nodes(ctx.timeout);
     nodes.connect()?;
-    let of = |k: &keys::Keys| Log {
-        lock: k.lock.clone(),
-        list: k.log.clone(),
-        stream: k.old_log.clone(),
+    let named: Vec<Log> = named.iter().map(Log::of).collect();
+    let from_ms = args
+        .since
+        .map(|d| (super::status::now_ms() - d.as_millis() as i64).max(0));
+    let reading = Reading {
+        prefix: &ctx.prefix,
+        all: args.all,
+        named: &named,
+        from_ms,
+        json: args.json,
+        follow: args.follow,
     };
-    let mut logs: Vec<Log> = named.iter().map(of).collect();
-    let since = args.since;
-    let found = nodes.each(|con| {
-        if args.all {
-            let mut locks = keys::scan_companions(con, &ctx.prefix, crate::lock::scripts::AUDIT)?;
-            for k in keys::scan_companions(con, &ctx.prefix, crate::lock::scripts::LOG)? {
-                if !locks.iter().any(|l| l.lock == k.lock) {
-                    locks.push(k);
-                }
+    // The first node that answers: a quorum's nodes keep their own logs.
+    let mut first_error = None;
+    let mut read = None;
+    for i in 0..nodes.len() {
+        match nodes.on(i, |con| reading.read(con)) {
+            Ok(r) => {
+                read = Some(r);
+                break;
             }
-            let mut all: Vec<Log> = locks.iter().map(of).collect();
-            all.push(Log {
-                lock: String::new(),
-                list: keys::prefix_log_key(&ctx.prefix),
-                stream: keys::prefix_old_log_key(&ctx.prefix),
-            });
-            let entries = read_all(con, &all, since)?;
-            Ok((all, entries))
-        } else {
-            Ok((Vec::new(), read_all(con, &logs, since)?))
+            Err(e) => {
+                first_error.get_or_insert(e);
+            }
         }
-    });
-    let (found_logs, entries) = first_answer(found)?;
-    if args.all {
-        logs = found_logs;
     }
-    for entry in &entries {
-        print(entry, &ctx.prefix, args.json)?;
-    }
+    let Some((sorted, followed)) = read else {
+        return Err(first_error.expect("at least one node"));
+    };
+    let mut out = String::new();
+    sorted.drain(&mut |line| {
+        out.push_str(line);
+        out.push('\n');
+        if out.len() >= 64 * 1024 {
+            log::stdout(&out).context("cannot print the log")?;
+            out.clear();
+        }
+        Ok(())
+    })?;
+    log::stdout(&out).context("cannot print the log")?;
     let Some(signals) = signals else {
         return Ok(Exit::Success);
     };
-    // From here on: what came after the last entry of each list.
-    let mut last: Vec<Option<String>> = logs
-        .iter()
-        .map(|log| {
-            entries
-                .iter()
-                .rev()
-                .find(|e| e.lock == log.lock && e.raw.is_some())
-                .and_then(|e| e.raw.clone())
-        })
-        .collect();
+    // From here on: what came after the newest entry of each list.
+    let (logs, mut last): (Vec<Log>, Vec<Option<String>>) = followed.into_iter().unzip();
     loop {
         match signals.wait(Some(FOLLOW_EVERY)) {
             Event::Signal(sig) if signals::JOB_CONTROL.contains(&sig) => continue,
             Event::Signal(_) => return Ok(Exit::Success),
             _ => {}
         }
-        let fresh = nodes.each(|con| {
-            let mut out = Vec::new();
-            for (log, seen) in logs.iter().zip(&last) {
-                out.extend(read_after(con, log, seen.as_deref())?);
-            }
-            Ok(out)
-        });
+        let fresh = nodes.each(|con| read_after(con, &logs, &last));
         let mut fresh = first_answer(fresh)?;
-        fresh.sort_by_key(|e| (e.ms, e.seq));
-        for entry in fresh {
+        fresh.sort_by_key(|(_, e)| (e.ms, e.seq));
+        for (i, entry) in fresh {
             print(&entry, &ctx.prefix, args.json)?;
-            if let Some(i) = logs.iter().position(|log| log.lock == entry.lock) {
-                last[i].clone_from(&entry.raw);
+            last[i].clone_from(&entry.raw);
+        }
+    }
+}
+
+/// How many locks' logs are read in one round trip (a cluster reads one lock's at a time).
+const LOGS_AT_ONCE: usize = 32;
+
+/// How many entries' worth of lines `log` sorts in memory before it puts them in a temporary
+/// file and merges (see the module doc).
+const SORT_IN_MEMORY: usize = 8 * 1024 * 1024;
+
+/// A log `--follow` follows, and its list's newest entry when it was last read.
+type Followed = (Log, Option<String>);
+
+/// What `log` reads before it prints.
+struct Reading<'a> {
+    prefix: &'a str,
+    all: bool,
+    named: &'a [Log],
+    from_ms: Option<i64>,
+    json: bool,
+    /// Whether to keep each log's newest entry, for `--follow`.
+    follow: bool,
+}
+
+impl Reading<'_> {
+    /// Every entry of the logs (since `from_ms`), as the lines to print, put in order; and,
+    /// for `--follow`, each log with its list's newest entry.
+    fn read(&self, con: &mut Conn) -> Result<(TimeSort, Vec<Followed>)> {
+        let mut sorted = TimeSort::new(SORT_IN_MEMORY);
+        let mut followed = Vec::new();
+        let mut take = |con: &mut Conn, logs: &[Log]| -> Result<()> {
+            for (log, (entries, newest)) in logs.iter().zip(read_logs(con, logs, self.from_ms)?) {
+                for entry in entries
+                    .into_iter()
+                    .filter(|e| e.raw.is_none() || self.from_ms.is_none_or(|from| e.ms >= from))
+                {
+                    let line = if self.json {
+                        entry.json()
+                    } else {
+                        entry.text(self.prefix)
+                    };
+                    sorted.push(Timed {
+                        ms: entry.ms,
+                        seq: entry.seq,
+                        key: entry.lock,
+                        line,
+                    });
+                }
+                sorted.boundary()?;
+                if self.follow {
+                    followed.push((log.clone(), newest));
+                }
+            }
+            Ok(())
+        };
+        if !self.all {
+            for logs in self.named.chunks(LOGS_AT_ONCE) {
+                take(con, logs)?;
+            }
+            return Ok((sorted, followed));
+        }
+        let mut seen = keys::Seen::new();
+        for name in [crate::lock::scripts::AUDIT, crate::lock::scripts::LOG] {
+            let mut scan = keys::Scan::new(self.prefix, name);
+            while !scan.done() {
+                let page: Vec<Log> = scan
+                    .page(con)?
+                    .iter()
+                    .filter(|k| seen.first(&k.lock))
+                    .map(Log::of)
+                    .collect();
+                for logs in page.chunks(LOGS_AT_ONCE) {
+                    take(con, logs)?;
+                }
             }
         }
+        take(
+            con,
+            &[Log {
+                lock: String::new(),
+                list: keys::prefix_log_key(self.prefix),
+                stream: keys::prefix_old_log_key(self.prefix),
+            }],
+        )?;
+        Ok((sorted, followed))
     }
 }
 
@@ -280,53 +381,119 @@ fn print(entry: &Entry, prefix: &str, json: bool) -> Result<()> {
     log::stdout(&format!("{line}\n")).context("cannot print the log")
 }
 
-/// Every entry of `logs` since `since` ago (by this host's clock, so that a read-only user,
-/// without `TIME`, can ask), merged oldest first.
-fn read_all(con: &mut Conn, logs: &[Log], since: Option<Duration>) -> Result<Vec<Entry>> {
-    let from_ms = since.map(|d| (super::status::now_ms() - d.as_millis() as i64).max(0));
-    let mut all = Vec::new();
+/// Every entry of each of `logs`, in one round trip (on a cluster, one per command): the
+/// earlier version's stream (since `from_ms`), then the list (whole); and the list's newest
+/// entry.
+fn read_logs(
+    con: &mut Conn,
+    logs: &[Log],
+    from_ms: Option<i64>,
+) -> Result<Vec<(Vec<Entry>, Option<String>)>> {
+    let start = from_ms.map_or("-".to_string(), |ms| ms.to_string());
+    let mut pipe = redis::pipe();
     for log in logs {
-        all.extend(read_stream(con, log, from_ms)?);
-        all.extend(
-            read_list(con, log, 0)?
-                .into_iter()
-                .filter(|e| from_ms.is_none_or(|from| e.ms >= from)),
-        );
+        pipe.cmd("XRANGE")
+            .arg(&log.stream)
+            .arg(&start)
+            .arg("+")
+            .cmd("LRANGE")
+            .arg(&log.list)
+            .arg(0)
+            .arg(-1);
     }
-    all.sort_by_key(|e| (e.ms, e.seq));
-    Ok(all)
+    let replies: Vec<redis::RedisResult<Value>> = if let Conn::Cluster(_) = con {
+        // A cluster routes a pipeline by its first key; the prefix-wide log's list and stream
+        // lie in different slots unless the prefix has a hash tag: one command at a time.
+        pipe.cmd_iter().map(|cmd| cmd.query(con)).collect()
+    } else {
+        pipe.ignore_errors();
+        let replies: Vec<Value> = pipe.query(con).context("cannot read the logs")?;
+        replies
+            .into_iter()
+            .map(|reply| match reply {
+                Value::ServerError(e) => Err(redis::RedisError::from(e)),
+                reply => Ok(reply),
+            })
+            .collect()
+    };
+    if replies.len() != logs.len() * 2 {
+        anyhow::bail!("unexpected reply from the server");
+    }
+    let mut replies = replies.into_iter();
+    let mut out = Vec::with_capacity(logs.len());
+    for log in logs {
+        let context = || format!("cannot read the log of {}", log.lock);
+        let stream = replies.next().expect("counted").with_context(context)?;
+        let list = replies.next().expect("counted").with_context(context)?;
+        let raw: Vec<String> = redis::from_redis_value(list)
+            .map_err(redis::RedisError::from)
+            .with_context(context)?;
+        let newest = raw.last().cloned();
+        let mut entries = stream_entries(&stream, log);
+        entries.extend(list_entries(raw, log));
+        out.push((entries, newest));
+    }
+    Ok(out)
 }
 
-/// The entries of `log`'s list after the one written `seen` (all of them when `seen` is not
-/// in the list any more, or is `None`). One `LINDEX` when nothing was added.
-fn read_after(con: &mut Conn, log: &Log, seen: Option<&str>) -> Result<Vec<Entry>> {
-    let context = || format!("cannot read the log of {}", log.lock);
-    if let Some(seen) = seen {
-        let newest: Option<String> = redis::cmd("LINDEX")
-            .arg(&log.list)
-            .arg(-1)
-            .query(con)
-            .with_context(context)?;
-        if newest.as_deref() == Some(seen) {
-            return Ok(Vec::new());
+/// The entries of `logs`' lists after the one `last` names for each (all of them when that
+/// is not in the list any more, or is `None`), with the index of their log. One `LINDEX` per
+/// log when nothing was added, `LOGS_AT_ONCE * 8` per round trip (one per round trip on a
+/// cluster).
+fn read_after(
+    con: &mut Conn,
+    logs: &[Log],
+    last: &[Option<String>],
+) -> Result<Vec<(usize, Entry)>> {
+    let cluster = matches!(con, Conn::Cluster(_));
+    let at_once = if cluster { 1 } else { LOGS_AT_ONCE * 8 };
+    let mut out = Vec::new();
+    for (chunk, (logs, last)) in logs.chunks(at_once).zip(last.chunks(at_once)).enumerate() {
+        let mut pipe = redis::pipe();
+        for log in logs {
+            pipe.cmd("LINDEX").arg(&log.list).arg(-1);
+        }
+        pipe.ignore_errors();
+        let newest: Vec<Value> = pipe.query(con).context("cannot read the logs")?;
+        for (i, ((log, seen), newest)) in logs.iter().zip(last).zip(&newest).enumerate() {
+            let newest: Option<String> = match newest {
+                Value::ServerError(e) => Err(redis::RedisError::from(e.clone())),
+                other => redis::from_redis_value_ref(other).map_err(redis::RedisError::from),
+            }
+            .with_context(|| format!("cannot read the log of {}", log.lock))?;
+            if newest.is_none() || newest == *seen {
+                continue;
+            }
+            let entries = read_list(con, log)?;
+            let start = seen
+                .as_deref()
+                .and_then(|seen| entries.iter().rposition(|e| e.raw.as_deref() == Some(seen)))
+                .map_or(0, |at| at + 1);
+            out.extend(
+                entries
+                    .into_iter()
+                    .skip(start)
+                    .map(|e| (chunk * at_once + i, e)),
+            );
         }
     }
-    let entries = read_list(con, log, 0)?;
-    let start = seen
-        .and_then(|seen| entries.iter().rposition(|e| e.raw.as_deref() == Some(seen)))
-        .map_or(0, |at| at + 1);
-    Ok(entries.into_iter().skip(start).collect())
+    Ok(out)
 }
 
-/// `LRANGE list FROM -1`, as entries; a missing list is an empty log. A release's entry gets
-/// the user and the command of the take it ends (by fence), when that take is in the list.
-fn read_list(con: &mut Conn, log: &Log, from: isize) -> Result<Vec<Entry>> {
+/// `LRANGE list 0 -1`, as entries; a missing list is an empty log.
+fn read_list(con: &mut Conn, log: &Log) -> Result<Vec<Entry>> {
     let raw: Vec<String> = redis::cmd("LRANGE")
         .arg(&log.list)
-        .arg(from)
+        .arg(0)
         .arg(-1)
         .query(con)
         .with_context(|| format!("cannot read the log of {}", log.lock))?;
+    Ok(list_entries(raw, log))
+}
+
+/// A list's entries. A release's entry gets the user and the command of the take it ends (by
+/// fence), when that take is in the list.
+fn list_entries(raw: Vec<String>, log: &Log) -> Vec<Entry> {
     let mut out: Vec<Entry> = Vec::with_capacity(raw.len());
     for line in raw {
         let mut parts = line.split(SEPARATOR);
@@ -361,24 +528,18 @@ fn read_list(con: &mut Conn, log: &Log, from: isize) -> Result<Vec<Entry>> {
         }
         out.push(entry);
     }
-    Ok(out)
+    out
 }
 
-/// `XRANGE stream FROM +` of an earlier version's log; a missing stream is an empty log.
-fn read_stream(con: &mut Conn, log: &Log, from_ms: Option<i64>) -> Result<Vec<Entry>> {
-    let start = from_ms.map_or("-".to_string(), |ms| ms.to_string());
-    let reply: Value = redis::cmd("XRANGE")
-        .arg(&log.stream)
-        .arg(start)
-        .arg("+")
-        .query(con)
-        .with_context(|| format!("cannot read the log of {}", log.lock))?;
+/// The entries of an earlier version's log, from `XRANGE stream FROM +`; a missing stream is
+/// an empty log.
+fn stream_entries(reply: &Value, log: &Log) -> Vec<Entry> {
     let Value::Array(items) = reply else {
-        return Ok(Vec::new());
+        return Vec::new();
     };
     let mut out = Vec::with_capacity(items.len());
     for item in items {
-        let Ok((id, pairs)) = redis::from_redis_value::<(String, Vec<String>)>(item) else {
+        let Ok((id, pairs)) = redis::from_redis_value_ref::<(String, Vec<String>)>(item) else {
             continue;
         };
         let (ms, seq) = id.split_once('-').unwrap_or((&id, "0"));
@@ -394,7 +555,7 @@ fn read_stream(con: &mut Conn, log: &Log, from_ms: Option<i64>) -> Result<Vec<En
             raw: None,
         });
     }
-    Ok(out)
+    out
 }
 
 /// What separates an entry's parts in the list (`scripts/audit.lua`).

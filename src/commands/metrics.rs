@@ -24,6 +24,16 @@
 //! error's status (77 denied, 78 another type, 69) and one line on stderr naming it; the other
 //! locks' samples are printed.
 //!
+//! `--all` reads the locks a batch at a time as SCAN finds them, as `status --all` does, in
+//! memory that does not grow with their number. The format wants each family's samples
+//! together, and every lock has a sample in most families: each family's samples are kept
+//! apart as they are read — in memory up to [`SPILL_AT`] each, past that in an anonymous
+//! temporary file in `$TMPDIR` (`spill.rs`) — and printed family by family once every lock
+//! is read. So one SCAN and one read per lock, whatever the number of families; the disk
+//! holds at most the output (about 1 KB per lock); and nothing is printed unless every batch
+//! was read, as before. Within a family the locks come in the order read: by key within each
+//! batch of 1,000 (fewer locks: all of them by key).
+//!
 //! `run --metrics-file`: concurrent runs may share one file. Each run takes an exclusive
 //! `flock` on the file's directory (no file is added beside the target), reads the lock,
 //! writes a temporary file and renames it over the target while holding it, so the file's
@@ -33,17 +43,18 @@
 //! cannot take the directory's lock within [`FILE_LOCK_WAIT`] (another run frozen while
 //! writing) leaves the file alone and warns.
 
-use std::io::Write as _;
+use std::io::Write;
 use std::os::fd::AsRawFd;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result};
 
+use super::spill::Spill;
 use crate::Context;
 use crate::cli::MetricsArgs;
-use crate::lock::inspect::Inspection;
-use crate::lock::keys::Keys;
+use crate::lock::inspect::{Inspection, Unreadable};
+use crate::lock::keys::{BATCH, Keys};
 use crate::lock::nodes::Nodes;
 use crate::lock::record::{LockState, Outcome};
 use crate::report::exit::Exit;
@@ -53,32 +64,49 @@ pub fn metrics(ctx: &Context, args: MetricsArgs) -> Result<Exit> {
     let named = ctx.keys(&args.keys)?;
     let mut nodes = ctx.nodes(ctx.timeout);
     nodes.connect()?;
-    let keys = if args.all {
-        nodes.find_locks(&ctx.prefix, crate::lock::scripts::FENCE)?
-    } else {
-        named
+    let now_ms = super::status::now_ms();
+    let mut text = Exposition::new(SPILL_AT);
+    let mut unreadable: Option<Unreadable> = None;
+    let mut wrong_type: Option<String> = None;
+    let mut add = |nodes: &mut Nodes, batch: &[Keys]| -> Result<bool> {
+        for (k, reading) in batch.iter().zip(super::status::inspect_each(nodes, batch)?) {
+            match reading {
+                Ok(i) => {
+                    if i.state() == LockState::WrongType && wrong_type.is_none() {
+                        wrong_type = Some(k.lock.clone());
+                    }
+                    text.add(k, &i, now_ms)?;
+                }
+                // A lock that could not be read has no samples: a scrape must not plot zeros
+                // for it.
+                Err(u) => {
+                    unreadable.get_or_insert(u);
+                }
+            }
+        }
+        Ok(true)
     };
-    let readings = super::status::inspect_each(&mut nodes, &keys)?;
-    // A lock that could not be read has no samples: a scrape must not plot zeros for it.
-    let (shown, read): (Vec<Keys>, Vec<Inspection>) = keys
-        .iter()
-        .zip(&readings)
-        .filter_map(|(k, r)| r.as_ref().ok().map(|i| (k.clone(), i.clone())))
-        .unzip();
-    let text = render(&shown, &read, super::status::now_ms());
-    log::stdout(&text).context("cannot print the metrics")?;
-    if let Some(Err(unreadable)) = readings.iter().find(|r| r.is_err()) {
+    if args.all {
+        nodes.each_batch_of_locks(&ctx.prefix, crate::lock::scripts::FENCE, |nodes, batch| {
+            add(nodes, &batch)
+        })?;
+    } else {
+        for batch in named.chunks(BATCH) {
+            add(&mut nodes, batch)?;
+        }
+    }
+    let mut stdout = std::io::stdout().lock();
+    text.write_to(&mut stdout)
+        .and_then(|()| Ok(stdout.flush()?))
+        .context("cannot print the metrics")?;
+    if let Some(unreadable) = unreadable {
         log::error("unreadable", &unreadable.why(), &[]);
         return Ok(unreadable.exit());
     }
-    if let Some((k, _)) = shown
-        .iter()
-        .zip(&read)
-        .find(|(_, i)| i.state() == LockState::WrongType)
-    {
+    if let Some(lock) = wrong_type {
         log::error(
             "wrong_type",
-            &format!("{} holds another type of value and is no lock", k.lock),
+            &format!("{lock} holds another type of value and is no lock"),
             &[],
         );
         return Ok(Exit::Config);
@@ -315,53 +343,92 @@ const FAMILIES: &[Family] = &[
     },
 ];
 
-/// The exposition text for `keys` (with their inspections, in the same order).
-pub fn render(keys: &[Keys], read: &[Inspection], now_ms: i64) -> String {
-    let mut out = String::new();
-    let labels: Vec<String> = keys
-        .iter()
-        .map(|k| format!("key=\"{}\"", escape(&k.lock)))
-        .collect();
-    let mut family = |name: &str, kind: &str, help: &str, samples: Vec<String>| {
-        out.push_str(&format!("# HELP {name} {help}\n# TYPE {name} {kind}\n"));
-        for sample in samples {
-            out.push_str(&sample);
-        }
-    };
-    for f in FAMILIES {
-        let samples = labels
-            .iter()
-            .zip(read)
-            .filter_map(|(l, i)| (f.value)(i, now_ms).map(|v| format!("{}{{{l}}} {v}\n", f.name)))
-            .collect();
-        family(f.name, f.kind, f.help, samples);
-        if f.name == "redlock_last_run_exit_status" {
-            let mut samples = Vec::new();
-            for (l, i) in labels.iter().zip(read) {
-                let Some(last) = &i.last else { continue };
-                for outcome in &OUTCOMES {
-                    let v = u8::from(&last.outcome == outcome);
-                    samples.push(format!(
-                        "redlock_last_run_outcome{{{l},outcome=\"{}\"}} {v}\n",
-                        outcome.as_str()
-                    ));
-                }
-                if let Outcome::Other(other) = &last.outcome {
-                    samples.push(format!(
-                        "redlock_last_run_outcome{{{l},outcome=\"{}\"}} 1\n",
-                        escape(other)
-                    ));
-                }
-            }
-            family(
-                "redlock_last_run_outcome",
-                "gauge",
-                "How the last finished run ended: 1 for its outcome, 0 for the others.",
-                samples,
-            );
+/// How much of one family's samples `metrics` keeps in memory before it puts them in a
+/// temporary file (see `spill.rs`): a few thousand locks' worth.
+const SPILL_AT: usize = 256 * 1024;
+
+/// The families in the order they are printed: [`FAMILIES`], with the last run's outcome
+/// (a sample per outcome) after its exit status.
+const OUTCOME_AFTER: &str = "redlock_last_run_exit_status";
+
+/// An exposition being built, a lock at a time: each family's samples, kept apart until the
+/// end, when each family is printed whole after its HELP and TYPE lines (as the format asks).
+struct Exposition {
+    /// One per family, in the order printed.
+    samples: Vec<Spill>,
+}
+
+impl Exposition {
+    /// Each family keeps up to `spill_at` bytes in memory.
+    fn new(spill_at: usize) -> Exposition {
+        Exposition {
+            samples: (0..=FAMILIES.len()).map(|_| Spill::new(spill_at)).collect(),
         }
     }
-    out
+
+    /// `k`'s samples, from its inspection.
+    fn add(&mut self, k: &Keys, i: &Inspection, now_ms: i64) -> Result<()> {
+        let label = format!("key=\"{}\"", escape(&k.lock));
+        let mut slots = self.samples.iter_mut();
+        for f in FAMILIES {
+            let spill = slots.next().expect("a slot per family");
+            if let Some(v) = (f.value)(i, now_ms) {
+                spill.push(&format!("{}{{{label}}} {v}\n", f.name))?;
+            }
+            if f.name != OUTCOME_AFTER {
+                continue;
+            }
+            let spill = slots.next().expect("a slot for the outcomes");
+            let Some(last) = &i.last else { continue };
+            for outcome in &OUTCOMES {
+                let v = u8::from(&last.outcome == outcome);
+                spill.push(&format!(
+                    "redlock_last_run_outcome{{{label},outcome=\"{}\"}} {v}\n",
+                    outcome.as_str()
+                ))?;
+            }
+            if let Outcome::Other(other) = &last.outcome {
+                spill.push(&format!(
+                    "redlock_last_run_outcome{{{label},outcome=\"{}\"}} 1\n",
+                    escape(other)
+                ))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The text: every family, each with its HELP and TYPE lines, then its samples.
+    fn write_to(self, out: &mut impl Write) -> Result<()> {
+        let mut slots = self.samples.into_iter();
+        let mut family = |name: &str, kind: &str, help: &str| -> Result<()> {
+            out.write_all(format!("# HELP {name} {help}\n# TYPE {name} {kind}\n").as_bytes())?;
+            slots.next().expect("a slot per family").write_to(out)
+        };
+        for f in FAMILIES {
+            family(f.name, f.kind, f.help)?;
+            if f.name == OUTCOME_AFTER {
+                family(
+                    "redlock_last_run_outcome",
+                    "gauge",
+                    "How the last finished run ended: 1 for its outcome, 0 for the others.",
+                )?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The exposition text for `keys` (with their inspections, in the same order), in memory.
+pub fn render(keys: &[Keys], read: &[Inspection], now_ms: i64) -> String {
+    let mut text = Exposition::new(usize::MAX);
+    let mut out = Vec::new();
+    for (k, i) in keys.iter().zip(read) {
+        text.add(k, i, now_ms)
+            .expect("an exposition in memory is not written to a file");
+    }
+    text.write_to(&mut out)
+        .expect("an exposition in memory is not written to a file");
+    String::from_utf8(out).expect("the exposition is text")
 }
 
 /// A label value as the text format writes it.

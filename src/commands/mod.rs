@@ -11,4 +11,5 @@ pub mod metrics;
 pub mod pause;
 pub mod release;
 pub mod run;
+mod spill;
 pub mod status;

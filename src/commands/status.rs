@@ -15,6 +15,17 @@
 //! The text names how each held lock is held on a `shape` line: `exclusive`, `shared` or
 //! `N slots`.
 //!
+//! `--all` is streamed, so that listing 100,000 locks takes time in proportion to its output
+//! and memory that does not grow with it: SCAN finds the locks a page at a time; every
+//! [`BATCH`] locks found are read (one pipeline per 100 locks, on every node), printed and
+//! forgotten. What stays is 8 bytes per lock, to list each one once (`keys::Seen`). Within a
+//! batch the locks are sorted by key — under 1,000 locks that is the whole listing, in key
+//! order — and the batches come in SCAN's order: a listing of more locks is not sorted as a
+//! whole (`jq '.locks | sort_by(.key)'` or `sort` sorts it). `--json` is written as it goes:
+//! when Redis stops answering midway, the document is left unfinished, with the exit status
+//! the failure decides (69 unless said otherwise). When stdout goes away (`status | head`), the
+//! listing stops there and the exit status is that of the locks read.
+//!
 //! `--json` prints one document:
 //!
 //! ```text
@@ -66,7 +77,7 @@ use crate::Context;
 use crate::cli::StatusArgs;
 use crate::lock::Shape;
 use crate::lock::inspect::{self, Inspection, Reading};
-use crate::lock::keys::Keys;
+use crate::lock::keys::{BATCH, Keys};
 use crate::lock::nodes::{Nodes, Tally};
 use crate::lock::record::{Holder, LockState, Waiter};
 use crate::report::exit::Exit;
@@ -75,115 +86,197 @@ use crate::report::log;
 use crate::supervise::lease::fmt;
 
 /// A node's (or a lock's) answer that did not come: the line that says why, and its status.
+#[derive(Clone)]
 struct Failed {
     text: String,
     exit: Exit,
 }
 
 pub fn status(ctx: &Context, args: StatusArgs) -> Result<Exit> {
-    let keys = ctx.keys(&args.keys)?;
+    let named = ctx.keys(&args.keys)?;
     let mut nodes = ctx.nodes(ctx.timeout);
     nodes.connect()?;
-    let keys = if args.all {
-        nodes.find_locks(&ctx.prefix, crate::lock::scripts::FENCE)?
+    let mut shown = Shown::new(&args, nodes.len());
+    if args.all {
+        nodes.each_batch_of_locks(&ctx.prefix, crate::lock::scripts::FENCE, |nodes, batch| {
+            shown.batch(nodes, &batch)
+        })?;
     } else {
-        keys
-    };
-    let now_ms = now_ms();
-    let per_node = inspect_on_each(&mut nodes, &keys);
-    let names: Vec<String> = nodes.servers().map(|s| s.name().to_string()).collect();
-    let majority = nodes.majority();
-    let per_node = if nodes.is_quorum() {
-        let per_node = nodes.answered(per_node)?;
-        for (server, result) in nodes.servers().zip(&per_node) {
-            if let Err(e) = result {
-                log::warn(
-                    "node_failed",
-                    &crate::lock::nodes::node_error(server, e),
-                    &[],
-                );
-            }
-        }
-        per_node
-    } else {
-        vec![Ok(per_node.into_iter().next().expect("one node")?)]
-    };
-    let nothing = Inspection::nothing();
-    type Answers<'a> = Vec<(&'a str, Result<&'a Inspection, Failed>)>;
-    let answers: Vec<Answers> = (0..keys.len())
-        .map(|i| {
-            names
-                .iter()
-                .zip(&per_node)
-                .map(|(name, r)| {
-                    let answer = match r {
-                        Ok(all) => all[i].as_ref().map_err(|u| Failed {
-                            text: u.why(),
-                            exit: u.exit(),
-                        }),
-                        Err(e) => {
-                            let text = crate::report::error::render(e);
-                            let prefix = format!("{name}: ");
-                            Err(Failed {
-                                text: text.strip_prefix(&prefix).unwrap_or(&text).to_string(),
-                                exit: crate::report::error::classify(e),
-                            })
-                        }
-                    };
-                    (name.as_str(), answer)
-                })
-                .collect()
-        })
-        .collect();
-    let views: Vec<View> = keys
-        .iter()
-        .zip(&answers)
-        .map(|(k, answers)| View::new(k, answers, majority, now_ms, &nothing))
-        .collect();
-
-    if args.json {
-        let doc = Json::Obj(vec![
-            ("now_ms", Json::Num(now_ms.into())),
-            (
-                "locks",
-                Json::Arr(views.iter().map(|v| v.json(args.show_token)).collect()),
-            ),
-        ]);
-        let _ = log::stdout(&format!("{}\n", doc.render()));
-    } else if views.is_empty() {
-        let _ = log::stdout(&format!("no locks under prefix {:?}\n", ctx.prefix));
-    } else {
-        for view in &views {
-            if log::stdout(&view.text(args.show_token)).is_err() {
+        for batch in named.chunks(BATCH) {
+            if !shown.batch(&mut nodes, batch)? {
                 break;
             }
         }
     }
+    Ok(shown.finish(&ctx.prefix))
+}
 
-    if let Some(failed) = views.iter().find_map(|v| v.unreadable) {
-        log::error("unreadable", &failed.text, &[]);
-        return Ok(failed.exit);
+/// A listing under way: what it has printed, and what it has seen that decides its exit
+/// status. It holds one batch of locks at a time (see the module doc).
+struct Shown {
+    json: bool,
+    show_token: bool,
+    all: bool,
+    /// This host's clock when the listing started: the document's `now_ms`, and what ages
+    /// are taken against.
+    now_ms: i64,
+    /// Locks printed so far.
+    count: usize,
+    /// False once stdout is gone (`status | head`): nothing more is read.
+    printing: bool,
+    /// The quorum's nodes already warned about (once each, not once per batch).
+    warned: Vec<bool>,
+    /// The first lock that could not be read.
+    unreadable: Option<Failed>,
+    unknown: bool,
+    wrong_type: bool,
+    all_held: bool,
+}
+
+impl Shown {
+    fn new(args: &StatusArgs, nodes: usize) -> Shown {
+        Shown {
+            json: args.json,
+            show_token: args.show_token,
+            all: args.all,
+            now_ms: now_ms(),
+            count: 0,
+            printing: true,
+            warned: vec![false; nodes],
+            unreadable: None,
+            unknown: false,
+            wrong_type: false,
+            all_held: true,
+        }
     }
-    if views.iter().any(|v| v.state() == LockState::Unknown) {
-        log::error(
-            "unavailable",
-            "the quorum cannot tell whether a lock is held: too many nodes did not answer",
-            &[],
-        );
-        return Ok(Exit::Unavailable);
+
+    /// Reads `keys` on every node and prints them; false when stdout is gone.
+    fn batch(&mut self, nodes: &mut Nodes, keys: &[Keys]) -> Result<bool> {
+        let per_node = inspect_on_each(nodes, keys);
+        let names: Vec<String> = nodes.servers().map(|s| s.name().to_string()).collect();
+        let majority = nodes.majority();
+        let per_node = if nodes.is_quorum() {
+            let per_node = nodes.answered(per_node)?;
+            for ((server, result), warned) in nodes.servers().zip(&per_node).zip(&mut self.warned) {
+                if let Err(e) = result
+                    && !*warned
+                {
+                    *warned = true;
+                    log::warn(
+                        "node_failed",
+                        &crate::lock::nodes::node_error(server, e),
+                        &[],
+                    );
+                }
+            }
+            per_node
+        } else {
+            vec![Ok(per_node.into_iter().next().expect("one node")?)]
+        };
+        let nothing = Inspection::nothing();
+        type Answers<'a> = Vec<(&'a str, Result<&'a Inspection, Failed>)>;
+        let answers: Vec<Answers> = (0..keys.len())
+            .map(|i| {
+                names
+                    .iter()
+                    .zip(&per_node)
+                    .map(|(name, r)| {
+                        let answer = match r {
+                            Ok(all) => all[i].as_ref().map_err(|u| Failed {
+                                text: u.why(),
+                                exit: u.exit(),
+                            }),
+                            Err(e) => {
+                                let text = crate::report::error::render(e);
+                                let prefix = format!("{name}: ");
+                                Err(Failed {
+                                    text: text.strip_prefix(&prefix).unwrap_or(&text).to_string(),
+                                    exit: crate::report::error::classify(e),
+                                })
+                            }
+                        };
+                        (name.as_str(), answer)
+                    })
+                    .collect()
+            })
+            .collect();
+        let mut out = String::new();
+        if self.json && self.count == 0 {
+            out.push_str(&self.json_head());
+        }
+        for (k, answers) in keys.iter().zip(&answers) {
+            let view = View::new(k, answers, majority, self.now_ms, &nothing);
+            if self.json {
+                if self.count > 0 {
+                    out.push(',');
+                }
+                out.push_str(&view.json(self.show_token).render());
+            } else {
+                out.push_str(&view.text(self.show_token));
+            }
+            self.count += 1;
+            if self.unreadable.is_none() {
+                self.unreadable = view.unreadable.cloned();
+            }
+            match view.state() {
+                LockState::Unknown => self.unknown = true,
+                LockState::WrongType => self.wrong_type = true,
+                _ => {}
+            }
+            self.all_held &= view.state() == LockState::Held;
+        }
+        self.printing = log::stdout(&out).is_ok();
+        Ok(self.printing)
     }
-    if views.iter().any(|v| v.state() == LockState::WrongType) {
-        log::error(
-            "wrong_type",
-            "a key holds another type of value and is no lock; see the output above",
-            &[],
-        );
-        return Ok(Exit::Config);
+
+    /// `{"now_ms": …, "locks": [`: the document's start, before its first lock.
+    fn json_head(&self) -> String {
+        let head = Json::Obj(vec![
+            ("now_ms", Json::Num(self.now_ms.into())),
+            ("locks", Json::Arr(Vec::new())),
+        ])
+        .render();
+        head.strip_suffix("]}")
+            .expect("an object ending with an array")
+            .to_string()
     }
-    if args.all || views.iter().all(|v| v.state() == LockState::Held) {
-        Ok(Exit::Success)
-    } else {
-        Ok(Exit::No)
+
+    /// Ends the output and says the exit status.
+    fn finish(self, prefix: &str) -> Exit {
+        if self.printing {
+            let end = match (self.json, self.count) {
+                (true, 0) => format!("{}]}}\n", self.json_head()),
+                (true, _) => "]}\n".to_string(),
+                (false, 0) => format!("no locks under prefix {prefix:?}\n"),
+                (false, _) => String::new(),
+            };
+            let _ = log::stdout(&end);
+        }
+        if let Some(failed) = self.unreadable {
+            log::error("unreadable", &failed.text, &[]);
+            return failed.exit;
+        }
+        if self.unknown {
+            log::error(
+                "unavailable",
+                "the quorum cannot tell whether a lock is held: too many nodes did not answer",
+                &[],
+            );
+            return Exit::Unavailable;
+        }
+        if self.wrong_type {
+            log::error(
+                "wrong_type",
+                "a key holds another type of value and is no lock; see the output above",
+                &[],
+            );
+            return Exit::Config;
+        }
+        if self.all || self.all_held {
+            Exit::Success
+        } else {
+            Exit::No
+        }
     }
 }
 

@@ -237,68 +237,141 @@ fn slot_part(key: &str) -> &str {
 }
 
 /// Every lock under `prefix` that has a companion NAME, found by SCAN, never KEYS (SCAN does
-/// not block the server). `FENCE`, the one companion that never expires, finds every lock redlock
-/// created; `PAUSED` every paused one, created or not.
+/// not block the server), sorted by key. `FENCE` finds every lock redlock created; `PAUSED`
+/// every paused one, created or not. For the commands that need them all at once (`pause`);
+/// the listings (`status`, `metrics`, `log`) go through [`Scan`] a page at a time.
 pub fn scan_companions(con: &mut Conn, prefix: &str, name: &str) -> Result<Vec<Keys>> {
-    let pattern = format!("*:redlock:{name}");
     let mut found = std::collections::BTreeMap::new();
-    if let Conn::Cluster(cluster) = con {
-        // Every master holds its own part of the keyspace: SCAN each of them.
-        let slots: Vec<Value> = redis::cmd("CLUSTER")
-            .arg("SLOTS")
-            .query(&mut **cluster)
-            .context("cannot list the cluster's masters (CLUSTER SLOTS)")?;
-        let mut masters = std::collections::BTreeSet::new();
-        for range in &slots {
-            if let Value::Array(parts) = range
-                && let Some(Value::Array(master)) = parts.get(2)
-                && let (Some(host), Some(port)) = (master.first(), master.get(1))
-            {
-                let host: String = redis::from_redis_value_ref(host)?;
-                let port: u16 = redis::from_redis_value_ref(port)?;
-                masters.insert((host, port));
-            }
+    let mut scan = Scan::new(prefix, name);
+    while !scan.done() {
+        for keys in scan.page(con)? {
+            found.insert(keys.lock.clone(), keys);
         }
-        for (host, port) in masters {
-            let route = redis::cluster_routing::RoutingInfo::SingleNode(
-                redis::cluster_routing::SingleNodeRoutingInfo::ByAddress { host, port },
-            );
-            scan_pages(prefix, name, &mut found, |cursor| {
-                let reply = cluster
-                    .route_command(&scan_cmd(&pattern, cursor), route.clone())
-                    .context("cannot list the locks (SCAN)")?;
-                Ok(redis::from_redis_value(reply)?)
-            })?;
-        }
-        return Ok(found.into_values().collect());
     }
-    scan_pages(prefix, name, &mut found, |cursor| {
-        scan_cmd(&pattern, cursor)
-            .query(con)
-            .context("cannot list the locks (SCAN)")
-    })?;
     Ok(found.into_values().collect())
 }
 
-/// Follows a SCAN cursor to the end, keeping the locks under `prefix`.
-fn scan_pages(
-    prefix: &str,
-    name: &str,
-    found: &mut std::collections::BTreeMap<String, Keys>,
-    mut page: impl FnMut(u64) -> Result<(u64, Vec<String>)>,
-) -> Result<()> {
-    let mut cursor = 0;
-    loop {
-        let (next, batch) = page(cursor)?;
-        for companion in batch {
-            if let Some(keys) = keys_of_companion(prefix, name, &companion) {
-                found.insert(keys.lock.clone(), keys);
+/// How many locks a listing reads, prints and forgets at a time: what it holds in memory.
+pub const BATCH: usize = 1000;
+
+/// A SCAN for the locks under a prefix that have a companion NAME, one page (one SCAN call)
+/// at a time; on a cluster, every master in turn. A page may repeat a lock an earlier page
+/// gave (SCAN does when the keyspace shrinks meanwhile): [`Seen`] drops repeats.
+pub struct Scan {
+    prefix: String,
+    name: String,
+    pattern: String,
+    /// A cluster's masters still to scan, the current one first; `None` until the first page
+    /// (and on one server).
+    masters: Option<Vec<(String, u16)>>,
+    cursor: u64,
+    done: bool,
+}
+
+impl Scan {
+    pub fn new(prefix: &str, name: &str) -> Scan {
+        Scan {
+            prefix: prefix.to_string(),
+            name: name.to_string(),
+            pattern: format!("*:redlock:{name}"),
+            masters: None,
+            cursor: 0,
+            done: false,
+        }
+    }
+
+    /// Whether the last page has been read.
+    pub fn done(&self) -> bool {
+        self.done
+    }
+
+    /// The next SCAN call's locks (maybe none: SCAN may return an empty page before the end).
+    pub fn page(&mut self, con: &mut Conn) -> Result<Vec<Keys>> {
+        if self.done {
+            return Ok(Vec::new());
+        }
+        let (next, batch): (u64, Vec<String>) = if let Conn::Cluster(cluster) = con {
+            // Every master holds its own part of the keyspace: SCAN each of them.
+            if self.masters.is_none() {
+                self.masters = Some(masters(cluster)?);
             }
+            let masters = self.masters.as_mut().expect("listed above");
+            let Some((host, port)) = masters.last().cloned() else {
+                self.done = true;
+                return Ok(Vec::new());
+            };
+            let route = redis::cluster_routing::RoutingInfo::SingleNode(
+                redis::cluster_routing::SingleNodeRoutingInfo::ByAddress { host, port },
+            );
+            let reply = cluster
+                .route_command(&scan_cmd(&self.pattern, self.cursor), route)
+                .context("cannot list the locks (SCAN)")?;
+            let (next, batch) = redis::from_redis_value(reply)?;
+            if next == 0 {
+                masters.pop();
+                self.done = masters.is_empty();
+            }
+            (next, batch)
+        } else {
+            let (next, batch) = scan_cmd(&self.pattern, self.cursor)
+                .query(con)
+                .context("cannot list the locks (SCAN)")?;
+            self.done = next == 0;
+            (next, batch)
+        };
+        self.cursor = next;
+        Ok(batch
+            .iter()
+            .filter_map(|companion| keys_of_companion(&self.prefix, &self.name, companion))
+            .collect())
+    }
+}
+
+/// A cluster's masters (CLUSTER SLOTS), each once, the one to scan first last.
+fn masters(
+    cluster: &mut redis::cluster::ClusterConnection<crate::redis::node::Node>,
+) -> Result<Vec<(String, u16)>> {
+    let slots: Vec<Value> = redis::cmd("CLUSTER")
+        .arg("SLOTS")
+        .query(cluster)
+        .context("cannot list the cluster's masters (CLUSTER SLOTS)")?;
+    let mut masters = std::collections::BTreeSet::new();
+    for range in &slots {
+        if let Value::Array(parts) = range
+            && let Some(Value::Array(master)) = parts.get(2)
+            && let (Some(host), Some(port)) = (master.first(), master.get(1))
+        {
+            let host: String = redis::from_redis_value_ref(host)?;
+            let port: u16 = redis::from_redis_value_ref(port)?;
+            masters.insert((host, port));
         }
-        if next == 0 {
-            return Ok(());
+    }
+    Ok(masters.into_iter().rev().collect())
+}
+
+/// The locks a listing has given out, so that each is given once: SCAN may repeat a key, and
+/// the nodes of a quorum (or a cluster's masters during a slot migration) list the same lock.
+/// Kept as 64-bit fingerprints of the lock's key, 8 bytes a lock (under 2 MB for 100,000
+/// locks, where the locks' records would take hundreds), hashed with a key drawn for each
+/// process: two locks of one listing share a fingerprint with a chance of about n²/2⁶⁵
+/// (3·10⁻¹⁰ for 100,000 locks).
+pub struct Seen {
+    hasher: std::hash::RandomState,
+    fingerprints: std::collections::HashSet<u64>,
+}
+
+impl Seen {
+    pub fn new() -> Seen {
+        Seen {
+            hasher: std::hash::RandomState::new(),
+            fingerprints: std::collections::HashSet::new(),
         }
-        cursor = next;
+    }
+
+    /// Whether `lock` is given out for the first time (and remembers it).
+    pub fn first(&mut self, lock: &str) -> bool {
+        use std::hash::BuildHasher as _;
+        self.fingerprints.insert(self.hasher.hash_one(lock))
     }
 }
 

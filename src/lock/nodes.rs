@@ -31,7 +31,7 @@ use std::time::Duration;
 use anyhow::{Result, anyhow};
 
 use crate::lock::inspect::Inspection;
-use crate::lock::keys::Keys;
+use crate::lock::keys::{self, Keys};
 use crate::lock::record::{LastRun, LockState};
 use crate::lock::{self, Acquire, Busy, Claim, Queueing, Refusal, Removed, Renewed, Standing};
 use crate::redis::server::{Conn, Overlap, Server, set_timeouts};
@@ -234,6 +234,13 @@ impl Nodes {
             .into_iter()
             .map(|r| r.expect("every node asked"))
             .collect()
+    }
+
+    /// Runs `f` on node `i` alone, connecting first if needed (`log` reads the first node
+    /// that answers).
+    pub fn on<T>(&mut self, i: usize, f: impl FnOnce(&mut Conn) -> Result<T>) -> Result<T> {
+        let timeout = self.timeout;
+        self.nodes[i].with(timeout, f)
     }
 
     /// [`Nodes::each`] on the nodes marked in `which`; `None` for the others.
@@ -629,6 +636,54 @@ impl Nodes {
             all.insert(k.lock.clone(), k);
         }
         Ok(all.into_values().collect())
+    }
+
+    /// Every lock under `prefix` that has a companion `name` (`FENCE`: every lock redlock
+    /// created), handed to `batch` about [`keys::BATCH`] at a time as SCAN finds them, each
+    /// batch sorted by key: the listings (`status`, `metrics`) hold one batch, never every
+    /// lock. Each lock is handed over once ([`keys::Seen`]), whichever nodes list it. The
+    /// nodes are scanned one after the other; a node whose SCAN fails is left out (its locks
+    /// are read on the others: a lock a majority holds is on more than one), unless that
+    /// leaves fewer than a majority, which ends the listing with the nodes' errors, as
+    /// [`Nodes::answered`] does. `batch` returns false to stop early (its reader went away).
+    pub fn each_batch_of_locks(
+        &mut self,
+        prefix: &str,
+        name: &str,
+        mut batch: impl FnMut(&mut Nodes, Vec<Keys>) -> Result<bool>,
+    ) -> Result<()> {
+        let mut seen = keys::Seen::new();
+        let mut found: Vec<Keys> = Vec::new();
+        let mut failed: Vec<Result<()>> = Vec::new();
+        for i in 0..self.nodes.len() {
+            let mut scan = keys::Scan::new(prefix, name);
+            while !scan.done() {
+                let timeout = self.timeout;
+                match self.nodes[i].with(timeout, |c| scan.page(c)) {
+                    Ok(page) => found.extend(page.into_iter().filter(|k| seen.first(&k.lock))),
+                    Err(e) => {
+                        failed.resize_with(i, || Ok(()));
+                        failed.push(Err(e));
+                        break;
+                    }
+                }
+                if found.len() >= keys::BATCH {
+                    found.sort_by(|a, b| a.lock.cmp(&b.lock));
+                    if !batch(self, std::mem::take(&mut found))? {
+                        return Ok(());
+                    }
+                }
+            }
+            if failed.iter().filter(|r| r.is_err()).count() > self.len() - self.majority() {
+                failed.resize_with(self.len(), || Ok(()));
+                return self.answered(failed).map(drop);
+            }
+        }
+        if !found.is_empty() {
+            found.sort_by(|a, b| a.lock.cmp(&b.lock));
+            batch(self, found)?;
+        }
+        Ok(())
     }
 
     /// `release --force` on every node: what each removed.

@@ -248,6 +248,44 @@ fn follow_prints_new_entries_until_interrupted() {
 }
 
 #[test]
+fn follow_all_prints_every_logs_new_entries_and_never_those_since_left_out() {
+    let server = RedisServer::start();
+    let two_hours_ago = now_ms() - 2 * 3600 * 1000;
+    let _: i64 = server.query(&[
+        "RPUSH",
+        &audit_key("quiet"),
+        &format!("{two_hours_ago}\x1facquired\x1fhost=old"),
+    ]);
+    Redlock::new(&server)
+        .args(["run", "--key", "busy", "--ttl", "5s", "--", "true"])
+        .exits_with(0);
+    let mut follow = Redlock::new(&server)
+        .args(["log", "--all", "--follow", "--since", "1h"])
+        .spawn();
+    follow.expect_line_containing("  busy  acquired  ");
+    follow.expect_line_containing("  busy  released  ");
+    // Both logs are followed: the one with recent entries and the one without.
+    Redlock::new(&server)
+        .args(["run", "--key", "busy", "--ttl", "5s", "--", "true"])
+        .exits_with(0);
+    follow.expect_line_containing("  busy  acquired  ");
+    follow.expect_line_containing("  busy  released  ");
+    Redlock::new(&server)
+        .args(["run", "--key", "quiet", "--ttl", "5s", "--", "true"])
+        .exits_with(0);
+    follow.expect_line_containing("  quiet  acquired  ");
+    follow.expect_line_containing("  quiet  released  ");
+    follow.signal(libc::SIGTERM);
+    let outcome = follow.wait();
+    outcome.expect_code(0);
+    assert!(
+        !outcome.stdout.contains(" old"),
+        "an entry older than --since was printed: {outcome}"
+    );
+    assert_eq!(outcome.stdout.lines().count(), 6, "{outcome}");
+}
+
+#[test]
 fn skips_and_slots_are_logged() {
     let server = RedisServer::start();
     crate::support::poll::clear_of_the_hours_edge();

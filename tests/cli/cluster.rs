@@ -169,6 +169,42 @@ fn status_all_lists_the_locks_of_every_master() {
 }
 
 #[test]
+fn metrics_and_log_all_list_the_locks_of_every_master_once() {
+    let cluster = RedisCluster::start();
+    let url = cluster.seed_url(0);
+    let keys = cluster.keys_on_every_master("job");
+    for (key, _) in &keys {
+        redlock(&url)
+            .args(["run", "--key", key, "--ttl", "30s", "--", "true"])
+            .exits_with(0);
+    }
+    let metrics = redlock(&url).args(["metrics", "--all"]).exits_with(0);
+    let log = redlock(&url).args(["log", "--all", "--json"]).exits_with(0);
+    for (key, owner) in &keys {
+        let samples = metrics
+            .stdout
+            .lines()
+            .filter(|l| l.starts_with(&format!("redlock_runs_total{{key=\"{key}\"}} ")))
+            .count();
+        if samples != 1 {
+            metrics.fail(&format!(
+                "{key}, on node {owner}, has {samples} runs samples"
+            ));
+        }
+        let entries = log
+            .stdout
+            .lines()
+            .filter(|l| Json::parse(l).expect("a JSON line").str("key") == key)
+            .count();
+        if entries != 2 {
+            log.fail(&format!(
+                "{key}, on node {owner}, has {entries} entries, not 2"
+            ));
+        }
+    }
+}
+
+#[test]
 fn lock_follows_its_slot_to_another_master_with_its_fence() {
     let cluster = RedisCluster::start();
     let from = cluster.owner("job");

@@ -15,6 +15,7 @@ mod doctor;
 mod harness;
 mod integrity;
 mod logging;
+mod many_locks;
 mod metrics;
 mod model;
 mod nested;

@@ -768,3 +768,75 @@ fn a_majority_killed_during_a_run_stops_the_command_before_the_lease_ends() {
         killed.elapsed()
     );
 }
+
+/// The `key` of every lock `status --all --json` lists over the quorum.
+fn listed_over(quorum: &RedisQuorum, code: i32) -> (Vec<String>, Outcome) {
+    let outcome = quorum
+        .redlock()
+        .args(["status", "--all", "--json"])
+        .exits_with(code);
+    let document = Json::parse(outcome.stdout.trim_end())
+        .unwrap_or_else(|e| outcome.fail(&format!("status --json printed no JSON document: {e}")));
+    let keys = document
+        .items("locks")
+        .iter()
+        .map(|lock| lock.str("key").to_owned())
+        .collect();
+    (keys, outcome)
+}
+
+#[test]
+fn all_lists_each_lock_once_whichever_nodes_have_it_and_with_a_node_down() {
+    let mut quorum = RedisQuorum::start(3);
+    quorum
+        .redlock()
+        .args(["run", "--key", "everywhere", "--ttl", "2s", "--", "true"])
+        .exits_with(0);
+    // Locks whose fence counters only some nodes have (a node restarted without persistence,
+    // another client's writes).
+    for (key, nodes) in [("two", &[1, 2][..]), ("one", &[2][..])] {
+        for node in nodes {
+            let _: () =
+                quorum
+                    .node(*node)
+                    .query(&["SET", &LockKeys::of(key).fence, "7", "PX", "60000"]);
+        }
+    }
+    let (keys, _) = listed_over(&quorum, 0);
+    assert_eq!(keys, ["everywhere", "one", "two"]);
+    let metrics = quorum.redlock().args(["metrics", "--all"]).exits_with(0);
+    let held: Vec<&str> = metrics
+        .stdout
+        .lines()
+        .filter(|l| l.starts_with("redlock_held{"))
+        .collect();
+    assert_eq!(
+        held,
+        [
+            "redlock_held{key=\"everywhere\"} 0",
+            "redlock_held{key=\"one\"} 0",
+            "redlock_held{key=\"two\"} 0"
+        ],
+        "{metrics}"
+    );
+
+    // With the first node down its locks are found on the others, once each.
+    let down = quorum.node(0).url();
+    quorum.node_mut(0).kill9();
+    let (keys, outcome) = listed_over(&quorum, 0);
+    assert_eq!(keys, ["everywhere", "one", "two"], "{outcome}");
+    expect_stderr_names(&outcome, &down);
+
+    // Two of three down: nobody can tell what is held.
+    let second = quorum.node(1).url();
+    quorum.node_mut(1).kill9();
+    let outcome = quorum
+        .redlock()
+        .args(["status", "--all", "--json"])
+        .exits_with(69);
+    for url in [&down, &second] {
+        if !outcome.error_line().contains(url.as_str()) {
+            outcome.fail(&format!("the error line does not name the down node {url}"));
+        }
+    }
+}
