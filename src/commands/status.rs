@@ -69,6 +69,8 @@ use crate::lock::inspect::{self, Inspection, Reading};
 use crate::lock::keys::Keys;
 use crate::lock::nodes::{Nodes, Tally};
 use crate::lock::record::{Holder, LockState, Waiter};
+use crate::lock::replicas::Replication;
+use crate::redis::server::Server;
 use crate::report::exit::Exit;
 use crate::report::json::Json;
 use crate::report::log;
@@ -141,6 +143,8 @@ pub fn status(ctx: &Context, args: StatusArgs) -> Result<Exit> {
         .map(|(k, answers)| View::new(k, answers, majority, now_ms, &nothing))
         .collect();
 
+    let replication = Replicated::read(&mut nodes);
+
     if args.json {
         let doc = Json::Obj(vec![
             ("now_ms", Json::Num(now_ms.into())),
@@ -148,16 +152,19 @@ pub fn status(ctx: &Context, args: StatusArgs) -> Result<Exit> {
                 "locks",
                 Json::Arr(views.iter().map(|v| v.json(args.show_token)).collect()),
             ),
+            ("replication", replication.json()),
         ]);
         let _ = log::stdout(&format!("{}\n", doc.render()));
-    } else if views.is_empty() {
-        let _ = log::stdout(&format!("no locks under prefix {:?}\n", ctx.prefix));
     } else {
+        if views.is_empty() {
+            let _ = log::stdout(&format!("no locks under prefix {:?}\n", ctx.prefix));
+        }
         for view in &views {
             if log::stdout(&view.text(args.show_token)).is_err() {
                 break;
             }
         }
+        let _ = log::stdout(&replication.text());
     }
 
     if let Some(failed) = views.iter().find_map(|v| v.unreadable) {
@@ -184,6 +191,86 @@ pub fn status(ctx: &Context, args: StatusArgs) -> Result<Exit> {
         Ok(Exit::Success)
     } else {
         Ok(Exit::No)
+    }
+}
+
+/// What each server says of its replicas (`INFO replication`): one more round trip, on the
+/// same connection. What matters for `--replicas` is how many replicas each master has and how
+/// far behind they are. A user that may not run INFO (a `+@read` user) gets a note instead:
+/// `status` itself needs only read commands.
+struct Replicated {
+    servers: Vec<(Server, Result<Vec<(Option<String>, Replication)>>)>,
+}
+
+impl Replicated {
+    fn read(nodes: &mut Nodes) -> Replicated {
+        let found = nodes.each(crate::lock::replicas::of_masters);
+        Replicated {
+            servers: nodes.servers().cloned().zip(found).collect(),
+        }
+    }
+
+    /// One line per master with replicas (or where replicas are expected: Sentinel, Cluster);
+    /// nothing for a lone server.
+    fn text(&self) -> String {
+        let mut out = String::new();
+        for (server, found) in &self.servers {
+            let expected = server.is_sentinel() || server.is_cluster();
+            match found {
+                Ok(masters) => {
+                    for (address, r) in masters {
+                        if !expected && r.is_master() && r.replicas.is_empty() {
+                            continue;
+                        }
+                        let name = match address {
+                            Some(address) => format!("{} (master {address})", server.name()),
+                            None => server.name().to_string(),
+                        };
+                        out.push_str(&format!("replication  {name}: {}\n", r.describe()));
+                    }
+                }
+                Err(e) => out.push_str(&format!(
+                    "replication  {}: not shown ({}){}\n",
+                    server.name(),
+                    crate::report::error::render(e),
+                    if crate::report::error::classify(e) == Exit::Permission {
+                        "; grant +info to see it"
+                    } else {
+                        ""
+                    }
+                )),
+            }
+        }
+        out
+    }
+
+    fn json(&self) -> Json {
+        Json::Arr(
+            self.servers
+                .iter()
+                .flat_map(|(server, found)| match found {
+                    Ok(masters) => masters
+                        .iter()
+                        .map(|(address, r)| {
+                            let mut fields = vec![
+                                ("url", Json::str(server.name())),
+                                ("address", Json::opt_str(address.as_deref())),
+                            ];
+                            if let Json::Obj(more) = r.json() {
+                                fields.extend(more);
+                            }
+                            fields.push(("error", Json::Null));
+                            Json::Obj(fields)
+                        })
+                        .collect::<Vec<_>>(),
+                    Err(e) => vec![Json::Obj(vec![
+                        ("url", Json::str(server.name())),
+                        ("address", Json::Null),
+                        ("error", Json::str(&crate::report::error::render(e))),
+                    ])],
+                })
+                .collect(),
+        )
     }
 }
 

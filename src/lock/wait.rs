@@ -358,6 +358,7 @@ fn wait_notified(
         if let Err(e) = &answer
             && !is_server_reply(e)
             && !is_timeout(e)
+            && !lock::replicas::is_unacknowledged(e)
         {
             sent = Moment::now();
             answer = nodes.acquire(&req.claim, Refusal::Uncounted, Some(queue), sent, None);
@@ -367,7 +368,13 @@ fn wait_notified(
                 unreachable_since = None;
                 outcome(nodes, a, &req.claim, sent, &busy)?
             }
-            Err(e) if is_timeout(&e) || classify(&e) != Exit::Unavailable => return Err(e),
+            Err(e)
+                if is_timeout(&e)
+                    || classify(&e) != Exit::Unavailable
+                    || lock::replicas::is_unacknowledged(&e) =>
+            {
+                return Err(e);
+            }
             // Out of reach, or in a transient state (a failover, a node restarting, LOADING):
             // tried again at the next poll, for up to --timeout, as a waiter on one server
             // does; then the wait ends with the failure.
@@ -448,6 +455,8 @@ fn wait_for_grant(
     let block = (req.claim.ttl / 10)
         .min(req.timeout / 2)
         .clamp(Duration::from_millis(10), QUEUE_REFRESH);
+    // `--replicas`: WAIT follows each attempt, and makes a refused one no slower than a block.
+    let ack = nodes.ack(req.claim.ttl).map(|a| a.at_most(block));
     let mut con: Option<Wire> = None;
     // The attempt on `con` whose answer is still to be read: when it was sent (for the lease,
     // and for its timeout).
@@ -486,7 +495,7 @@ fn wait_for_grant(
             Some(sent) => sent,
             None => {
                 let sent = (Moment::now(), Instant::now());
-                if lock::send_after_grant(c, &req.claim, queue, block).is_err() {
+                if lock::send_after_grant(c, &req.claim, queue, block, ack).is_err() {
                     unreachable_since.get_or_insert(now);
                     con = None;
                     continue;
@@ -532,7 +541,7 @@ fn wait_for_grant(
             );
         }
         in_flight = None;
-        match lock::grant_reply(c, &req.claim, queue) {
+        match lock::grant_reply(c, &req.claim, queue, ack) {
             Ok(answer) => {
                 unreachable_since = None;
                 match answer {
@@ -549,6 +558,8 @@ fn wait_for_grant(
                 }
             }
             Err(e) if is_server_reply(&e) => return None,
+            // A grant too few replicas acknowledged was given back: the wait ends with why.
+            Err(e) if lock::replicas::is_unacknowledged(&e) => break Err(e),
             // A timed-out attempt may still run on the server (a stalled one runs what is
             // queued when it resumes): its undoing goes behind it on the same connection, and
             // the wait ends with the timeout, as for any acquire.
@@ -597,7 +608,7 @@ fn step_out(
     let Some(c) = con.as_mut().filter(|_| in_flight) else {
         return;
     };
-    match lock::grant_reply(c, &req.claim, queue) {
+    match lock::grant_reply(c, &req.claim, queue, nodes.ack(req.claim.ttl)) {
         Ok(Some(Acquire::Acquired { .. })) => {
             let _ = nodes.release(keys, req.claim.token, None, None, None);
         }
