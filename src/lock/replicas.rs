@@ -18,8 +18,10 @@
 //! * A server that refuses WAIT (an ACL without `+wait`: 77; a service that does not offer it:
 //!   78) ends the acquire, after the grant was given back, or the lease (76), with that error:
 //!   never a silent downgrade to unacknowledged writes.
-//! * The acknowledgement is waited for at most half the request's timeout, so that its answer
-//!   still comes within the timeout, and at most a third of the TTL asked for ([`Ack::new`]);
+//! * The acknowledgement is waited for at most half of what the request's timeout leaves
+//!   after one tick of the server's clock (a server notices a WAIT that timed out only at a
+//!   tick, up to 100 ms late), so that its answer still comes within the timeout, and at most
+//!   a third of the TTL asked for ([`Ack::new`]);
 //!   a renewal's request timeout is itself bounded by the time left before SIGTERM is due
 //!   (`heartbeat.rs`), and a grant acknowledged too late to run anything under it is given
 //!   back as any late grant is (`commands/run/hold.rs`).
@@ -42,6 +44,10 @@ use crate::redis::server::Conn;
 use crate::report::json::Json;
 use crate::supervise::lease;
 
+/// How late a server may answer a WAIT that timed out: it notices the timeout at a tick of
+/// its clock, ten a second by default (`hz 10`).
+pub const SERVER_TICK: Duration = Duration::from_millis(100);
+
 /// How many replicas must acknowledge a write, and how long to wait for them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Ack {
@@ -52,10 +58,15 @@ pub struct Ack {
 impl Ack {
     /// The acknowledgement `--replicas N` asks of a request bounded by `request_timeout` for a
     /// lease of `ttl`; `None` without `--replicas` (or with 0).
+    ///
+    /// Half of what the request's timeout leaves after [`SERVER_TICK`], and at most a third of
+    /// the TTL: the server answers a WAIT that timed out only at a tick of its clock, so the
+    /// answer still comes within the request's timeout. (Replicas that acknowledge answer it
+    /// at once.)
     pub fn new(replicas: u32, request_timeout: Duration, ttl: Duration) -> Option<Ack> {
         (replicas > 0).then(|| Ack {
             replicas,
-            timeout: (request_timeout / 2)
+            timeout: (request_timeout.saturating_sub(SERVER_TICK) / 2)
                 .min(ttl / 3)
                 .max(Duration::from_millis(1)),
         })
@@ -349,15 +360,16 @@ mod tests {
             .unwrap()
             .timeout
         };
-        assert_eq!(ack(3000, 30_000), Duration::from_millis(1500));
+        assert_eq!(ack(3000, 30_000), Duration::from_millis(1450));
         assert_eq!(ack(3000, 900), Duration::from_millis(300));
-        assert_eq!(ack(1, 900), Duration::from_millis(1));
+        assert_eq!(ack(166, 1500), Duration::from_millis(33));
+        assert_eq!(ack(50, 900), Duration::from_millis(1));
         assert!(Ack::new(0, Duration::from_secs(3), Duration::from_secs(30)).is_none());
     }
 
     #[test]
     fn too_few_acknowledgements_are_unavailable_and_a_refused_wait_is_its_class() {
-        let ack = Ack::new(2, Duration::from_secs(2), Duration::from_secs(30)).unwrap();
+        let ack = Ack::new(2, Duration::from_millis(2100), Duration::from_secs(30)).unwrap();
         assert!(ack.check(Ok(Value::Int(2))).is_ok());
         let few = ack.check(Ok(Value::Int(1))).unwrap_err();
         assert!(is_unacknowledged(&few));
