@@ -1249,7 +1249,11 @@ fn replicas(server: &Server) -> Res<()> {
     let _replica = Guard(quiet(die_with_parent(&mut cmd)).spawn().map_err(text)?);
     let mut ctl = Conn::open(server.port)?;
     let deadline = Instant::now() + IO_TIMEOUT * 3;
-    while !ctl.cmd(&["INFO", "replication"])?.text().contains("state=online") {
+    while !ctl
+        .cmd(&["INFO", "replication"])?
+        .text()
+        .contains("state=online")
+    {
         if Instant::now() > deadline {
             return Err("the replica did not come online".into());
         }
@@ -1269,7 +1273,10 @@ fn replicas(server: &Server) -> Res<()> {
     let held = token("bench:replicas-held")?;
     let extend = format!("extend --key bench:replicas-held --token {held} --ttl 1h");
     let mut cases = [
-        ("run -- true", redlock(&url, "run --key bench:r --ttl 10s -- true")),
+        (
+            "run -- true",
+            redlock(&url, "run --key bench:r --ttl 10s -- true"),
+        ),
         (
             "run --replicas 1 -- true",
             redlock(&url, "run --key bench:r --ttl 10s --replicas 1 -- true"),
@@ -1323,9 +1330,15 @@ fn replicas(server: &Server) -> Res<()> {
     for ((name, _), s) in cases.iter().zip(&mut samples) {
         s.sort_by(f64::total_cmp);
         let (p50, p90) = (percentile(s, 50.0), percentile(s, 90.0));
-        println!("   {:<36} {p50:>6.3} ms {p90:>6.3} ms", format!("redlock {name}"));
+        println!(
+            "   {:<36} {p50:>6.3} ms {p90:>6.3} ms",
+            format!("redlock {name}")
+        );
     }
-    for (name, s) in ["SET", "SET + WAIT 1 (one round trip)"].iter().zip(&mut raw) {
+    for (name, s) in ["SET", "SET + WAIT 1 (one round trip)"]
+        .iter()
+        .zip(&mut raw)
+    {
         s.sort_by(f64::total_cmp);
         let (p50, p90) = (percentile(s, 50.0), percentile(s, 90.0));
         println!("   {name:<36} {p50:>6.3} ms {p90:>6.3} ms");

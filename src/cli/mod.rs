@@ -20,8 +20,8 @@ mod by_hand;
 mod run;
 
 pub use self::args::{
-    AcquireArgs, CheckArgs, DoctorArgs, ExtendArgs, GenerateDocsArgs, LogArgs, MetricsArgs, PauseArgs,
-    ReleaseArgs, ResumeArgs, StatusArgs,
+    AcquireArgs, CheckArgs, DoctorArgs, ExtendArgs, GenerateDocsArgs, LogArgs, MetricsArgs,
+    PauseArgs, ReleaseArgs, ResumeArgs, StatusArgs,
 };
 use self::args::{
     CHECK_LONG_ABOUT, DOCTOR_LONG_ABOUT, LOG_LONG_ABOUT, METRICS_LONG_ABOUT, PAUSE_LONG_ABOUT,

@@ -53,8 +53,15 @@
 //!    // only with several --url (a quorum):
 //!    "quorum": {"nodes": 3, "majority": 2, "holding": 2},
 //!    "nodes": [{"url", "state": "held"|"held_by_another_token"|"free"|"wrong_type"|"error",
-//!               "ttl_left_ms", "fence", "error"}]}]}
+//!               "ttl_left_ms", "fence", "error"}]}],
+//!  "replication": [{"url", "address": null | "host:port" (each master of a cluster),
+//!                   "role", "offset", "replicas": [{"address", "state", "offset", "lag_s"}],
+//!                   "error": null | "…"}]}  // INFO replication; an error when it was refused
 //! ```
+//!
+//! The text ends with a `replication` line per master that has replicas (per server of a
+//! Sentinel or Cluster URL, replicas or not): how many, their state, lag and bytes behind.
+//! What matters for `--replicas`. A user that may not run INFO gets a note there instead.
 //!
 //! Numbers are integers; `*_ms` instants are milliseconds since the Unix epoch (server time).
 
@@ -199,8 +206,11 @@ pub fn status(ctx: &Context, args: StatusArgs) -> Result<Exit> {
 /// far behind they are. A user that may not run INFO (a `+@read` user) gets a note instead:
 /// `status` itself needs only read commands.
 struct Replicated {
-    servers: Vec<(Server, Result<Vec<(Option<String>, Replication)>>)>,
+    servers: Vec<(Server, Result<Masters>)>,
 }
+
+/// A server's masters (one, or each of a cluster's, by address) and their replicas.
+type Masters = Vec<(Option<String>, Replication)>;
 
 impl Replicated {
     fn read(nodes: &mut Nodes) -> Replicated {
@@ -266,7 +276,7 @@ impl Replicated {
                     Err(e) => vec![Json::Obj(vec![
                         ("url", Json::str(server.name())),
                         ("address", Json::Null),
-                        ("error", Json::str(&crate::report::error::render(e))),
+                        ("error", Json::str(crate::report::error::render(e))),
                     ])],
                 })
                 .collect(),

@@ -153,7 +153,8 @@ impl std::error::Error for Unacknowledged {}
 
 /// Whether `err` says that too few replicas acknowledged a write.
 pub fn is_unacknowledged(err: &anyhow::Error) -> bool {
-    err.chain().any(|cause| cause.is::<Unacknowledged>())
+    err.chain()
+        .any(<dyn std::error::Error + 'static>::is::<Unacknowledged>)
 }
 
 /// Adds what the master says of its replicas to an [`Unacknowledged`] error, best effort (a
@@ -205,10 +206,7 @@ pub struct Replica {
 
 impl Replication {
     pub fn parse(info: &str) -> Replication {
-        Replication::from_fields(
-            info.lines()
-                .filter_map(|line| line.trim().split_once(':')),
-        )
+        Replication::from_fields(info.lines().filter_map(|line| line.trim().split_once(':')))
     }
 
     /// From INFO's fields as name/value pairs (any sections; the replication ones are read).
@@ -313,8 +311,7 @@ pub fn of_masters(con: &mut Conn) -> Result<Vec<(Option<String>, Replication)>> 
         }
         // Routed to every master; the answer maps each one's address to its INFO.
         Conn::Cluster(cluster) => {
-            let reply: std::collections::BTreeMap<String, String> =
-                info.query(cluster.as_mut())?;
+            let reply: std::collections::BTreeMap<String, String> = info.query(cluster.as_mut())?;
             Ok(reply
                 .into_iter()
                 .map(|(address, text)| (Some(address), Replication::parse(&text)))

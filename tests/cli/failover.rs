@@ -182,13 +182,17 @@ fn play(
     // cuts ends it (69, as any run that cannot reach Redis before it starts), and a round
     // wants contenders left to run after the failover.
     let master = topology.master(round);
-    poll("the first grant", Duration::from_secs(20), || master.exists(&key));
+    poll("the first grant", Duration::from_secs(20), || {
+        master.exists(&key)
+    });
     let others: Vec<Running> = (0..2)
         .map(|_| contender(&url, &key, replicas, &log, SHORT_TICKS))
         .collect();
-    let started = poll("the first contender's command to start", Duration::from_secs(20), || {
-        std::fs::read_to_string(&log).is_ok_and(|text| text.contains(" start"))
-    });
+    let started = poll(
+        "the first contender's command to start",
+        Duration::from_secs(20),
+        || std::fs::read_to_string(&log).is_ok_and(|text| text.contains(" start")),
+    );
     poll("the others to queue", Duration::from_secs(20), || {
         others.iter().all(|o| o.stderr_contains("waiting for"))
     });
@@ -235,7 +239,11 @@ fn rounds(topology: &mut impl Topology, replicas: Option<&str>) -> Vec<Round> {
     let mut dice = Dice::new(seed);
     (0..ROUNDS)
         .map(|round| {
-            let aim = if round % 2 == 0 { Aim::Start } else { Aim::Renewal };
+            let aim = if round % 2 == 0 {
+                Aim::Start
+            } else {
+                Aim::Renewal
+            };
             let played = play(topology, round, replicas, aim, &mut dice);
             println!(
                 "round {round} ({:?} + {:?}): failover in {:?}, {} sections, overlap {:?}, \

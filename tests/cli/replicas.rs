@@ -40,8 +40,14 @@ fn a_grant_no_replica_acknowledges_is_given_back_and_the_run_exits_69() {
     outcome.error_mentions(&["--replicas 1"]);
     outcome.error_mentions(&["no replica"]);
     outcome.error_mentions(&["given back"]);
-    assert!(!outcome.stdout.contains("ran"), "the command ran\n{outcome}");
-    assert!(!server.exists("job"), "the grant was left behind\n{outcome}");
+    assert!(
+        !outcome.stdout.contains("ran"),
+        "the command ran\n{outcome}"
+    );
+    assert!(
+        !server.exists("job"),
+        "the grant was left behind\n{outcome}"
+    );
 }
 
 #[test]
@@ -53,7 +59,10 @@ fn acquire_without_an_acknowledging_replica_exits_69_holding_nothing() {
         .exits_with(69);
     outcome.error_mentions(&["--replicas 1"]);
     assert!(outcome.stdout.is_empty(), "a token was printed\n{outcome}");
-    assert!(!server.exists("job"), "the grant was left behind\n{outcome}");
+    assert!(
+        !server.exists("job"),
+        "the grant was left behind\n{outcome}"
+    );
 }
 
 #[test]
@@ -64,9 +73,22 @@ fn with_a_replica_run_acquire_and_extend_go_ahead_and_the_replica_has_the_lock()
         .args(["-c", "true"])
         .exits_with(0);
     let acquired = Redlock::new(&master)
-        .args(["acquire", "--key", "held", "--ttl", "30s", "--replicas", "1"])
+        .args([
+            "acquire",
+            "--key",
+            "held",
+            "--ttl",
+            "30s",
+            "--replicas",
+            "1",
+        ])
         .exits_with(0);
-    let token = acquired.stdout.lines().next().unwrap_or_default().to_owned();
+    let token = acquired
+        .stdout
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .to_owned();
     // Acknowledged: the replica had it when the answer came.
     assert_eq!(replica.get("held"), Some(token.clone()), "{acquired}");
     Redlock::new(&master)
@@ -114,7 +136,16 @@ fn a_waiters_grant_counts_only_once_a_replica_acknowledged_it() {
         .spawn();
     holder.expect_line("ready");
     let waiter = Redlock::new(&master)
-        .args(["-v", "run", "--key", "job", "--ttl", "10s", "--replicas", "1"])
+        .args([
+            "-v",
+            "run",
+            "--key",
+            "job",
+            "--ttl",
+            "10s",
+            "--replicas",
+            "1",
+        ])
         .args(["--wait", "10s", "-c", "echo ran"])
         .spawn();
     wait_until("the waiter to queue", Duration::from_secs(10), || {
@@ -128,7 +159,10 @@ fn a_waiters_grant_counts_only_once_a_replica_acknowledged_it() {
     outcome.expect_code(69);
     outcome.last_error_mentions(&["--replicas 1"]);
     assert!(!outcome.stdout.contains("ran"), "the waiter ran\n{outcome}");
-    assert!(!master.exists("job"), "the grant was left behind\n{outcome}");
+    assert!(
+        !master.exists("job"),
+        "the grant was left behind\n{outcome}"
+    );
 }
 
 #[test]
@@ -145,20 +179,51 @@ fn a_server_that_refuses_wait_ends_the_run_with_77_and_keeps_nothing() {
         .exits_with(77);
     outcome.error_mentions(&["+wait"]);
     outcome.never_shows(PASSWORD);
-    assert!(!outcome.stdout.contains("ran"), "the command ran\n{outcome}");
-    assert!(!master.exists("job"), "the grant was left behind\n{outcome}");
+    assert!(
+        !outcome.stdout.contains("ran"),
+        "the command ran\n{outcome}"
+    );
+    assert!(
+        !master.exists("job"),
+        "the grant was left behind\n{outcome}"
+    );
 }
 
 #[test]
 fn replicas_with_a_quorum_is_a_usage_error_before_anything_is_contacted() {
     for args in [
-        &["run", "--key", "k", "--ttl", "3s", "--replicas", "1", "--", "true"][..],
+        &[
+            "run",
+            "--key",
+            "k",
+            "--ttl",
+            "3s",
+            "--replicas",
+            "1",
+            "--",
+            "true",
+        ][..],
         &["acquire", "--key", "k", "--ttl", "3s", "--replicas", "1"],
-        &["extend", "--key", "k", "--token", "t", "--ttl", "3s", "--replicas", "1"],
+        &[
+            "extend",
+            "--key",
+            "k",
+            "--token",
+            "t",
+            "--ttl",
+            "3s",
+            "--replicas",
+            "1",
+        ],
         &["doctor", "--replicas", "1"],
     ] {
         let outcome = Redlock::without_url()
-            .args(["--url", "redis://127.0.0.1:1", "--url", "redis://127.0.0.1:2"])
+            .args([
+                "--url",
+                "redis://127.0.0.1:1",
+                "--url",
+                "redis://127.0.0.1:2",
+            ])
             .args(args)
             .exits_with(64);
         outcome.error_mentions(&["--replicas"]);
@@ -239,5 +304,8 @@ fn doctor_warns_of_replicas_without_replicas_and_fails_when_too_few_acknowledge(
         .env("REDLOCK_REPLICAS", "2")
         .arg("doctor")
         .exits_with(69);
-    assert!(finding(&outcome, "fail").contains("--replicas 2"), "{outcome}");
+    assert!(
+        finding(&outcome, "fail").contains("--replicas 2"),
+        "{outcome}"
+    );
 }

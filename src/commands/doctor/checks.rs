@@ -10,8 +10,8 @@ use anyhow::Result;
 use redis::RedisResult;
 
 use super::permissions::{User, is_denied};
-use crate::lock::replicas::Replication;
 use super::{Report, answered};
+use crate::lock::replicas::Replication;
 use crate::redis::server::Conn;
 use crate::report::exit::Exit;
 

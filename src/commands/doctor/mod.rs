@@ -79,12 +79,7 @@ pub fn doctor(ctx: &Context, args: &DoctorArgs) -> Result<Exit> {
     Ok(report.finish())
 }
 
-fn check_server(
-    ctx: &Context,
-    server: &Server,
-    replicas: u32,
-    report: &mut Report,
-) -> Result<()> {
+fn check_server(ctx: &Context, server: &Server, replicas: u32, report: &mut Report) -> Result<()> {
     let mut con = Conn::Single(server.connect_direct(ctx.timeout)?);
     let user = permissions::whoami(&mut con, server)?;
     let info = checks::info(&mut con)?;

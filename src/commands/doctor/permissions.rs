@@ -309,7 +309,10 @@ fn probe(
         }
         probe.step("count busy", lock::count_busy(con, keys, &holder))?;
         if probe
-            .step("extend", lock::extend(con, keys, token, PROBE_TTL, false, None))?
+            .step(
+                "extend",
+                lock::extend(con, keys, token, PROBE_TTL, false, None),
+            )?
             .is_some_and(|r| r != lock::Renewed::Yes)
         {
             probe.odd.push(format!(

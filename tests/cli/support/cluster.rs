@@ -473,12 +473,15 @@ impl RedisCluster {
 
     /// The node listening on `port`, or known by it (a master behind its proxy).
     fn index_of_port(&self, port: u16) -> Option<usize> {
-        self.nodes.iter().position(|n| n.port() == port).or_else(|| {
-            self.lagging
-                .iter()
-                .find(|s| s.proxy.port() == port)
-                .map(|s| s.master)
-        })
+        self.nodes
+            .iter()
+            .position(|n| n.port() == port)
+            .or_else(|| {
+                self.lagging
+                    .iter()
+                    .find(|s| s.proxy.port() == port)
+                    .map(|s| s.master)
+            })
     }
 
     /// Runs `redis-cli --cluster create` with a deadline; panics with its output on failure.

@@ -113,7 +113,10 @@ impl Fleet {
             &format!("a sentinel to promote port {port} for {}", group.name),
             FAILOVER_TIMEOUT,
             || {
-                (self.sentinels.iter().any(|s| s.master_port(&group.name) == Some(port))
+                (self
+                    .sentinels
+                    .iter()
+                    .any(|s| s.master_port(&group.name) == Some(port))
                     && role(&group.promotable) == "master")
                     .then_some(())
             },

@@ -115,12 +115,11 @@ fn accept(listener: &TcpListener, shared: &Arc<Shared>) {
 /// Joins `client` to a fresh upstream connection and pumps both ways until either closes.
 fn connect(client: TcpStream, shared: &Arc<Shared>) {
     let _ = client.set_nonblocking(false);
-    let upstream = match TcpStream::connect_timeout(
+    let Ok(upstream) = TcpStream::connect_timeout(
         &([127, 0, 0, 1], shared.upstream).into(),
         Duration::from_secs(1),
-    ) {
-        Ok(upstream) => upstream,
-        Err(_) => return,
+    ) else {
+        return;
     };
     let _ = client.set_nodelay(true);
     let _ = upstream.set_nodelay(true);
@@ -190,7 +189,10 @@ fn from_master(mut upstream: TcpStream, due: &mpsc::Sender<(Instant, Vec<u8>)>, 
             Ok(n) => n,
         };
         let late = Duration::from_nanos(delay.load(Ordering::SeqCst));
-        if due.send((Instant::now() + late, buf[..n].to_vec())).is_err() {
+        if due
+            .send((Instant::now() + late, buf[..n].to_vec()))
+            .is_err()
+        {
             break;
         }
     }
@@ -249,7 +251,8 @@ mod tests {
 
     #[test]
     fn the_replicas_listening_port_is_read_from_its_handshake() {
-        let handshake = b"*1\r\n$4\r\nPING\r\n*3\r\n$8\r\nREPLCONF\r\n$14\r\nlistening-port\r\n$5\r\n41234\r\n";
+        let handshake =
+            b"*1\r\n$4\r\nPING\r\n*3\r\n$8\r\nREPLCONF\r\n$14\r\nlistening-port\r\n$5\r\n41234\r\n";
         assert_eq!(listening_port(handshake), Some(41234));
         assert_eq!(listening_port(&handshake[..handshake.len() - 4]), None);
         assert_eq!(listening_port(b"*1\r\n$4\r\nPING\r\n"), None);
