@@ -309,3 +309,74 @@ fn doctor_warns_of_replicas_without_replicas_and_fails_when_too_few_acknowledge(
         "{outcome}"
     );
 }
+
+#[test]
+fn shapes_and_once_per_wait_for_the_replica_too() {
+    let (master, replica) = replicated();
+    for shape in [&["--shared"][..], &["--slots", "2"]] {
+        Redlock::new(&master)
+            .args(["run", "--key", "shaped", "--ttl", "3s", "--replicas", "1"])
+            .args(shape)
+            .args(["-c", "true"])
+            .exits_with(0);
+    }
+    let once = ["run", "--key", "nightly", "--ttl", "3s", "--once-per", "1h"];
+    crate::support::poll::clear_of_the_hours_edge();
+    Redlock::new(&master)
+        .args(once)
+        .args(["--replicas", "1", "-c", "true"])
+        .exits_with(0);
+    // Acknowledged: the window's record is on the replica, so a failover keeps the window.
+    let record = crate::support::companion_key("nightly", "once");
+    assert!(replica.exists(&record), "the replica has no {record}");
+    // Without an acknowledging replica, the window is given back with the grant.
+    send_signal(replica.pid(), libc::SIGSTOP);
+    let outcome = Redlock::new(&master)
+        .args(["run", "--key", "other", "--ttl", "3s", "--once-per", "1h"])
+        .args(["--replicas", "1", "-c", "echo ran"])
+        .run();
+    send_signal(replica.pid(), libc::SIGCONT);
+    outcome.expect_code(69);
+    assert!(!outcome.stdout.contains("ran"), "{outcome}");
+    Redlock::new(&master)
+        .args(["run", "--key", "other", "--ttl", "3s", "--once-per", "1h"])
+        .args(["--replicas", "1", "-c", "echo ran"])
+        .exits_with(0);
+}
+
+#[test]
+fn on_a_cluster_the_wait_goes_to_the_shard_that_ran_the_script() {
+    let cluster = crate::support::RedisCluster::start_with_replicas();
+    let keys = cluster.keys_on_every_master("shard");
+    let (stalled_key, stalled_master) = &keys[0];
+    let (other_key, _) = &keys[1];
+    let stalled = cluster.node(cluster.replica_of(*stalled_master));
+    send_signal(stalled.pid(), libc::SIGSTOP);
+    let run = |key: &str| {
+        Redlock::without_url()
+            .args(["--url", &cluster.url(), "run", "--key", key, "--ttl", "3s"])
+            .args(["--replicas", "1", "-c", "true"])
+            .run()
+    };
+    let on_stalled = run(stalled_key);
+    let on_other = run(other_key);
+    send_signal(stalled.pid(), libc::SIGCONT);
+    // The shard whose replica is stopped cannot acknowledge, whatever the other shards' can.
+    on_stalled.expect_code(69);
+    on_stalled.error_mentions(&[&stalled.port().to_string()]);
+    on_other.expect_code(0);
+    assert!(
+        !cluster.owner_node(stalled_key).exists(stalled_key),
+        "the grant was left behind\n{on_stalled}"
+    );
+    // `status` shows every master's replicas.
+    let status = Redlock::without_url()
+        .args(["--url", &cluster.url(), "status", other_key])
+        .exits_with(1);
+    let masters = status
+        .stdout
+        .lines()
+        .filter(|l| l.starts_with("replication") && l.contains("1 replica connected"))
+        .count();
+    assert_eq!(masters, 3, "{status}");
+}
