@@ -21,10 +21,18 @@
 //! * The acknowledgement is waited for at most half of what the request's timeout leaves
 //!   after one tick of the server's clock (a server notices a WAIT that timed out only at a
 //!   tick, up to 100 ms late), so that its answer still comes within the timeout, and at most
-//!   a third of the TTL asked for ([`Ack::new`]);
+//!   a third of the TTL asked for ([`Ack::new`]): a grant acknowledged within it leaves its
+//!   command at least a third of the TTL before SIGTERM is due (the longest `--kill-after`
+//!   included), time for a first renewal;
 //!   a renewal's request timeout is itself bounded by the time left before SIGTERM is due
 //!   (`heartbeat.rs`), and a grant acknowledged too late to run anything under it is given
 //!   back as any late grant is (`commands/run/hold.rs`).
+//!
+//! The default is 0, off: redlock cannot tell a lone server from a primary whose replicas are
+//! away without asking (INFO: a round trip on every run, and a permission least-privilege
+//! users lack), and a guess would either fail every run while a replica is away or downgrade
+//! without a word. The operator says it (`REDLOCK_REPLICAS=1`); `doctor` warns about a primary
+//! with replicas when it is not said.
 //!
 //! What it promises: a failover to a replica that acknowledged the write keeps the lock, and
 //! Sentinel and Cluster promote the replica with the highest replication offset among those
