@@ -54,7 +54,8 @@
 //!    "quorum": {"nodes": 3, "majority": 2, "holding": 2},
 //!    "nodes": [{"url", "state": "held"|"held_by_another_token"|"free"|"wrong_type"|"error",
 //!               "ttl_left_ms", "fence", "error"}]}],
-//!  "replication": [{"url", "address": null | "host:port" (each master of a cluster),
+//!  "replication": [{"url", "address": null | "host:port" (each master of a cluster; [] for a
+//!                   quorum),
 //!                   "role", "offset", "replicas": [{"address", "state", "offset", "lag_s"}],
 //!                   "error": null | "…"}]}  // INFO replication; an error when it was refused
 //! ```
@@ -213,7 +214,15 @@ struct Replicated {
 type Masters = Vec<(Option<String>, Replication)>;
 
 impl Replicated {
+    /// Nothing for a quorum: its nodes are independent masters, whose replicas (if any) keep
+    /// no lock (`--replicas` is refused there), and a node that did not answer the reading
+    /// would be waited for once more.
     fn read(nodes: &mut Nodes) -> Replicated {
+        if nodes.is_quorum() {
+            return Replicated {
+                servers: Vec::new(),
+            };
+        }
         let found = nodes.each(crate::lock::replicas::of_masters);
         Replicated {
             servers: nodes.servers().cloned().zip(found).collect(),

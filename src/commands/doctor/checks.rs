@@ -165,10 +165,12 @@ pub(super) fn check_role_command(con: &mut Conn, user: &User, report: &mut Repor
 /// `REDLOCK_REPLICAS` too). Without `--replicas`, a primary with replicas is a warning naming
 /// it; with it, `WAIT N` is asked (it answers at once on a connection that wrote nothing yet:
 /// how many replicas are in sync), and fewer than N, or a refusal, is the failure every
-/// acquire would end with. A replica that is not online or lags is a warning.
+/// acquire would end with. A replica that is not online or lags is a warning. A quorum's node
+/// is only described: `--replicas` is refused there.
 pub(super) fn check_replication(
     con: &mut Conn,
     info: &Info,
+    quorum: bool,
     replicas: u32,
     timeout: Duration,
     user: &User,
@@ -195,7 +197,17 @@ pub(super) fn check_replication(
         .map(|x| x.address.as_str())
         .collect();
     if replicas == 0 {
-        if r.replicas.is_empty() {
+        if quorum {
+            // `--replicas` is refused there: a node that fails over and loses the key is
+            // re-established by the next renewal, as one restarted.
+            report.ok(
+                CHECK,
+                format!(
+                    "{} (a quorum node that fails over is healed like one restarted)",
+                    r.describe()
+                ),
+            );
+        } else if r.replicas.is_empty() {
             report.ok(CHECK, "no replica (nothing to fail over to)".into());
         } else {
             report.warn(

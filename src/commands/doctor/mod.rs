@@ -91,7 +91,16 @@ fn check_server(ctx: &Context, server: &Server, replicas: u32, report: &mut Repo
     }
     checks::check_maxmemory(&mut con, &info, &user, report)?;
     checks::check_persistence(&mut con, &info, &user, report)?;
-    checks::check_replication(&mut con, &info, replicas, ctx.timeout, &user, report)?;
+    let quorum = ctx.servers.len() > 1;
+    checks::check_replication(
+        &mut con,
+        &info,
+        quorum,
+        replicas,
+        ctx.timeout,
+        &user,
+        report,
+    )?;
     checks::check_latency(&mut con, &user, report)?;
     checks::check_clock(&mut con, &user, report)?;
     if replica {
