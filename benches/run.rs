@@ -50,6 +50,12 @@
 //!     `ru_maxrss`, which starts from the bench's own), median and maximum of 3 runs each. The
 //!     listings are streamed: the time should grow with the locks, the memory should not.
 //!
+//! 11. **`--replicas 1`.** A replica of the bench's server (on loopback, in sync): spawn to
+//!     exit of `redlock run -- true` and of `redlock extend` without and with `--replicas 1`,
+//!     in interleaved rounds; the difference of the medians is what waiting for the replica
+//!     adds to an acquire and to a renewal. And, apart from redlock, a `SET` alone against a
+//!     `SET` followed by `WAIT 1` in one round trip.
+//!
 //! **The floor.** Sections 1, 1b and 7 also run the bench binary itself as the least a safe
 //! lock client on Redis can do (`floor_client`: one `SET NX PX` script to take the key, one
 //! compare-and-delete script to release it, a blocking pop of its turn to queue, nothing else),
@@ -164,6 +170,9 @@ fn main() {
         .flatten();
     if run(10) {
         section("10. Many locks", many_locks(&server));
+    }
+    if run(11) {
+        section("11. --replicas 1", replicas(&server));
     }
     let (flock_eff, redlock_eff, inversions, handoff_ratio) = match queue.as_deref() {
         Some([fe, _, re, ri, _, _, fp, _, rp, ri0, _, _]) => {
@@ -1673,6 +1682,134 @@ fn contend(server: &Server, lockfile: &Path, tool: &str, work: &str) -> Res<Cont
         inversions,
         worst_overtaken,
     })
+}
+
+// ---------------------------------------------------------------------------------------------
+// 9. --replicas 1
+
+const REPLICA_ROUNDS: usize = 400;
+
+fn replicas(server: &Server) -> Res<()> {
+    let dir = server.dir.join("replica");
+    std::fs::create_dir_all(&dir).map_err(text)?;
+    let port = free_port();
+    let mut cmd = Command::new("redis-server");
+    cmd.args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+        .args(["--save", "", "--appendonly", "no", "--dir"])
+        .arg(&dir)
+        .args(["--replicaof", "127.0.0.1", &server.port.to_string()]);
+    let _replica = Guard(quiet(die_with_parent(&mut cmd)).spawn().map_err(text)?);
+    let mut ctl = Conn::open(server.port)?;
+    let deadline = Instant::now() + IO_TIMEOUT * 3;
+    while !ctl
+        .cmd(&["INFO", "replication"])?
+        .text()
+        .contains("state=online")
+    {
+        if Instant::now() > deadline {
+            return Err("the replica did not come online".into());
+        }
+        sleep(Duration::from_millis(20));
+    }
+    let url = server.url();
+    let token = |key: &str| -> Res<String> {
+        let out = redlock(&url, &format!("acquire --key {key} --ttl 1h"))
+            .output()
+            .map_err(text)?;
+        Ok(String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .to_string())
+    };
+    let held = token("bench:replicas-held")?;
+    let extend = format!("extend --key bench:replicas-held --token {held} --ttl 1h");
+    let mut cases = [
+        (
+            "run -- true",
+            redlock(&url, "run --key bench:r --ttl 10s -- true"),
+        ),
+        (
+            "run --replicas 1 -- true",
+            redlock(&url, "run --key bench:r --ttl 10s --replicas 1 -- true"),
+        ),
+        ("extend", redlock(&url, &extend)),
+        (
+            "extend --replicas 1",
+            redlock(&url, &format!("{extend} --replicas 1")),
+        ),
+    ];
+    for (_, cmd) in &mut cases {
+        quiet(cmd);
+    }
+    let mut samples = vec![Vec::with_capacity(REPLICA_ROUNDS); cases.len()];
+    let mut raw = [Vec::new(), Vec::new()];
+    let mut conn = Conn::open(server.port)?;
+    for round in 0..WARMUP_ROUNDS + REPLICA_ROUNDS {
+        for offset in 0..cases.len() {
+            let i = (round + offset) % cases.len();
+            let (name, cmd) = &mut cases[i];
+            let start = Instant::now();
+            let status = cmd.status();
+            let elapsed = start.elapsed();
+            assert_success(name, cmd, status);
+            if round >= WARMUP_ROUNDS {
+                samples[i].push(millis(elapsed));
+            }
+        }
+        for (i, waits) in [false, true].into_iter().enumerate() {
+            let start = Instant::now();
+            if waits {
+                conn.send(&[&["SET", "bench:raw", "1"], &["WAIT", "1", "1000"]])?;
+                conn.read()?;
+                if conn.read()?.text() != "1" {
+                    return Err("WAIT 1 did not count the replica".into());
+                }
+            } else {
+                conn.cmd(&["SET", "bench:raw", "1"])?;
+            }
+            if round >= WARMUP_ROUNDS {
+                raw[i].push(millis(start.elapsed()));
+            }
+        }
+    }
+    println!(
+        "11. --replicas 1: one replica on loopback, in sync; spawn to exit, {REPLICA_ROUNDS} \
+         interleaved rounds"
+    );
+    println!("   {:<36} {:>9} {:>9}", "command", "median", "p90");
+    let (pairs, raw_pairs) = (samples.clone(), raw.clone());
+    for ((name, _), s) in cases.iter().zip(&mut samples) {
+        s.sort_by(f64::total_cmp);
+        let (p50, p90) = (percentile(s, 50.0), percentile(s, 90.0));
+        println!(
+            "   {:<36} {p50:>6.3} ms {p90:>6.3} ms",
+            format!("redlock {name}")
+        );
+    }
+    for (name, s) in ["SET", "SET + WAIT 1 (one round trip)"]
+        .iter()
+        .zip(&mut raw)
+    {
+        s.sort_by(f64::total_cmp);
+        let (p50, p90) = (percentile(s, 50.0), percentile(s, 90.0));
+        println!("   {name:<36} {p50:>6.3} ms {p90:>6.3} ms");
+    }
+    // Each round's difference, with and without: the pairs share the machine's load of the
+    // moment, which moves the medians more than the replica does.
+    let paired = |with: &[f64], without: &[f64]| {
+        let mut d: Vec<f64> = with.iter().zip(without).map(|(w, o)| w - o).collect();
+        d.sort_by(f64::total_cmp);
+        percentile(&d, 50.0)
+    };
+    println!(
+        "   added by --replicas 1 (median of the rounds' differences): {:.3} ms per acquire, \
+         {:.3} ms per renewal; WAIT alone {:.3} ms\n",
+        paired(&pairs[1], &pairs[0]),
+        paired(&pairs[3], &pairs[2]),
+        paired(&raw_pairs[1], &raw_pairs[0])
+    );
+    Ok(())
 }
 
 // ---------------------------------------------------------------------------------------------

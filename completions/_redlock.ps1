@@ -58,6 +58,7 @@ Register-ArgumentCompleter -Native -CommandName 'redlock' -ScriptBlock {
             [CompletionResult]::new('--ttl', '--ttl', [CompletionResultType]::ParameterName, 'Lease length; renewed every TTL/3 while the command runs')
             [CompletionResult]::new('-c', '-c', [CompletionResultType]::ParameterName, 'Run this through `sh -c` instead of a command after `--`')
             [CompletionResult]::new('--slots', '--slots', [CompletionResultType]::ParameterName, 'Let up to N holders hold the lock at once; the command gets REDLOCK_SLOT')
+            [CompletionResult]::new('--replicas', '--replicas', [CompletionResultType]::ParameterName, 'Count the grant and each renewal only once N replicas acknowledged it (Redis WAIT)')
             [CompletionResult]::new('--hold-at-least', '--hold-at-least', [CompletionResultType]::ParameterName, 'Keep the lock at least this long after acquiring it, even when the command ends sooner')
             [CompletionResult]::new('--wait', '--wait', [CompletionResultType]::ParameterName, 'Wait up to this long for a busy lock instead of giving up at once')
             [CompletionResult]::new('--conflict-exit-code', '--conflict-exit-code', [CompletionResultType]::ParameterName, 'Exit status when the lock is busy (instead of 75); 0 counts a skipped run as success')
@@ -139,6 +140,7 @@ Register-ArgumentCompleter -Native -CommandName 'redlock' -ScriptBlock {
             [CompletionResult]::new('--wait', '--wait', [CompletionResultType]::ParameterName, 'Wait up to this long for a busy lock')
             [CompletionResult]::new('--slots', '--slots', [CompletionResultType]::ParameterName, 'Take one of N slots (see `redlock run --slots`); the slot is printed on a third line')
             [CompletionResult]::new('--label', '--label', [CompletionResultType]::ParameterName, 'Recorded (holder and last-run records, `status`) instead of the calling command line')
+            [CompletionResult]::new('--replicas', '--replicas', [CompletionResultType]::ParameterName, 'Count the grant only once N replicas acknowledged it (see `redlock run --replicas`)')
             [CompletionResult]::new('--url', '--url', [CompletionResultType]::ParameterName, 'Redis server URL [default: redis://127.0.0.1:6379]')
             [CompletionResult]::new('--password-file', '--password-file', [CompletionResultType]::ParameterName, 'File holding the Redis password (first line)')
             [CompletionResult]::new('--prefix', '--prefix', [CompletionResultType]::ParameterName, 'Namespace prepended to every key, so staging never blocks production')
@@ -164,6 +166,7 @@ Register-ArgumentCompleter -Native -CommandName 'redlock' -ScriptBlock {
             [CompletionResult]::new('--key', '--key', [CompletionResultType]::ParameterName, 'The lock key')
             [CompletionResult]::new('--token', '--token', [CompletionResultType]::ParameterName, 'The token `redlock acquire` printed')
             [CompletionResult]::new('--ttl', '--ttl', [CompletionResultType]::ParameterName, 'New lease length, from now')
+            [CompletionResult]::new('--replicas', '--replicas', [CompletionResultType]::ParameterName, 'Count the renewal only once N replicas acknowledged it (see `redlock run --replicas`)')
             [CompletionResult]::new('--url', '--url', [CompletionResultType]::ParameterName, 'Redis server URL [default: redis://127.0.0.1:6379]')
             [CompletionResult]::new('--password-file', '--password-file', [CompletionResultType]::ParameterName, 'File holding the Redis password (first line)')
             [CompletionResult]::new('--prefix', '--prefix', [CompletionResultType]::ParameterName, 'Namespace prepended to every key, so staging never blocks production')
@@ -184,6 +187,7 @@ Register-ArgumentCompleter -Native -CommandName 'redlock' -ScriptBlock {
             break
         }
         'redlock;doctor' {
+            [CompletionResult]::new('--replicas', '--replicas', [CompletionResultType]::ParameterName, 'Check that N replicas acknowledge writes, as `redlock run --replicas N` needs')
             [CompletionResult]::new('--url', '--url', [CompletionResultType]::ParameterName, 'Redis server URL [default: redis://127.0.0.1:6379]')
             [CompletionResult]::new('--password-file', '--password-file', [CompletionResultType]::ParameterName, 'File holding the Redis password (first line)')
             [CompletionResult]::new('--prefix', '--prefix', [CompletionResultType]::ParameterName, 'Namespace prepended to every key, so staging never blocks production')

@@ -54,6 +54,7 @@ set edit:completion:arg-completer[redlock] = {|@words|
             cand --ttl 'Lease length; renewed every TTL/3 while the command runs'
             cand -c 'Run this through `sh -c` instead of a command after `--`'
             cand --slots 'Let up to N holders hold the lock at once; the command gets REDLOCK_SLOT'
+            cand --replicas 'Count the grant and each renewal only once N replicas acknowledged it (Redis WAIT)'
             cand --hold-at-least 'Keep the lock at least this long after acquiring it, even when the command ends sooner'
             cand --wait 'Wait up to this long for a busy lock instead of giving up at once'
             cand --conflict-exit-code 'Exit status when the lock is busy (instead of 75); 0 counts a skipped run as success'
@@ -132,6 +133,7 @@ set edit:completion:arg-completer[redlock] = {|@words|
             cand --wait 'Wait up to this long for a busy lock'
             cand --slots 'Take one of N slots (see `redlock run --slots`); the slot is printed on a third line'
             cand --label 'Recorded (holder and last-run records, `status`) instead of the calling command line'
+            cand --replicas 'Count the grant only once N replicas acknowledged it (see `redlock run --replicas`)'
             cand --url 'Redis server URL [default: redis://127.0.0.1:6379]'
             cand --password-file 'File holding the Redis password (first line)'
             cand --prefix 'Namespace prepended to every key, so staging never blocks production'
@@ -156,6 +158,7 @@ set edit:completion:arg-completer[redlock] = {|@words|
             cand --key 'The lock key'
             cand --token 'The token `redlock acquire` printed'
             cand --ttl 'New lease length, from now'
+            cand --replicas 'Count the renewal only once N replicas acknowledged it (see `redlock run --replicas`)'
             cand --url 'Redis server URL [default: redis://127.0.0.1:6379]'
             cand --password-file 'File holding the Redis password (first line)'
             cand --prefix 'Namespace prepended to every key, so staging never blocks production'
@@ -175,6 +178,7 @@ set edit:completion:arg-completer[redlock] = {|@words|
             cand --help 'Print help (see more with ''--help'')'
         }
         &'redlock;doctor'= {
+            cand --replicas 'Check that N replicas acknowledge writes, as `redlock run --replicas N` needs'
             cand --url 'Redis server URL [default: redis://127.0.0.1:6379]'
             cand --password-file 'File holding the Redis password (first line)'
             cand --prefix 'Namespace prepended to every key, so staging never blocks production'

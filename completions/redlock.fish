@@ -55,6 +55,7 @@ complete -c redlock -n "__fish_redlock_using_subcommand run" -l key -d 'The lock
 complete -c redlock -n "__fish_redlock_using_subcommand run" -l ttl -d 'Lease length; renewed every TTL/3 while the command runs' -r
 complete -c redlock -n "__fish_redlock_using_subcommand run" -s c -d 'Run this through `sh -c` instead of a command after `--`' -r
 complete -c redlock -n "__fish_redlock_using_subcommand run" -l slots -d 'Let up to N holders hold the lock at once; the command gets REDLOCK_SLOT' -r
+complete -c redlock -n "__fish_redlock_using_subcommand run" -l replicas -d 'Count the grant and each renewal only once N replicas acknowledged it (Redis WAIT)' -r
 complete -c redlock -n "__fish_redlock_using_subcommand run" -l hold-at-least -d 'Keep the lock at least this long after acquiring it, even when the command ends sooner' -r
 complete -c redlock -n "__fish_redlock_using_subcommand run" -l wait -d 'Wait up to this long for a busy lock instead of giving up at once' -r
 complete -c redlock -n "__fish_redlock_using_subcommand run" -l conflict-exit-code -d 'Exit status when the lock is busy (instead of 75); 0 counts a skipped run as success' -r
@@ -122,6 +123,7 @@ complete -c redlock -n "__fish_redlock_using_subcommand acquire" -l ttl -d 'Leas
 complete -c redlock -n "__fish_redlock_using_subcommand acquire" -l wait -d 'Wait up to this long for a busy lock' -r
 complete -c redlock -n "__fish_redlock_using_subcommand acquire" -l slots -d 'Take one of N slots (see `redlock run --slots`); the slot is printed on a third line' -r
 complete -c redlock -n "__fish_redlock_using_subcommand acquire" -l label -d 'Recorded (holder and last-run records, `status`) instead of the calling command line' -r
+complete -c redlock -n "__fish_redlock_using_subcommand acquire" -l replicas -d 'Count the grant only once N replicas acknowledged it (see `redlock run --replicas`)' -r
 complete -c redlock -n "__fish_redlock_using_subcommand acquire" -l url -d 'Redis server URL [default: redis://127.0.0.1:6379]' -r
 complete -c redlock -n "__fish_redlock_using_subcommand acquire" -l password-file -d 'File holding the Redis password (first line)' -r -F
 complete -c redlock -n "__fish_redlock_using_subcommand acquire" -l prefix -d 'Namespace prepended to every key, so staging never blocks production' -r
@@ -142,6 +144,7 @@ complete -c redlock -n "__fish_redlock_using_subcommand acquire" -s h -l help -d
 complete -c redlock -n "__fish_redlock_using_subcommand extend" -l key -d 'The lock key' -r
 complete -c redlock -n "__fish_redlock_using_subcommand extend" -l token -d 'The token `redlock acquire` printed' -r
 complete -c redlock -n "__fish_redlock_using_subcommand extend" -l ttl -d 'New lease length, from now' -r
+complete -c redlock -n "__fish_redlock_using_subcommand extend" -l replicas -d 'Count the renewal only once N replicas acknowledged it (see `redlock run --replicas`)' -r
 complete -c redlock -n "__fish_redlock_using_subcommand extend" -l url -d 'Redis server URL [default: redis://127.0.0.1:6379]' -r
 complete -c redlock -n "__fish_redlock_using_subcommand extend" -l password-file -d 'File holding the Redis password (first line)' -r -F
 complete -c redlock -n "__fish_redlock_using_subcommand extend" -l prefix -d 'Namespace prepended to every key, so staging never blocks production' -r
@@ -157,6 +160,7 @@ complete -c redlock -n "__fish_redlock_using_subcommand extend" -l tls-insecure 
 complete -c redlock -n "__fish_redlock_using_subcommand extend" -s v -l verbose -d 'Print a timeline of what redlock does on stderr'
 complete -c redlock -n "__fish_redlock_using_subcommand extend" -s q -l quiet -d 'Print only the final error line'
 complete -c redlock -n "__fish_redlock_using_subcommand extend" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c redlock -n "__fish_redlock_using_subcommand doctor" -l replicas -d 'Check that N replicas acknowledge writes, as `redlock run --replicas N` needs' -r
 complete -c redlock -n "__fish_redlock_using_subcommand doctor" -l url -d 'Redis server URL [default: redis://127.0.0.1:6379]' -r
 complete -c redlock -n "__fish_redlock_using_subcommand doctor" -l password-file -d 'File holding the Redis password (first line)' -r -F
 complete -c redlock -n "__fish_redlock_using_subcommand doctor" -l prefix -d 'Namespace prepended to every key, so staging never blocks production' -r

@@ -27,6 +27,16 @@
  *   NO_HEAL         quorum renewals do not re-establish a key on a node that lost it;
  *   NO_FENCE_FLOOR  a fence is the counter plus one, not floored by the server's clock.
  *
+ * With -DREPLICA (one server) the server has an asynchronous replica, and a failover may
+ * promote it with whatever it had received: what the master had not passed on is lost. A grant
+ * and a renewal count only once the replica acknowledged them (`--replicas 1`: WAIT after the
+ * script; one not acknowledged in time is given back, or does not move the kill point). A
+ * failover is not an override: exclusion must hold through it. Its switch:
+ *   NO_WAIT         grants and renewals count at once (redlock without --replicas); the
+ *                   checker must find the double run after a failover;
+ *   NO_RENEWAL_WAIT grants wait for the replica, renewals count at once: a failover loses a
+ *                   renewal, and the key lapses on the new master before the kill point.
+ *
  * With -DQUEUE the model is another world instead: the fair queue's hand-off on one server
  * (src/lock/wait.rs, scripts/acquire.lua, queue.lua), where the head waiter's next attempt
  * waits on the server behind its grant list and the release runs it; the head may be dead
@@ -65,6 +75,9 @@
 #endif
 #ifndef MAXFORCES
 #define MAXFORCES 1      /* forced releases (release --force) */
+#endif
+#ifndef MAXFAILOVERS
+#define MAXFAILOVERS 1   /* -DREPLICA: failovers to the replica */
 #endif
 
 /* The lease, in ticks (lease.rs); one tick is ttl/12. */
@@ -136,6 +149,40 @@ byte last_granted;       /* the fence granted last */
 
 byte faults, stalls, restarts, forces;
 bool settled = 1;        /* quorum: the next restart may come (see Faults) */
+
+#ifdef REPLICA
+/* The replica of the one server (-DREPLICA): its copy of the lock key, the key's expiry and
+   the fence counter, as far as replication has brought them. The key's expiry is absolute
+   (Redis replicates PEXPIREAT), so the copy ages with the master's. */
+byte rkey;
+byte rleft;
+byte rctr;
+byte failovers;
+
+/* The replica receives everything the master wrote so far (replication is a stream: whatever
+   it has is all the master wrote up to some moment). WAIT answers once it has. */
+inline replicate() {
+  rkey = key[0]; rleft = left[0]; rctr = ctr[0]
+}
+
+/* --replicas 1: a write counts once the replica acknowledged it (WAIT); or the wait timed out
+   and it does not count (`acked` 0). Without it (NO_WAIT), it counts at once. */
+#ifdef NO_WAIT
+#define acknowledged(acked) acked = 1
+#else
+inline acknowledged(acked) {
+  if
+  :: replicate(); acked = 1
+  :: faults < MAXFAULTS -> faults++; acked = 0
+  fi
+}
+#endif
+#if defined(NO_WAIT) || defined(NO_RENEWAL_WAIT)
+#define renewal_acknowledged(acked) acked = 1
+#else
+#define renewal_acknowledged(acked) acknowledged(acked)
+#endif
+#endif
 
 byte pend_op[H * NODES]; /* a request a stalled node runs late, per holder and node */
 byte pend_tok[H * NODES];
@@ -296,10 +343,32 @@ end:
           n++
        :: else -> break
        od;
-       n = 0
+       n = 0;
+#ifdef REPLICA
+       if
+       :: rkey != 0 ->
+          rleft--;
+          if
+          :: rleft == 0 -> rkey = 0
+          :: else
+          fi
+       :: else
+       fi
+#endif
      }
   od
 }
+
+#ifdef REPLICA
+/* ---- asynchronous replication: the replica catches up at any moment, or not ---- */
+
+active proctype Replication() {
+end:
+  do
+  :: atomic { (rkey != key[0] || rleft != left[0] || rctr != ctr[0]) -> replicate() }
+  od
+}
+#endif
 
 /* ---- a stalled server resuming: it runs what was queued, in any order ---- */
 
@@ -394,6 +463,22 @@ end:
        od;
        i = 0; n = 0
      }
+#ifdef REPLICA
+  :: atomic {
+       /* a failover: the replica becomes the master with what it had received (the old
+          master's last writes are lost, and so are the requests queued on it); a new replica
+          syncs from it. Not an override: the lease must survive it. */
+       failovers < MAXFAILOVERS ->
+       failovers++;
+       key[0] = rkey; left[0] = rleft; ctr[0] = rctr;
+       i = 0;
+       do
+       :: i < H -> pend_op[i * NODES] = 0; pend_tok[i * NODES] = 0; pend_fence[i * NODES] = 0; i++
+       :: else -> break
+       od;
+       i = 0
+     }
+#endif
   od
 }
 
@@ -431,7 +516,20 @@ proctype Holder(byte h) {
              if
              :: f > 0 -> got++; if :: f > fence -> fence = f :: else fi
              :: else
+             fi;
+#ifdef REPLICA
+             /* WAIT behind the script: a grant the replica did not acknowledge in time is
+                given back (the undo below) */
+             if
+             :: f > 0 ->
+                acknowledged(r);
+                if
+                :: r == 0 -> got = 0
+                :: else
+                fi
+             :: else
              fi
+#endif
           :: o == NOREPLY -> acquire(i, tok, f)
           :: o == LOST
           :: o == STALL -> later(h, i, P_ACQ, tok, 0)
@@ -555,7 +653,20 @@ proctype Holder(byte h) {
              network(o, h, i);
              res[i] = NONE;
              if
-             :: o == OK -> extend(i, tok, r); res[i] = r; answered++
+             :: o == OK -> extend(i, tok, r); res[i] = r; answered++;
+#ifdef REPLICA
+                /* WAIT behind the script: a renewal the replica did not acknowledge in time
+                   does not count */
+                if
+                :: r == YES ->
+                   renewal_acknowledged(r);
+                   if
+                   :: r == 0 -> res[i] = NONE
+                   :: else
+                   fi
+                :: else
+                fi
+#endif
              :: o == NOREPLY -> extend(i, tok, r)
              :: o == LOST
              :: o == STALL -> later(h, i, P_EXT, tok, 0)

@@ -118,6 +118,19 @@ impl Context {
         Ok(shape)
     }
 
+    /// `--replicas N`, checked before anything is contacted: a quorum of independent masters
+    /// has no replicas to wait for (64).
+    pub fn replicas(&self, replicas: u32) -> Result<u32> {
+        if replicas > 0 && self.servers.len() > 1 {
+            return Err(usage(
+                "--replicas cannot be used with several --url (a quorum): independent masters \
+                 have no replicas to wait for, and a majority of them is what keeps the lock; \
+                 use it with one server, Sentinel or a Cluster",
+            ));
+        }
+        Ok(replicas)
+    }
+
     /// The lock's servers, each bounded by `timeout` per connect and command.
     pub fn nodes(&self, timeout: Duration) -> nodes::Nodes {
         nodes::Nodes::new(&self.servers, timeout)

@@ -161,7 +161,7 @@ fn dispatch(ctx: &Context, command: Command) -> Result<Exit> {
         Command::Release(args) => commands::release::release(ctx, args),
         Command::Acquire(args) => commands::acquire::acquire(ctx, args),
         Command::Extend(args) => commands::extend::extend(ctx, args),
-        Command::Doctor => commands::doctor::doctor(ctx),
+        Command::Doctor(args) => commands::doctor::doctor(ctx, &args),
         Command::Pause(args) => commands::pause::pause(ctx, args),
         Command::Resume(args) => commands::pause::resume(ctx, args),
         Command::Metrics(args) => commands::metrics::metrics(ctx, args),

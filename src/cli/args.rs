@@ -49,6 +49,11 @@ persistence: with neither AOF nor RDB snapshots a restart forgets every lock (wa
 alone it forgets the locks taken since the last snapshot (warn). AOF without appendfsync always \
 is ok, with a note that a crash can forget the last second of locks.
 
+replication: a primary with replicas loses the last writes when it fails over (replication is \
+asynchronous), and with them a lock just taken or renewed: warn, naming --replicas. With \
+--replicas N (REDLOCK_REPLICAS), WAIT must be allowed (fail, 77: grant +wait) and offered (fail, \
+78), and N replicas must acknowledge (fail, 69); a replica not in sync, or lagging, is a warning.
+
 latency: the median of 10 PINGs; above 10ms it is a warning, because every acquire and every \
 renewal pays it, and renewals must finish well within a third of the TTL.
 
@@ -295,6 +300,31 @@ pub struct AcquireArgs {
     /// Recorded (holder and last-run records, `status`) instead of the calling command line
     #[arg(long, env = "REDLOCK_LABEL", value_name = "TEXT")]
     pub label: Option<String>,
+
+    /// Count the grant only once N replicas acknowledged it (see `redlock run --replicas`)
+    ///
+    /// A grant fewer replicas acknowledge is given back, and acquire exits 69.
+    #[arg(
+        long,
+        env = "REDLOCK_REPLICAS",
+        default_value = "0",
+        hide_default_value = true,
+        value_name = "N"
+    )]
+    pub replicas: u32,
+}
+
+#[derive(Debug, Args)]
+pub struct DoctorArgs {
+    /// Check that N replicas acknowledge writes, as `redlock run --replicas N` needs
+    #[arg(
+        long,
+        env = "REDLOCK_REPLICAS",
+        default_value = "0",
+        hide_default_value = true,
+        value_name = "N"
+    )]
+    pub replicas: u32,
 }
 
 #[derive(Debug, Args)]
@@ -310,4 +340,17 @@ pub struct ExtendArgs {
     /// New lease length, from now
     #[arg(long, value_parser = parse_duration, allow_hyphen_values = true, value_name = "DURATION")]
     pub ttl: Duration,
+
+    /// Count the renewal only once N replicas acknowledged it (see `redlock run --replicas`)
+    ///
+    /// A renewal fewer replicas acknowledge renewed the key on the master, but a failover may
+    /// lose it: extend exits 69 and the lease stands as the last acknowledged one left it.
+    #[arg(
+        long,
+        env = "REDLOCK_REPLICAS",
+        default_value = "0",
+        hide_default_value = true,
+        value_name = "N"
+    )]
+    pub replicas: u32,
 }

@@ -69,12 +69,13 @@ const RETRY_FAILED: usize = 23;
 const CONTAIN: usize = 24;
 const LABEL: usize = 25;
 const METRICS_FILE: usize = 26;
-const SHELL: usize = 27;
+const REPLICAS: usize = 27;
+const SHELL: usize = 28;
 /// The options before KEY are global: they may come before `run` too.
 pub(super) const GLOBALS: usize = KEY;
 
 /// The global options and `run`'s, in the order of the indexes above.
-pub(super) const OPTS: [Opt; 28] = [
+pub(super) const OPTS: [Opt; 29] = [
     Opt {
         repeats: true,
         ..opt("url", true)
@@ -111,6 +112,7 @@ pub(super) const OPTS: [Opt; 28] = [
     opt("contain", true),
     opt("label", true),
     opt("metrics-file", true),
+    opt("replicas", true),
     // `-c` has no long name.
     Opt {
         short: Some('c'),
@@ -119,7 +121,7 @@ pub(super) const OPTS: [Opt; 28] = [
 ];
 
 /// The environment variables clap reads for these options; each is read here too.
-pub(super) const ENV: [(usize, &str); 17] = [
+pub(super) const ENV: [(usize, &str); 18] = [
     (URL, "REDLOCK_URL"),
     (PASSWORD_FILE, "REDLOCK_PASSWORD_FILE"),
     (SENTINEL_PASSWORD_FILE, "REDLOCK_SENTINEL_PASSWORD_FILE"),
@@ -137,6 +139,7 @@ pub(super) const ENV: [(usize, &str); 17] = [
     (CONTAIN, "REDLOCK_CONTAIN"),
     (LABEL, "REDLOCK_LABEL"),
     (METRICS_FILE, "REDLOCK_METRICS_FILE"),
+    (REPLICAS, "REDLOCK_REPLICAS"),
 ];
 
 /// The option `word` names (an index into [`OPTS`]), with its value when given after `=`.
@@ -361,6 +364,7 @@ pub(super) fn parse(
         contain,
         label: string(LABEL),
         metrics_file: path(METRICS_FILE),
+        replicas: number(REPLICAS)?.unwrap_or(0),
         shell: string(SHELL),
         command: command.unwrap_or_default(),
     };
@@ -452,7 +456,7 @@ mod tests {
                 TIMEOUT | TTL | WAIT | KILL_AFTER | HOLD_AT_LEAST | MAX_RUNTIME | ONCE_PER => {
                     &durations
                 }
-                CONFLICT_EXIT_CODE | SLOTS => &numbers,
+                CONFLICT_EXIT_CODE | SLOTS | REPLICAS => &numbers,
                 LOG_FORMAT | CONTAIN => &enums,
                 _ if opt.value => &strings,
                 _ => &[""],
@@ -537,6 +541,7 @@ mod tests {
             "-q --log-format json run --key k --ttl 5s -- x",
             "run --key k --ttl 5s --max-runtime 1m --kill-after 1s -- x",
             "run --key k --ttl 5s --once-per 1h --retry-failed -- x",
+            "run --key k --ttl 5s --replicas 1 -- x",
         ];
         for line in accept {
             assert!(
@@ -713,6 +718,8 @@ mod tests {
             (&[("REDLOCK_CONTAIN", "bogus")], run, false),
             (&[("REDLOCK_LABEL", "nightly report")], run, true),
             (&[("REDLOCK_METRICS_FILE", "/var/lib/m.prom")], run, true),
+            (&[("REDLOCK_REPLICAS", "1")], run, true),
+            (&[("REDLOCK_REPLICAS", "one")], run, false),
             (
                 &[("REDLOCK_SLOTS", "2"), ("REDLOCK_SHARED", "1")],
                 shared,

@@ -20,8 +20,8 @@ mod by_hand;
 mod run;
 
 pub use self::args::{
-    AcquireArgs, CheckArgs, ExtendArgs, GenerateDocsArgs, LogArgs, MetricsArgs, PauseArgs,
-    ReleaseArgs, ResumeArgs, StatusArgs,
+    AcquireArgs, CheckArgs, DoctorArgs, ExtendArgs, GenerateDocsArgs, LogArgs, MetricsArgs,
+    PauseArgs, ReleaseArgs, ResumeArgs, StatusArgs,
 };
 use self::args::{
     CHECK_LONG_ABOUT, DOCTOR_LONG_ABOUT, LOG_LONG_ABOUT, METRICS_LONG_ABOUT, PAUSE_LONG_ABOUT,
@@ -250,7 +250,7 @@ pub enum Command {
     Extend(ExtendArgs),
     /// Check the server for lock hazards and print each finding with its fix
     #[command(long_about = DOCTOR_LONG_ABOUT, after_help = exit::help(Some("doctor")))]
-    Doctor,
+    Doctor(DoctorArgs),
     /// Refuse new runs of locks (for maintenance); with --drain, wait for the running ones
     #[command(long_about = PAUSE_LONG_ABOUT, after_help = exit::help(Some("pause")))]
     Pause(PauseArgs),

@@ -42,6 +42,24 @@ pub struct RunArgs {
     #[arg(long, allow_hyphen_values = true, value_name = "N", help_heading = LOCK)]
     pub slots: Option<u32>,
 
+    /// Count the grant and each renewal only once N replicas acknowledged it (Redis WAIT)
+    ///
+    /// For Sentinel, Cluster or a primary with replicas, where a failover can lose the last
+    /// writes: WAIT N follows the acquire and every renewal in the same round trip. A grant
+    /// fewer replicas acknowledge (within half --timeout, at most TTL/3) is given back and
+    /// the run exits 69; a renewal they do not acknowledge does not count, and the command is
+    /// stopped at the kill point unless one does. 0 (the default): do not wait. Not with
+    /// several --url (a quorum).
+    #[arg(
+        long,
+        env = "REDLOCK_REPLICAS",
+        default_value = "0",
+        hide_default_value = true,
+        value_name = "N",
+        help_heading = LOCK
+    )]
+    pub replicas: u32,
+
     /// Keep the lock at least this long after acquiring it, even when the command ends sooner
     #[arg(
         long,

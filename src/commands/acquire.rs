@@ -31,8 +31,9 @@ pub fn acquire(ctx: &Context, args: AcquireArgs) -> Result<Exit> {
     lease::check_ttl(args.ttl)?;
     let keys = Keys::new(&ctx.prefix, &args.key)?;
     let shape = ctx.shape(args.shared, args.slots)?;
+    let replicas = ctx.replicas(args.replicas)?;
     let signals = Signals::block();
-    let mut nodes = ctx.nodes(ctx.timeout);
+    let mut nodes = ctx.nodes(ctx.timeout).with_replicas(replicas);
     nodes.connect()?;
     // Inside a run that holds this key: that run's token is the answer.
     if let Some((token, lease)) = crate::lock::nested::confirm(&mut nodes, &keys, shape)? {

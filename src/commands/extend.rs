@@ -15,7 +15,8 @@ use crate::supervise::lease;
 pub fn extend(ctx: &Context, args: ExtendArgs) -> Result<Exit> {
     lease::check_ttl(args.ttl)?;
     let keys = Keys::new(&ctx.prefix, &args.key)?;
-    let mut nodes = ctx.nodes(ctx.timeout);
+    let replicas = ctx.replicas(args.replicas)?;
+    let mut nodes = ctx.nodes(ctx.timeout).with_replicas(replicas);
     nodes.connect()?;
     let renewed = match nodes.extend(&keys, &args.token, args.ttl, &Standing::default(), false) {
         Renewal::Confirmed => true,

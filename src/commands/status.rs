@@ -64,8 +64,16 @@
 //!    // only with several --url (a quorum):
 //!    "quorum": {"nodes": 3, "majority": 2, "holding": 2},
 //!    "nodes": [{"url", "state": "held"|"held_by_another_token"|"free"|"wrong_type"|"error",
-//!               "ttl_left_ms", "fence", "error"}]}]}
+//!               "ttl_left_ms", "fence", "error"}]}],
+//!  "replication": [{"url", "address": null | "host:port" (each master of a cluster; [] for a
+//!                   quorum),
+//!                   "role", "offset", "replicas": [{"address", "state", "offset", "lag_s"}],
+//!                   "error": null | "…"}]}  // INFO replication; an error when it was refused
 //! ```
+//!
+//! The text ends with a `replication` line per master that has replicas (per server of a
+//! Sentinel or Cluster URL, replicas or not): how many, their state, lag and bytes behind.
+//! What matters for `--replicas`. A user that may not run INFO gets a note there instead.
 //!
 //! Numbers are integers; `*_ms` instants are milliseconds since the Unix epoch (server time).
 
@@ -80,6 +88,8 @@ use crate::lock::inspect::{self, Inspection, Reading};
 use crate::lock::keys::{BATCH, Keys};
 use crate::lock::nodes::{Nodes, Tally};
 use crate::lock::record::{Holder, LockState, Waiter};
+use crate::lock::replicas::Replication;
+use crate::redis::server::Server;
 use crate::report::exit::Exit;
 use crate::report::json::Json;
 use crate::report::log;
@@ -108,7 +118,8 @@ pub fn status(ctx: &Context, args: StatusArgs) -> Result<Exit> {
             }
         }
     }
-    Ok(shown.finish(&ctx.prefix))
+    let replication = Replicated::read(&mut nodes);
+    Ok(shown.finish(&ctx.prefix, &replication))
 }
 
 /// A listing under way: what it has printed, and what it has seen that decides its exit
@@ -241,14 +252,15 @@ impl Shown {
             .to_string()
     }
 
-    /// Ends the output and says the exit status.
-    fn finish(self, prefix: &str) -> Exit {
+    /// Ends the output with what the servers say of their replicas, and says the exit status.
+    fn finish(self, prefix: &str, replication: &Replicated) -> Exit {
         if self.printing {
+            let tail = format!(",\"replication\":{}}}\n", replication.json().render());
             let end = match (self.json, self.count) {
-                (true, 0) => format!("{}]}}\n", self.json_head()),
-                (true, _) => "]}\n".to_string(),
-                (false, 0) => format!("no locks under prefix {prefix:?}\n"),
-                (false, _) => String::new(),
+                (true, 0) => format!("{}]{tail}", self.json_head()),
+                (true, _) => format!("]{tail}"),
+                (false, 0) => format!("no locks under prefix {prefix:?}\n{}", replication.text()),
+                (false, _) => replication.text(),
             };
             let _ = log::stdout(&end);
         }
@@ -277,6 +289,97 @@ impl Shown {
         } else {
             Exit::No
         }
+    }
+}
+
+/// What each server says of its replicas (`INFO replication`): one more round trip, on the
+/// same connection. What matters for `--replicas` is how many replicas each master has and how
+/// far behind they are. A user that may not run INFO (a `+@read` user) gets a note instead:
+/// `status` itself needs only read commands.
+struct Replicated {
+    servers: Vec<(Server, Result<Masters>)>,
+}
+
+/// A server's masters (one, or each of a cluster's, by address) and their replicas.
+type Masters = Vec<(Option<String>, Replication)>;
+
+impl Replicated {
+    /// Nothing for a quorum: its nodes are independent masters, whose replicas (if any) keep
+    /// no lock (`--replicas` is refused there), and a node that did not answer the reading
+    /// would be waited for once more.
+    fn read(nodes: &mut Nodes) -> Replicated {
+        if nodes.is_quorum() {
+            return Replicated {
+                servers: Vec::new(),
+            };
+        }
+        let found = nodes.each(crate::lock::replicas::of_masters);
+        Replicated {
+            servers: nodes.servers().cloned().zip(found).collect(),
+        }
+    }
+
+    /// One line per master with replicas (or where replicas are expected: Sentinel, Cluster);
+    /// nothing for a lone server.
+    fn text(&self) -> String {
+        let mut out = String::new();
+        for (server, found) in &self.servers {
+            let expected = server.is_sentinel() || server.is_cluster();
+            match found {
+                Ok(masters) => {
+                    for (address, r) in masters {
+                        if !expected && r.is_master() && r.replicas.is_empty() {
+                            continue;
+                        }
+                        let name = match address {
+                            Some(address) => format!("{} (master {address})", server.name()),
+                            None => server.name().to_string(),
+                        };
+                        out.push_str(&format!("replication  {name}: {}\n", r.describe()));
+                    }
+                }
+                Err(e) => out.push_str(&format!(
+                    "replication  {}: not shown ({}){}\n",
+                    server.name(),
+                    crate::report::error::render(e),
+                    if crate::report::error::classify(e) == Exit::Permission {
+                        "; grant +info to see it"
+                    } else {
+                        ""
+                    }
+                )),
+            }
+        }
+        out
+    }
+
+    fn json(&self) -> Json {
+        Json::Arr(
+            self.servers
+                .iter()
+                .flat_map(|(server, found)| match found {
+                    Ok(masters) => masters
+                        .iter()
+                        .map(|(address, r)| {
+                            let mut fields = vec![
+                                ("url", Json::str(server.name())),
+                                ("address", Json::opt_str(address.as_deref())),
+                            ];
+                            if let Json::Obj(more) = r.json() {
+                                fields.extend(more);
+                            }
+                            fields.push(("error", Json::Null));
+                            Json::Obj(fields)
+                        })
+                        .collect::<Vec<_>>(),
+                    Err(e) => vec![Json::Obj(vec![
+                        ("url", Json::str(server.name())),
+                        ("address", Json::Null),
+                        ("error", Json::str(crate::report::error::render(e))),
+                    ])],
+                })
+                .collect(),
+        )
     }
 }
 

@@ -13,6 +13,7 @@ use super::keys::{Keys, RECORD_TTL};
 use super::lua::{Lua, lua};
 use super::operator::audit_entry;
 use super::record::{Holder, Pause};
+use super::replicas::{Ack, explain, is_unacknowledged};
 use super::{Claim, PROVISIONAL, Queueing, RELEASE, Refusal, Shape};
 use crate::redis::server::Conn;
 use crate::redis::wire::Wire;
@@ -301,13 +302,15 @@ fn acquire_call(
 }
 
 /// One acquire attempt; a waiter (`queue`) that is refused joins the key's queue, or refreshes
-/// its entry there.
+/// its entry there. With `ack` (`--replicas`), WAIT follows the script in the same round trip,
+/// and a grant too few replicas acknowledged is given back ([`acknowledged`]).
 pub fn acquire(
     con: &mut dyn ConnectionLike,
     claim: &Claim,
     refusal: Refusal,
     queue: Option<&Queueing>,
     cluster: bool,
+    ack: Option<Ack>,
 ) -> Result<Acquire> {
     let (names, args) = acquire_call(claim, refusal, queue, cluster);
     let mut call = ACQUIRE.prepare_invoke();
@@ -317,10 +320,53 @@ pub fn acquire(
     for arg in &args {
         call.arg(arg);
     }
-    let reply: Vec<Value> = call
-        .invoke(con)
-        .with_context(|| format!("cannot acquire {}", claim.keys.lock))?;
-    Ok(acquire_reply(&reply, queue))
+    let context = || format!("cannot acquire {}", claim.keys.lock);
+    let Some(ack) = ack else {
+        let reply: Vec<Value> = call.invoke(con).with_context(context)?;
+        return Ok(acquire_reply(&reply, queue));
+    };
+    match call.invoke_then::<Vec<Value>>(con, &ack.command()) {
+        Ok((reply, waited)) => {
+            acknowledged(con, claim, acquire_reply(&reply, queue), ack.check(waited))
+        }
+        // Through a cluster, a refused WAIT is the error of the script too, which may have
+        // taken the lock: given back, whatever the refusal was.
+        Err(e) => {
+            if e.code().is_some() {
+                let _ = release(con, claim.keys, claim.token, None, None);
+            }
+            Err(anyhow::Error::new(e).context(context()))
+        }
+    }
+}
+
+/// An attempt's answer once WAIT has answered too (`--replicas`): a grant too few replicas
+/// acknowledged (or that WAIT was refused for) is given back on the same connection, and the
+/// attempt fails with why; any other answer stands, unless WAIT was refused.
+fn acknowledged(
+    con: &mut dyn ConnectionLike,
+    claim: &Claim,
+    attempt: Acquire,
+    waited: Result<()>,
+) -> Result<Acquire> {
+    let Err(e) = waited else {
+        return Ok(attempt);
+    };
+    if !matches!(attempt, Acquire::Acquired { .. }) {
+        if is_unacknowledged(&e) {
+            return Ok(attempt);
+        }
+        return Err(e.context(format!("cannot acquire {}", claim.keys.lock)));
+    }
+    let e = explain(e, con, claim.keys);
+    let given_back = match release(con, claim.keys, claim.token, None, None) {
+        Ok(_) => "given back",
+        Err(_) => "not given back (it expires by itself)",
+    };
+    Err(e.context(format!(
+        "{} was granted, but the grant does not count; {given_back}",
+        claim.keys.lock
+    )))
 }
 
 /// The name of a waiter's grant list: a release that makes it the head of the queue pushes to
@@ -332,12 +378,14 @@ pub fn grant_key(keys: &Keys, ticket: &str) -> String {
 /// A waiter's attempt queued behind a blocking pop of its grant list: the server runs the
 /// acquire the moment a release pushes to the list (in the same pass as the release), or after
 /// `block`, so the waiter wakes once, with the answer ([`grant_reply`]). One server only (not
-/// a cluster connection, whose routing cannot keep the two commands together).
+/// a cluster connection, whose routing cannot keep the two commands together). With `ack`
+/// (`--replicas`), WAIT follows the attempt.
 pub fn send_after_grant(
     con: &mut Wire,
     claim: &Claim,
     queue: &Queueing,
     block: Duration,
+    ack: Option<Ack>,
 ) -> Result<()> {
     let (names, args) = acquire_call(claim, Refusal::Uncounted, Some(queue), false);
     let mut evalsha = redis::cmd("EVALSHA");
@@ -353,6 +401,9 @@ pub fn send_after_grant(
         .arg(grant_key(claim.keys, queue.ticket))
         .arg(format!("{:.3}", block.as_secs_f64()))
         .add_command(evalsha);
+    if let Some(ack) = ack {
+        pipe.add_command(ack.command());
+    }
     con.send_packed_command(&pipe.get_packed_pipeline())
         .with_context(|| format!("cannot acquire {}", claim.keys.lock))
 }
@@ -360,13 +411,34 @@ pub fn send_after_grant(
 /// The answer to [`send_after_grant`]. `Ok(None)`: the server does not know the script (after
 /// a restart or SCRIPT FLUSH) and it was loaded; try again. A refused blocking pop (Redis
 /// before 6.0 takes no fractional timeout; an ACL without `blpop`) is the server's error,
-/// unless the attempt behind it, which ran at once, took the lock.
-pub fn grant_reply(con: &mut Wire, claim: &Claim, queue: &Queueing) -> Result<Option<Acquire>> {
+/// unless the attempt behind it, which ran at once, took the lock. With `ack`, WAIT's answer is
+/// read too, and a grant too few replicas acknowledged is given back (see [`acquire`]).
+pub fn grant_reply(
+    con: &mut Wire,
+    claim: &Claim,
+    queue: &Queueing,
+    ack: Option<Ack>,
+) -> Result<Option<Acquire>> {
     let context = || format!("cannot acquire {}", claim.keys.lock);
     let popped = con.recv_response().with_context(context)?;
-    match con.recv_response().with_context(context)? {
+    let attempt = con.recv_response().with_context(context)?;
+    let waited = match ack {
+        Some(ack) => Some((
+            ack,
+            match con.recv_response().with_context(context)? {
+                Value::ServerError(e) => Err(RedisError::from(e)),
+                value => Ok(value),
+            },
+        )),
+        None => None,
+    };
+    match attempt {
         Value::Array(reply) => {
             let attempt = acquire_reply(&reply, Some(queue));
+            let attempt = match waited {
+                Some((ack, waited)) => acknowledged(con, claim, attempt, ack.check(waited))?,
+                None => attempt,
+            };
             match popped {
                 Value::ServerError(e) if matches!(attempt, Acquire::Busy(_)) => {
                     Err(anyhow::Error::new(RedisError::from(e)).context(context()))

@@ -11,6 +11,7 @@ use redis::{ConnectionLike, Value};
 use super::keys::{Keys, RECORD_TTL};
 use super::lua::{Lua, lua};
 use super::record::{Holder, LastRun};
+use super::replicas::{Ack, explain, is_unacknowledged};
 use super::{RELEASE, Shape, ending};
 
 /// Compare-and-pexpire: renews only our own lease, and the holder record with it.
@@ -28,13 +29,16 @@ pub enum Renewed {
 }
 
 /// Renews the lease iff `token` still holds it. `confirming`: a waiter confirms its
-/// provisional grant (see [`PROVISIONAL`]), which also confirms its `--once-per` window.
+/// provisional grant (see [`PROVISIONAL`]), which also confirms its `--once-per` window. With
+/// `ack` (`--replicas`), WAIT follows in the same round trip, and a renewal too few replicas
+/// acknowledged is an error: it renewed the key on the master, but a failover may lose it.
 pub fn extend(
     con: &mut dyn ConnectionLike,
     keys: &Keys,
     token: &str,
     ttl: Duration,
     confirming: bool,
+    ack: Option<Ack>,
 ) -> Result<Renewed> {
     let mut call = EXTEND.prepare_invoke();
     call.key(&keys.lock)
@@ -44,7 +48,20 @@ pub fn extend(
     if confirming {
         call.key(&keys.once);
     }
-    let renewed: i64 = call.arg(token).arg(ttl.as_millis() as u64).invoke(con)?;
+    call.arg(token).arg(ttl.as_millis() as u64);
+    let renewed: i64 = match ack {
+        None => call.invoke(con)?,
+        Some(ack) => {
+            let (renewed, waited) = call.invoke_then::<i64>(con, &ack.command())?;
+            if let Err(e) = ack.check(waited)
+                && (renewed == 1 || !is_unacknowledged(&e))
+            {
+                return Err(explain(e, con, keys)
+                    .context("the master renewed it, but the renewal does not count"));
+            }
+            renewed
+        }
+    };
     Ok(match renewed {
         1 => Renewed::Yes,
         -1 => Renewed::Missing,

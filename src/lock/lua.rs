@@ -92,6 +92,50 @@ impl Invocation<'_> {
             other => other,
         }
     }
+
+    /// `EVALSHA` and `then` behind it, in one round trip on one connection (a cluster routes
+    /// the two by the script's first key, to one node); after NOSCRIPT, the script is loaded
+    /// and both are sent again. The script's reply, and `then`'s as it came: an error reply
+    /// there is the server's refusal of `then` alone. (Through a cluster the router turns an
+    /// error reply to either into the error of both.)
+    pub fn invoke_then<T: FromRedisValue>(
+        &self,
+        con: &mut dyn ConnectionLike,
+        then: &redis::Cmd,
+    ) -> RedisResult<(T, RedisResult<redis::Value>)> {
+        let mut eval = redis::cmd("EVALSHA");
+        eval.arg(self.script.hash)
+            .arg(self.keys.len())
+            .arg(&self.keys)
+            .arg(&self.args);
+        let mut pipe = redis::pipe();
+        pipe.add_command(eval).add_command(then.clone());
+        let packed = pipe.get_packed_pipeline();
+        let is_noscript = |e: &redis::RedisError| {
+            e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript)
+        };
+        let mut replies = match con.req_packed_commands(&packed, 0, 2) {
+            Ok(replies)
+                if matches!(replies.first(), Some(redis::Value::ServerError(e))
+                    if is_noscript(&redis::RedisError::from(e.clone()))) =>
+            {
+                self.script.load(con)?;
+                con.req_packed_commands(&packed, 0, 2)?
+            }
+            Err(e) if is_noscript(&e) => {
+                self.script.load(con)?;
+                con.req_packed_commands(&packed, 0, 2)?
+            }
+            other => other?,
+        };
+        let reply = |value: redis::Value| match value {
+            redis::Value::ServerError(e) => Err(redis::RedisError::from(e)),
+            value => Ok(value),
+        };
+        let then_reply = reply(replies.pop().unwrap_or(redis::Value::Nil));
+        let script = reply(replies.pop().unwrap_or(redis::Value::Nil))?;
+        Ok((redis::from_redis_value(script)?, then_reply))
+    }
 }
 
 /// The SHA-1 of `data` in lower-case hex (FIPS 180-4), at compile time.

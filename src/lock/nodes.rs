@@ -122,6 +122,9 @@ pub struct Nodes {
     /// How many nodes confirmed the last renewal, when that was not all of them: said once,
     /// not at every renewal.
     degraded: Option<usize>,
+    /// `--replicas N`: acquires and renewals count once N replicas acknowledged them (one
+    /// server, Sentinel or Cluster; a quorum is refused before it gets here).
+    replicas: u32,
 }
 
 /// What a majority said about a renewal.
@@ -155,7 +158,24 @@ impl Nodes {
                 .collect(),
             timeout,
             degraded: None,
+            replicas: 0,
         }
+    }
+
+    /// These nodes' acquires and renewals count once `replicas` replicas acknowledged them
+    /// (`--replicas`; 0: at once). See `lock::replicas`.
+    pub fn with_replicas(mut self, replicas: u32) -> Nodes {
+        self.replicas = replicas;
+        self
+    }
+
+    /// The acknowledgement a request for a lease of `ttl` waits for, within this request's
+    /// timeout (`None` without `--replicas`).
+    pub fn ack(&self, ttl: Duration) -> Option<lock::replicas::Ack> {
+        if self.is_quorum() {
+            return None;
+        }
+        lock::replicas::Ack::new(self.replicas, self.timeout, ttl)
     }
 
     /// Connects the single server now, so that an unreachable Redis is reported before anything
@@ -294,6 +314,7 @@ impl Nodes {
     ) -> Result<Acquire> {
         let (keys, token, ttl) = (claim.keys, claim.token, claim.ttl);
         let timeout = self.timeout;
+        let ack = self.ack(ttl);
         for node in &mut self.nodes {
             node.stale = None;
         }
@@ -301,7 +322,8 @@ impl Nodes {
             if let [node] = self.nodes.as_mut_slice() {
                 let result = node.with(timeout, |c| {
                     let cluster = matches!(c, Conn::Cluster(_));
-                    lock::acquire(&mut Overlap::new(c, work), claim, refusal, queue, cluster)
+                    let mut c = Overlap::new(c, work);
+                    lock::acquire(&mut c, claim, refusal, queue, cluster, ack)
                 });
                 self.abandon(claim);
                 return result;
@@ -310,7 +332,7 @@ impl Nodes {
         }
         let results = self.each(|c| {
             let cluster = matches!(c, Conn::Cluster(_));
-            lock::acquire(c, claim, refusal, queue, cluster)
+            lock::acquire(c, claim, refusal, queue, cluster, ack)
         });
         if !self.is_quorum() {
             self.abandon(claim);
@@ -486,7 +508,8 @@ impl Nodes {
         standing: &Standing,
         confirming: bool,
     ) -> Renewal {
-        let results = self.each(|c| lock::extend(c, keys, token, ttl, confirming));
+        let ack = self.ack(ttl);
+        let results = self.each(|c| lock::extend(c, keys, token, ttl, confirming, ack));
         let missing: Vec<bool> = results
             .iter()
             .map(|r| matches!(r, Ok(Renewed::Missing)))

@@ -366,6 +366,7 @@ fn wait_notified(
         if let Err(e) = &answer
             && !is_server_reply(e)
             && !is_timeout(e)
+            && !lock::replicas::is_unacknowledged(e)
         {
             sent = Moment::now();
             answer = nodes.acquire(&req.claim, Refusal::Uncounted, Some(queue), sent, None);
@@ -375,7 +376,13 @@ fn wait_notified(
                 unreachable_since = None;
                 outcome(nodes, a, &req.claim, sent, &busy)?
             }
-            Err(e) if is_timeout(&e) || classify(&e) != Exit::Unavailable => return Err(e),
+            Err(e)
+                if is_timeout(&e)
+                    || classify(&e) != Exit::Unavailable
+                    || lock::replicas::is_unacknowledged(&e) =>
+            {
+                return Err(e);
+            }
             // Out of reach, or in a transient state (a failover, a node restarting, LOADING):
             // tried again at the next poll, for up to --timeout, as a waiter on one server
             // does; then the wait ends with the failure.
@@ -459,6 +466,8 @@ fn wait_for_grant(
         .min(req.timeout / 2)
         .clamp(Duration::from_millis(10), QUEUE_REFRESH);
     let read_timeout = req.timeout + lock::QUEUE_FAR_REFRESH;
+    // `--replicas`: WAIT follows each attempt, and makes a refused one no slower than its block.
+    let ack = nodes.ack(req.claim.ttl);
     let mut con: Option<Wire> = nodes.lend();
     if let Some(c) = &con
         && c.set_timeouts(read_timeout).is_err()
@@ -503,7 +512,8 @@ fn wait_for_grant(
             None => {
                 let block = block_after(busy, fast);
                 let sent = (Moment::now(), Instant::now(), block);
-                if lock::send_after_grant(c, &req.claim, queue, block).is_err() {
+                let capped = ack.map(|a| a.at_most(block));
+                if lock::send_after_grant(c, &req.claim, queue, block, capped).is_err() {
                     unreachable_since.get_or_insert(now);
                     con = None;
                     continue;
@@ -549,7 +559,7 @@ fn wait_for_grant(
             );
         }
         in_flight = None;
-        match lock::grant_reply(c, &req.claim, queue) {
+        match lock::grant_reply(c, &req.claim, queue, ack) {
             Ok(answer) => {
                 unreachable_since = None;
                 match answer {
@@ -577,6 +587,8 @@ fn wait_for_grant(
                 }
                 return None;
             }
+            // A grant too few replicas acknowledged was given back: the wait ends with why.
+            Err(e) if lock::replicas::is_unacknowledged(&e) => break Err(e),
             // A timed-out attempt may still run on the server (a stalled one runs what is
             // queued when it resumes): its undoing goes behind it on the same connection, and
             // the wait ends with the timeout, as for any acquire.
@@ -645,7 +657,7 @@ fn step_out(
     let Some(c) = con.as_mut().filter(|_| in_flight) else {
         return;
     };
-    match lock::grant_reply(c, &req.claim, queue) {
+    match lock::grant_reply(c, &req.claim, queue, nodes.ack(req.claim.ttl)) {
         Ok(Some(Acquire::Acquired { .. })) => {
             let _ = nodes.release(keys, req.claim.token, None, None, None);
         }

@@ -144,8 +144,27 @@ impl ConnectionLike for Overlap<'_> {
         offset: usize,
         count: usize,
     ) -> RedisResult<Vec<Value>> {
-        self.run_meanwhile();
-        self.con.req_packed_commands(cmd, offset, count)
+        // A pipeline (the acquire and WAIT, with `--replicas`) is overlapped the same way.
+        let work = self.meanwhile.take();
+        let Conn::Single(c) = &mut *self.con else {
+            if let Some(work) = work {
+                work();
+            }
+            return self.con.req_packed_commands(cmd, offset, count);
+        };
+        let sent = c.send_packed_command(cmd);
+        if let Some(work) = work {
+            work();
+        }
+        sent?;
+        let mut replies = Vec::with_capacity(count);
+        for index in 0..offset + count {
+            let reply = c.recv_response()?;
+            if index >= offset {
+                replies.push(reply);
+            }
+        }
+        Ok(replies)
     }
 
     fn get_db(&self) -> i64 {

@@ -237,7 +237,8 @@ pub const STATUSES: &[Status] = &[
         exit: Exit::Unavailable,
         short: "Redis unavailable",
         meaning: "Redis (or the quorum) unreachable, timed out, a read-only replica, out of \
-            memory, or in a transient state (LOADING, MASTERDOWN, BUSY, CLUSTERDOWN, TRYAGAIN).",
+            memory, or in a transient state (LOADING, MASTERDOWN, BUSY, CLUSTERDOWN, TRYAGAIN); \
+            or fewer replicas than `--replicas N` acknowledged the lock (it was given back).",
         on: &[
             on("run", "", "The command never started."),
             on(
@@ -251,8 +252,8 @@ pub const STATUSES: &[Status] = &[
             on(
                 "doctor",
                 "",
-                "For `doctor`: the role check found a replica, or the probe lock's writes were \
-                 refused.",
+                "For `doctor`: the role check found a replica, the probe lock's writes were \
+                 refused, or fewer replicas than `--replicas N` acknowledge.",
             ),
             on("pause", "", ""),
             on("resume", "", ""),

@@ -256,3 +256,18 @@ fn the_lock_user_can_pause_and_resume_and_the_read_only_user_can_watch() {
         .args(["run", "--key", "report", "--ttl", "1s", "--", "true"])
         .exits_with(0);
 }
+
+#[test]
+fn the_lock_user_can_wait_for_a_replica() {
+    let server = RedisServer::start_with(&["--repl-diskless-sync-delay", "0"]);
+    let _replica =
+        RedisServer::start_with(&["--replicaof", "127.0.0.1", &server.port().to_string()]);
+    crate::support::fleet::online(&server, 1);
+    let rules = recipe("locker");
+    let rules: Vec<&str> = rules.iter().map(String::as_str).collect();
+    server.acl_setuser("locker", &rules);
+    as_user(&server, "locker")
+        .args(["run", "--key", "report", "--ttl", "3s", "--replicas", "1"])
+        .args(["--", "true"])
+        .exits_with(0);
+}

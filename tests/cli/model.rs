@@ -28,6 +28,8 @@ fn the_safety_model_holds_and_each_mechanism_it_relies_on_is_needed() {
     );
     // Every configuration reported, each as expected.
     let lines: Vec<&str> = stdout.lines().filter(|l| l.starts_with("ok ")).collect();
-    assert_eq!(lines.len(), 12, "model/check:\n{stdout}\n{stderr}");
+    assert_eq!(lines.len(), 15, "model/check:
+{stdout}
+{stderr}");
     assert!(!stdout.contains("FAIL"), "model/check:\n{stdout}");
 }

@@ -9,8 +9,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use anyhow::Result;
 use redis::RedisResult;
 
-use super::permissions::User;
+use super::permissions::{User, is_denied};
 use super::{Report, answered};
+use crate::lock::replicas::Replication;
 use crate::redis::server::Conn;
 use crate::report::exit::Exit;
 
@@ -155,6 +156,130 @@ pub(super) fn check_role_command(con: &mut Conn, user: &User, report: &mut Repor
                 fix,
             );
         }
+    }
+    Ok(())
+}
+
+/// The replicas that matter for a lock: replication is asynchronous, so a failover can lose
+/// a lock just taken or renewed unless runs wait for replicas (`--replicas N`, read from
+/// `REDLOCK_REPLICAS` too). Without `--replicas`, a primary with replicas is a warning naming
+/// it; with it, `WAIT N` is asked (it answers at once on a connection that wrote nothing yet:
+/// how many replicas are in sync), and fewer than N, or a refusal, is the failure every
+/// acquire would end with. A replica that is not online or lags is a warning. A quorum's node
+/// is only described: `--replicas` is refused there.
+pub(super) fn check_replication(
+    con: &mut Conn,
+    info: &Info,
+    quorum: bool,
+    replicas: u32,
+    timeout: Duration,
+    user: &User,
+    report: &mut Report,
+) -> Result<()> {
+    const CHECK: &str = "replication";
+    let info = match info {
+        Ok(info) => info,
+        Err(err) => {
+            let (text, fix) = user.could_not("INFO", err, "+info");
+            report.warn(CHECK, text, fix);
+            return Ok(());
+        }
+    };
+    let r = Replication::from_fields(info.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+    if !r.is_master() {
+        // The role check has said what is wrong.
+        return Ok(());
+    }
+    let lagging: Vec<&str> = r
+        .replicas
+        .iter()
+        .filter(|x| x.state != "online" || x.lag_s.is_some_and(|lag| lag > 1))
+        .map(|x| x.address.as_str())
+        .collect();
+    if replicas == 0 {
+        if quorum {
+            // `--replicas` is refused there: a node that fails over and loses the key is
+            // re-established by the next renewal, as one restarted.
+            report.ok(
+                CHECK,
+                format!(
+                    "{} (a quorum node that fails over is healed like one restarted)",
+                    r.describe()
+                ),
+            );
+        } else if r.replicas.is_empty() {
+            report.ok(CHECK, "no replica (nothing to fail over to)".into());
+        } else {
+            report.warn(
+                CHECK,
+                format!(
+                    "{}: replication is asynchronous, so a failover can lose a lock just taken \
+                     or renewed, and a second holder can start",
+                    r.describe()
+                ),
+                "run with --replicas 1 (REDLOCK_REPLICAS=1): a grant and each renewal then \
+                 count only once a replica acknowledged them"
+                    .into(),
+            );
+        }
+        return Ok(());
+    }
+    let ack = crate::lock::replicas::Ack {
+        replicas,
+        timeout: (timeout / 2).max(Duration::from_millis(1)),
+    };
+    match answered(ack.command().query::<i64>(con))? {
+        Err(err) if is_denied(&err) => report.fail(
+            Exit::Permission,
+            CHECK,
+            format!(
+                "--replicas {replicas} needs WAIT, and user {} may not run it",
+                user.0
+            ),
+            user.grant("+wait"),
+        ),
+        Err(err) => report.fail(
+            Exit::Config,
+            CHECK,
+            format!(
+                "--replicas {replicas} needs WAIT, and the server refused it: {}",
+                super::describe(&err)
+            ),
+            "run without --replicas on a server that does not offer WAIT (a failover can then \
+             lose a lock), or use one that does"
+                .into(),
+        ),
+        Ok(acked) if acked < i64::from(replicas) => report.fail(
+            Exit::Unavailable,
+            CHECK,
+            format!(
+                "--replicas {replicas}, but only {} acknowledge ({}): every acquire would be \
+                 given back and exit 69",
+                super::plural(acked.max(0) as usize, "replica"),
+                r.describe()
+            ),
+            "bring the replicas back (or add them), or lower --replicas".into(),
+        ),
+        Ok(acked) if !lagging.is_empty() => report.warn(
+            CHECK,
+            format!(
+                "--replicas {replicas}: {} acknowledge, but {} lag or are not in sync ({})",
+                super::plural(acked.max(0) as usize, "replica"),
+                lagging.join(", "),
+                r.describe()
+            ),
+            "check the replicas' links to the primary: a lagging replica delays every acquire \
+             and renewal"
+                .into(),
+        ),
+        Ok(acked) => report.ok(
+            CHECK,
+            format!(
+                "--replicas {replicas}: {} acknowledge ({})",
+                super::plural(acked.max(0) as usize, "replica"),
+                r.describe()
+            ),
+        ),
     }
     Ok(())
 }

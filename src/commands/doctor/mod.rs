@@ -12,6 +12,10 @@
 //! * **persistence** (INFO, CONFIG GET): neither AOF nor RDB means a restart forgets every lock;
 //!   RDB alone forgets those taken since the last snapshot (`warn`). AOF without
 //!   `appendfsync always` is ok, with a note.
+//! * **replication** (INFO, WAIT): a primary with replicas, run without `--replicas`, can
+//!   lose a lock in a failover (`warn`); with `--replicas N` (`REDLOCK_REPLICAS`), `WAIT N`
+//!   must be allowed and answered by N replicas (`fail` otherwise, with the status every
+//!   acquire would end with: 77, 78 or 69), and a replica not in sync or lagging is a `warn`.
 //! * **latency**: the median of 10 PINGs; above 10 ms every acquire and renewal pays it (`warn`).
 //! * **clock**: TIME against this host's clock, corrected by half the round trip. Leases never
 //!   use it, but `status` computes holder ages from both clocks: above 500 ms it is a `warn`.
@@ -41,6 +45,7 @@ use anyhow::Result;
 use redis::{RedisError, RedisResult};
 
 use crate::Context;
+use crate::cli::DoctorArgs;
 use crate::redis::server::{Conn, Server};
 use crate::report::error::redis_errors;
 use crate::report::exit::Exit;
@@ -49,17 +54,20 @@ use crate::report::log;
 mod checks;
 mod permissions;
 
-pub fn doctor(ctx: &Context) -> Result<Exit> {
+pub fn doctor(ctx: &Context, args: &DoctorArgs) -> Result<Exit> {
+    let replicas = ctx.replicas(args.replicas)?;
     let mut report = Report::default();
     if let [server] = ctx.servers.as_slice() {
-        check_server(ctx, server, &mut report).map_err(|e| server.explained(e))?;
+        check_server(ctx, server, replicas, &mut report).map_err(|e| server.explained(e))?;
         return Ok(report.finish());
     }
     // A quorum: every node is checked, under a header line of its own; a node that cannot be
     // reached is a failed check, not the end of the report.
     for server in &ctx.servers {
         let _ = log::stdout(&format!("server {}\n", server.name()));
-        if let Err(e) = check_server(ctx, server, &mut report).map_err(|e| server.explained(e)) {
+        if let Err(e) =
+            check_server(ctx, server, replicas, &mut report).map_err(|e| server.explained(e))
+        {
             report.fail(
                 crate::report::error::classify(&e),
                 "connection",
@@ -71,7 +79,7 @@ pub fn doctor(ctx: &Context) -> Result<Exit> {
     Ok(report.finish())
 }
 
-fn check_server(ctx: &Context, server: &Server, report: &mut Report) -> Result<()> {
+fn check_server(ctx: &Context, server: &Server, replicas: u32, report: &mut Report) -> Result<()> {
     let mut con = Conn::Single(server.connect_direct(ctx.timeout)?);
     let user = permissions::whoami(&mut con, server)?;
     let info = checks::info(&mut con)?;
@@ -83,6 +91,16 @@ fn check_server(ctx: &Context, server: &Server, report: &mut Report) -> Result<(
     }
     checks::check_maxmemory(&mut con, &info, &user, report)?;
     checks::check_persistence(&mut con, &info, &user, report)?;
+    let quorum = ctx.servers.len() > 1;
+    checks::check_replication(
+        &mut con,
+        &info,
+        quorum,
+        replicas,
+        ctx.timeout,
+        &user,
+        report,
+    )?;
     checks::check_latency(&mut con, &user, report)?;
     checks::check_clock(&mut con, &user, report)?;
     if replica {

@@ -56,7 +56,7 @@ fn every_key(keys: &Keys) -> Vec<String> {
 
 /// Whether the server refused for want of an ACL permission. Inside a script, Redis 7 says so
 /// in an `ERR` reply ("The user executing the script can't ...") rather than with NOPERM.
-fn is_denied(err: &RedisError) -> bool {
+pub(super) fn is_denied(err: &RedisError) -> bool {
     let text = err.to_string();
     err.code() == Some("NOPERM")
         || text.contains("NOPERM")
@@ -271,6 +271,7 @@ fn probe(
             Refusal::Uncounted,
             None,
             cluster,
+            None,
         ),
     )? {
         Some(Acquire::Acquired {
@@ -297,6 +298,7 @@ fn probe(
                 Refusal::Count,
                 None,
                 cluster,
+                None,
             ),
         )? {
             Some(Acquire::Acquired { .. }) => probe.odd.push(format!(
@@ -307,7 +309,10 @@ fn probe(
         }
         probe.step("count busy", lock::count_busy(con, keys, &holder))?;
         if probe
-            .step("extend", lock::extend(con, keys, token, PROBE_TTL, false))?
+            .step(
+                "extend",
+                lock::extend(con, keys, token, PROBE_TTL, false, None),
+            )?
             .is_some_and(|r| r != lock::Renewed::Yes)
         {
             probe.odd.push(format!(

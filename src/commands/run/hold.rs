@@ -362,7 +362,8 @@ impl Hold<'_> {
         );
 
         let mut heartbeat = Heartbeat::new(
-            ctx.nodes(super::node_timeout(ctx, plan.lease.ttl)),
+            ctx.nodes(super::node_timeout(ctx, plan.lease.ttl))
+                .with_replicas(plan.args.replicas),
             plan.keys.clone(),
             self.token.to_string(),
             Standing {

@@ -107,7 +107,9 @@ fn run_locked(ctx: &Context, args: RunArgs) -> Result<Exit> {
     let plan = Plan::check(ctx, args)?;
     let signals = Signals::block();
     let started = Moment::now();
-    let mut nodes = ctx.nodes(node_timeout(ctx, plan.lease.ttl));
+    let mut nodes = ctx
+        .nodes(node_timeout(ctx, plan.lease.ttl))
+        .with_replicas(plan.args.replicas);
     nodes.connect()?;
     // Inside a run that holds this key: become the command, under that run's lease.
     if nested::confirm(&mut nodes, &plan.keys, plan.shape)?.is_some() {
@@ -154,6 +156,7 @@ impl Plan {
         let keys = Keys::new(&ctx.prefix, &args.key)?;
         let shape = ctx.shape(args.shared, args.slots)?;
         let once = once_per(ctx, &args)?;
+        ctx.replicas(args.replicas)?;
         let argv = command_line(&args)?;
         if let Some(hold) = args.hold_at_least
             && hold > lease::MAX_TTL

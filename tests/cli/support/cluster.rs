@@ -29,6 +29,7 @@ use redis::Value;
 
 use super::certs::Certs;
 use super::poll::{POLL_INTERVAL, wait_until};
+use super::proxy::DelayingProxy;
 use super::redis_server::{RedisServer, free_port};
 use super::temp::TempDir;
 
@@ -48,11 +49,27 @@ pub const MASTERS: usize = 3;
 
 pub struct RedisCluster {
     nodes: Vec<RedisServer>,
-    /// Replicas per master: 0 or 1.
+    /// Replicas per master: 0, 1 (or 2 with lagging replicas).
     replicas: usize,
     /// For a TLS-only cluster: the CA `redis-cli` verifies the nodes with.
     ca_file: Option<String>,
+    /// With lagging replicas: each shard's master, replicas and proxy.
+    lagging: Vec<Lagging>,
 }
+
+/// A shard whose master is known by a proxy that delays its replication
+/// ([`RedisCluster::start_with_lagging_replicas`]).
+struct Lagging {
+    master: usize,
+    promotable: usize,
+    standby: usize,
+    proxy: DelayingProxy,
+}
+
+/// How far behind its master a shard's promotable replica is.
+pub const PROMOTABLE_LAG: Duration = Duration::from_millis(300);
+/// How far behind its master a shard's standby (never promoted) is.
+pub const STANDBY_LAG: Duration = Duration::from_millis(1000);
 
 impl RedisCluster {
     /// Three masters sharing the 16384 slots, every node agreeing the cluster is up.
@@ -101,6 +118,7 @@ impl RedisCluster {
             nodes,
             replicas,
             ca_file: tls.map(|certs| certs.path("ca.crt")),
+            lagging: Vec::new(),
         };
         cluster.create();
         cluster.wait_until_converged();
@@ -109,6 +127,134 @@ impl RedisCluster {
             cluster.wait_until_replicas_linked();
         }
         cluster
+    }
+
+    /// Three masters with two replicas each (nine nodes), for failovers that lose writes.
+    /// Each master is known to the cluster (and so to its replicas and to clients) by the
+    /// address of a [`DelayingProxy`] in front of it (`cluster-announce-port`), which delays
+    /// what it sends one replica by [`PROMOTABLE_LAG`] and the other, a standby that never
+    /// starts an election (`cluster-replica-no-failover`), by [`STANDBY_LAG`]: the promotable
+    /// replica is the first to acknowledge a write, and the one a failover promotes.
+    /// [`RedisCluster::lose_master`] cuts a master's links and kills it.
+    pub fn start_with_lagging_replicas() -> RedisCluster {
+        let mut cluster = RedisCluster::launch(2, REPLICATED_NODE_TIMEOUT, None);
+        for master in 0..MASTERS {
+            let replicas = cluster.replicas_of(master);
+            let [promotable, standby] = replicas[..] else {
+                panic!("node {master} has replicas {replicas:?}, not two");
+            };
+            let _: () = cluster.nodes[standby].query(&[
+                "CONFIG",
+                "SET",
+                "cluster-replica-no-failover",
+                "yes",
+            ]);
+            let proxy = DelayingProxy::start(cluster.nodes[master].port());
+            proxy.delay(cluster.nodes[promotable].port(), PROMOTABLE_LAG);
+            proxy.delay(cluster.nodes[standby].port(), STANDBY_LAG);
+            let announced = proxy.port().to_string();
+            let _: () = cluster.nodes[master].query(&[
+                "CONFIG",
+                "SET",
+                "cluster-announce-port",
+                &announced,
+            ]);
+            cluster.lagging.push(Lagging {
+                master,
+                promotable,
+                standby,
+                proxy,
+            });
+        }
+        for shard in &cluster.lagging {
+            let proxy = shard.proxy.port();
+            for replica in [shard.promotable, shard.standby] {
+                wait_until(
+                    &format!("node {replica} to replicate through the proxy on port {proxy}"),
+                    CONVERGE_TIMEOUT,
+                    || {
+                        let node = &cluster.nodes[replica];
+                        (replication(node, "master_port") == Some(proxy.to_string())
+                            && replication(node, "master_link_status").as_deref() == Some("up"))
+                        .then_some(())
+                    },
+                );
+            }
+            wait_until(
+                &format!("every node to know node {} by port {proxy}", shard.master),
+                CONVERGE_TIMEOUT,
+                || {
+                    cluster
+                        .nodes
+                        .iter()
+                        .all(|viewer| {
+                            viewer
+                                .try_query::<String>(&["CLUSTER", "NODES"])
+                                .is_ok_and(|table| {
+                                    parse_nodes(&table).iter().any(|line| line.port == proxy)
+                                })
+                        })
+                        .then_some(())
+                },
+            );
+            super::fleet::online(&cluster.nodes[shard.master], 2);
+        }
+        cluster
+    }
+
+    /// The replicas of master `master`, as it sees them.
+    pub fn replicas_of(&self, master: usize) -> Vec<usize> {
+        let id = self.node_id(master);
+        let table: String = self.nodes[master].query(&["CLUSTER", "NODES"]);
+        parse_nodes(&table)
+            .iter()
+            .filter(|line| line.master.as_deref() == Some(id.as_str()))
+            .filter_map(|line| self.index_of_port(line.port))
+            .collect()
+    }
+
+    /// With lagging replicas: master `master`'s host goes away, its links cut (its replicas
+    /// lose what it sent them in the last lag), then the master killed.
+    pub fn lose_master(&mut self, master: usize) {
+        let shard = self
+            .lagging
+            .iter()
+            .find(|s| s.master == master)
+            .unwrap_or_else(|| panic!("node {master} is not a master with lagging replicas"));
+        shard.proxy.cut();
+        self.nodes[master].kill9();
+    }
+
+    /// With lagging replicas: waits until the slot of `key`, which master `master` served
+    /// until it was lost, is served by the shard's promotable replica, as the shard's standby
+    /// sees the cluster; how long that took.
+    pub fn wait_for_failover(&self, master: usize, key: &str) -> Duration {
+        let started = Instant::now();
+        let shard = self
+            .lagging
+            .iter()
+            .find(|s| s.master == master)
+            .unwrap_or_else(|| panic!("node {master} is not a master with lagging replicas"));
+        let slot = self.slot_from(key, shard.standby);
+        let promoted = self.nodes[shard.promotable].port();
+        wait_until(
+            &format!("node {} to serve slot {slot}", shard.promotable),
+            FAILOVER_TIMEOUT,
+            || {
+                (role(&self.nodes[shard.promotable]) == "master"
+                    && self.nodes[shard.standby]
+                        .try_query::<Vec<Value>>(&["CLUSTER", "SLOTS"])
+                        .is_ok_and(|slots| master_port_of_slot(&slots, slot) == Some(promoted)))
+                .then_some(())
+            },
+        );
+        started.elapsed()
+    }
+
+    /// The hash slot of `key`, asked of node `node`.
+    fn slot_from(&self, key: &str, node: usize) -> u16 {
+        let slot: i64 = self.nodes[node].query(&["CLUSTER", "KEYSLOT", key]);
+        u16::try_from(slot).expect("a slot is below 16384")
     }
 
     pub fn node(&self, index: usize) -> &RedisServer {
@@ -325,8 +471,17 @@ impl RedisCluster {
         new
     }
 
+    /// The node listening on `port`, or known by it (a master behind its proxy).
     fn index_of_port(&self, port: u16) -> Option<usize> {
-        self.nodes.iter().position(|n| n.port() == port)
+        self.nodes
+            .iter()
+            .position(|n| n.port() == port)
+            .or_else(|| {
+                self.lagging
+                    .iter()
+                    .find(|s| s.proxy.port() == port)
+                    .map(|s| s.master)
+            })
     }
 
     /// Runs `redis-cli --cluster create` with a deadline; panics with its output on failure.

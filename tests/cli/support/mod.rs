@@ -5,10 +5,12 @@
 
 pub mod certs;
 pub mod cluster;
+pub mod fleet;
 pub mod json;
 pub mod monitor;
 pub mod poll;
 pub mod process;
+pub mod proxy;
 pub mod quorum;
 pub mod redis_server;
 pub mod redlock;

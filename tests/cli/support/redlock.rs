@@ -286,6 +286,12 @@ impl Running {
         })
     }
 
+    /// Whether redlock has written `part` to stderr so far (for polling, e.g. a waiter's
+    /// "waiting for" line with `-v`).
+    pub fn stderr_contains(&self, part: &str) -> bool {
+        String::from_utf8_lossy(&lock(&self.stderr)).contains(part)
+    }
+
     /// Waits for a line `NAME PID` and returns the pid, e.g. for `echo "child $$"`.
     pub fn expect_pid(&mut self, name: &str) -> Pid {
         let rest = self.expect_line_starting(&format!("{name} "));
