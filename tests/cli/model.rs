@@ -28,8 +28,12 @@ fn the_safety_model_holds_and_each_mechanism_it_relies_on_is_needed() {
     );
     // Every configuration reported, each as expected.
     let lines: Vec<&str> = stdout.lines().filter(|l| l.starts_with("ok ")).collect();
-    assert_eq!(lines.len(), 15, "model/check:
+    assert_eq!(
+        lines.len(),
+        15,
+        "model/check:
 {stdout}
-{stderr}");
+{stderr}"
+    );
     assert!(!stdout.contains("FAIL"), "model/check:\n{stdout}");
 }
