@@ -481,6 +481,10 @@ fn wait_for_grant(
     // `--timeout` it is retried, then the wait ends with the failure (69), as on the notified
     // path, rather than waiting out `--wait` to report a busy lock it can no longer see.
     let mut unreachable_since: Option<Instant> = None;
+    // A connection made anew (the last one was lost): what this waiter knew of the queue may be
+    // gone with it — a failover, a restart or a FLUSHALL loses the queue and the lock with it —
+    // so its first attempt waits on the server for no push, and learns at once where it stands.
+    let mut anew = false;
     let ended = loop {
         let now = Instant::now();
         if now >= until {
@@ -491,6 +495,7 @@ fn wait_for_grant(
             None => match server.connect_direct(req.timeout) {
                 Ok(c) => {
                     let _ = c.set_timeouts(read_timeout);
+                    anew = true;
                     con.insert(c)
                 }
                 Err(e) => {
@@ -510,7 +515,11 @@ fn wait_for_grant(
         let (sent, sent_at, block) = match in_flight {
             Some(sent) => sent,
             None => {
-                let block = block_after(busy, fast);
+                let block = if std::mem::take(&mut anew) {
+                    AT_ONCE
+                } else {
+                    block_after(busy, fast)
+                };
                 let sent = (Moment::now(), Instant::now(), block);
                 let capped = ack.map(|a| a.at_most(block));
                 if lock::send_after_grant(c, &req.claim, queue, block, capped).is_err() {
@@ -623,6 +632,9 @@ fn wait_for_grant(
     }
     Some(ended)
 }
+
+/// The block of an attempt that is to run at once: the shortest a blocking pop takes.
+const AT_ONCE: Duration = Duration::from_millis(1);
 
 /// How long a waiter's next attempt waits on the server for a push, after `busy`: at the
 /// front of a free lock (others ahead, none holding), `fast`, the front's pace (queue.lua);

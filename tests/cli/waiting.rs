@@ -8,8 +8,9 @@
 //! the server (`CLIENT KILL`), and Redis restarted under the queue.
 //!
 //! What holds in every cell: the waiters' commands never overlap and their fences grow (the
-//! sections oracle); every waiter that was not killed runs; and a killed or frozen head holds
-//! the others up for at most the documented bound after the release.
+//! sections oracle); every waiter that was not killed runs; and the first command after the
+//! release starts within the documented bound of it, whether a killed or frozen head held the
+//! others up, or the waiters had to reconnect.
 //!
 //! A new way of waiting, or a new fault a waiter can meet, adds its row or column here: a
 //! variant and its arm in `Place`/`apply`, and one test per new cell (ARCHITECTURE.md,
@@ -215,7 +216,10 @@ fn cell(way: Way, fault: Fault) {
         survivors,
         "{way:?} × {fault:?}: {sections:?}"
     );
-    if matches!(fault, Fault::Kill | Fault::Freeze) {
+    // Every fault: the queue goes on within the bound of the release. After a restart or a
+    // dropped connection, too: a waiter that reconnects learns at once where it stands, rather
+    // than waiting on the server for a push that the lost queue will never send.
+    {
         let first = read_sections(&log)
             .first()
             .map(|s| s.first)
@@ -223,7 +227,7 @@ fn cell(way: Way, fault: Fault) {
         let waited = Duration::from_micros(first.saturating_sub(released));
         assert!(
             waited <= BOUND + SLACK,
-            "{way:?} × {fault:?}: the head held up the queue for {waited:?} after the release"
+            "{way:?} × {fault:?}: the first command started {waited:?} after the release"
         );
     }
 }
