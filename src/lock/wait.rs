@@ -481,10 +481,11 @@ fn wait_for_grant(
     // `--timeout` it is retried, then the wait ends with the failure (69), as on the notified
     // path, rather than waiting out `--wait` to report a busy lock it can no longer see.
     let mut unreachable_since: Option<Instant> = None;
-    // A connection made anew (the last one was lost): what this waiter knew of the queue may be
-    // gone with it — a failover, a restart or a FLUSHALL loses the queue and the lock with it —
-    // so its first attempt waits on the server for no push, and learns at once where it stands.
-    let mut anew = false;
+    // The next attempt is to run at once, waiting on the server for no push: on a connection
+    // made anew (the last one was lost), what this waiter knew of the queue may be gone with it
+    // — a failover, a restart or a FLUSHALL loses the queue and the lock with it —; and after
+    // an attempt the server could not run (it did not know the script, as after a restart).
+    let mut at_once = false;
     let ended = loop {
         let now = Instant::now();
         if now >= until {
@@ -495,7 +496,7 @@ fn wait_for_grant(
             None => match server.connect_direct(req.timeout) {
                 Ok(c) => {
                     let _ = c.set_timeouts(read_timeout);
-                    anew = true;
+                    at_once = true;
                     con.insert(c)
                 }
                 Err(e) => {
@@ -515,7 +516,7 @@ fn wait_for_grant(
         let (sent, sent_at, block) = match in_flight {
             Some(sent) => sent,
             None => {
-                let block = if std::mem::take(&mut anew) {
+                let block = if std::mem::take(&mut at_once) {
                     AT_ONCE
                 } else {
                     block_after(busy, fast)
@@ -572,7 +573,7 @@ fn wait_for_grant(
             Ok(answer) => {
                 unreachable_since = None;
                 match answer {
-                    None => {}
+                    None => at_once = true,
                     Some(Acquire::Busy(b)) => {
                         *busy = b;
                         moved(keys, busy, place);
