@@ -61,6 +61,7 @@ Register-ArgumentCompleter -Native -CommandName 'redlock' -ScriptBlock {
             [CompletionResult]::new('--replicas', '--replicas', [CompletionResultType]::ParameterName, 'Count the grant and each renewal only once N replicas acknowledged it (Redis WAIT)')
             [CompletionResult]::new('--hold-at-least', '--hold-at-least', [CompletionResultType]::ParameterName, 'Keep the lock at least this long after acquiring it, even when the command ends sooner')
             [CompletionResult]::new('--wait', '--wait', [CompletionResultType]::ParameterName, 'Wait up to this long for a busy lock instead of giving up at once')
+            [CompletionResult]::new('--max-waiters', '--max-waiters', [CompletionResultType]::ParameterName, 'With --wait: queue only while fewer than N runs wait; otherwise busy at once')
             [CompletionResult]::new('--conflict-exit-code', '--conflict-exit-code', [CompletionResultType]::ParameterName, 'Exit status when the lock is busy (instead of 75); 0 counts a skipped run as success')
             [CompletionResult]::new('--once-per', '--once-per', [CompletionResultType]::ParameterName, 'Run at most once per window of this length on the Redis server''s clock')
             [CompletionResult]::new('--max-runtime', '--max-runtime', [CompletionResultType]::ParameterName, 'Stop the command''s whole tree this long after the lock was taken (exit 124)')

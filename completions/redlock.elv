@@ -57,6 +57,7 @@ set edit:completion:arg-completer[redlock] = {|@words|
             cand --replicas 'Count the grant and each renewal only once N replicas acknowledged it (Redis WAIT)'
             cand --hold-at-least 'Keep the lock at least this long after acquiring it, even when the command ends sooner'
             cand --wait 'Wait up to this long for a busy lock instead of giving up at once'
+            cand --max-waiters 'With --wait: queue only while fewer than N runs wait; otherwise busy at once'
             cand --conflict-exit-code 'Exit status when the lock is busy (instead of 75); 0 counts a skipped run as success'
             cand --once-per 'Run at most once per window of this length on the Redis server''s clock'
             cand --max-runtime 'Stop the command''s whole tree this long after the lock was taken (exit 124)'

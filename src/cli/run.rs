@@ -83,6 +83,20 @@ pub struct RunArgs {
     )]
     pub wait: Option<Duration>,
 
+    /// With --wait: queue only while fewer than N runs wait; otherwise busy at once
+    ///
+    /// A run that finds N runs already waiting for the key exits at once with the busy status
+    /// (75, or --conflict-exit-code), saying the queue is full. --max-waiters 1 gives an
+    /// overrunning cron job exactly one catch-up run. A waiter counts until its entry lapses
+    /// (a frozen or dead one: up to 15s). Needs --wait.
+    #[arg(
+        long,
+        env = "REDLOCK_MAX_WAITERS",
+        value_name = "N",
+        help_heading = BUSY_HEADING
+    )]
+    pub max_waiters: Option<u32>,
+
     /// Exit status when the lock is busy (instead of 75); 0 counts a skipped run as success
     #[arg(
         long,

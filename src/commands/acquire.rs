@@ -65,6 +65,7 @@ pub fn acquire(ctx: &Context, args: AcquireArgs) -> Result<Exit> {
             once: None,
         },
         wait: args.wait,
+        max_waiters: None,
         timeout: ctx.timeout,
     };
     match wait::take(&mut nodes, &request, &signals, &mut || {})? {

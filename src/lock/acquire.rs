@@ -146,6 +146,9 @@ pub struct Busy {
     pub sharers: Option<(Shape, usize)>,
     /// Whether the refused taker is a waiter (then it is one of `queued`).
     pub waiting: bool,
+    /// `--max-waiters N`: the queue was full (this many live waiters), and the waiter did not
+    /// join it.
+    pub full: Option<usize>,
 }
 
 impl Busy {
@@ -293,6 +296,10 @@ fn acquire_call(
             ttl.min(PROVISIONAL).as_millis().to_string()
         }),
         holder.audit(),
+        queue
+            .and_then(|q| q.max_waiters)
+            .map_or(String::new(), |n| n.to_string()),
+        String::new(),
     ];
     for (name, value) in holder.identity() {
         args.push(name.to_string());
@@ -515,6 +522,7 @@ fn acquire_reply(reply: &[Value], queue: Option<&Queueing>) -> Acquire {
         sharers: Shape::from_stored(&text(6))
             .map(|shape| (shape, usize::try_from(int(7)).unwrap_or(0))),
         waiting: queue.is_some(),
+        full: usize::try_from(int(9)).ok().filter(|n| *n > 0),
     })
 }
 

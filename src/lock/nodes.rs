@@ -343,6 +343,8 @@ impl Nodes {
         let mut busy: Option<Busy> = None;
         let mut errors = Vec::new();
         let mut provisional = false;
+        // Nodes whose queue was full (--max-waiters): the queue is full when a majority says so.
+        let mut full = 0;
         for (server, result) in self.servers().zip(&results) {
             match result {
                 Ok(Acquire::Acquired {
@@ -357,6 +359,7 @@ impl Nodes {
                 }
                 Ok(Acquire::Busy(b)) => {
                     busy.get_or_insert_with(|| b.clone());
+                    full += usize::from(b.full.is_some());
                 }
                 // Shapes and --once-per are refused before a quorum is contacted (see `run`).
                 Ok(Acquire::Mismatch(_) | Acquire::Skipped(_)) => {}
@@ -408,7 +411,15 @@ impl Nodes {
         // No quorum: undo whatever landed, on every node (also those that did not answer).
         self.abandon(claim);
         let _ = self.each(|c| lock::undo(c, keys, token));
-        if let Some(busy) = busy {
+        if let Some(mut busy) = busy {
+            if full < self.majority() {
+                busy.full = None;
+            } else if busy.full.is_none() {
+                busy.full = results.iter().find_map(|r| match r {
+                    Ok(Acquire::Busy(b)) => b.full,
+                    _ => None,
+                });
+            }
             return Ok(Acquire::Busy(busy));
         }
         if fences.len() >= self.majority() {

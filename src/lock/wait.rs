@@ -18,6 +18,8 @@
 //! come later queue behind it, so a stream of them cannot starve it. A shared or slotted taker
 //! that heads the queue wakes the next waiter when it takes its share, since that waiter may
 //! fit beside it. A key held with another shape than asked for ends the wait at once (78).
+//! With `--max-waiters N` a waiter not yet queued joins only while fewer than N live entries
+//! are (acquire.lua counts and joins in one step); refused, it is busy at once.
 //!
 //! **A dead head.** The grant to the head of the queue is *provisional*: a lease of
 //! [`lock::PROVISIONAL`] (1 s, or the TTL if shorter), which only the waiter's own confirmation
@@ -103,6 +105,8 @@ pub struct Spent {
 pub struct Request<'a> {
     pub claim: Claim<'a>,
     pub wait: Option<Duration>,
+    /// `--max-waiters N`: a waiter that finds N waiting gives up at once (see acquire.lua).
+    pub max_waiters: Option<u32>,
     /// Connect timeout of the release listeners.
     pub timeout: Duration,
 }
@@ -134,6 +138,7 @@ pub fn take(
     let queue = ticket.as_deref().map(|ticket| Queueing {
         ticket,
         arrival_us: nodes.is_quorum().then(now_us),
+        max_waiters: req.max_waiters,
     });
     let first = nodes.acquire(&req.claim, refusal, queue.as_ref(), sent, Some(meanwhile));
     let first = first.and_then(|a| outcome(nodes, a, &req.claim, sent, &Busy::default()));
@@ -141,6 +146,11 @@ pub fn take(
         return first;
     };
     let (taken, left) = match first {
+        // The queue is full: this run did not join it, and waits no longer.
+        Ok(Taken::Busy(busy)) if busy.full.is_some() => {
+            nodes.count_busy(req.claim.keys, req.claim.holder);
+            return Ok(Taken::Busy(busy));
+        }
         Ok(Taken::Busy(busy)) => {
             wait_in_queue(nodes, req, signals, &queue, busy, start + wait.min(YEAR))
         }
@@ -395,6 +405,11 @@ fn wait_notified(
             }
         };
         match attempt {
+            // Its entry lapsed (it was frozen, or cut off) and the queue filled up meanwhile.
+            Taken::Busy(b) if b.full.is_some() => {
+                nodes.count_busy(keys, req.claim.holder);
+                return Ok(Taken::Busy(b));
+            }
             Taken::Busy(b) => busy = b,
             taken => return Ok(taken),
         }
@@ -573,6 +588,7 @@ fn wait_for_grant(
                 unreachable_since = None;
                 match answer {
                     None => {}
+                    Some(Acquire::Busy(b)) if b.full.is_some() => break Ok(Taken::Busy(b)),
                     Some(Acquire::Busy(b)) => {
                         *busy = b;
                         moved(keys, busy, place);

@@ -96,6 +96,7 @@ pub fn take<'a>(
             once: plan.once,
         },
         wait: plan.args.wait,
+        max_waiters: plan.max_waiters,
         timeout: ctx.timeout,
     };
     // The command's room and its keeper are made while the acquire is on the wire: local work
@@ -114,8 +115,12 @@ pub fn take<'a>(
             spent,
         } => (fence, started_ms, slot, sent, spent),
         Taken::Busy(busy) => {
-            let waited = match plan.args.wait {
-                Some(w) if !w.is_zero() => format!(" (waited {})", lease::fmt(w)),
+            let waited = match (plan.args.wait, busy.full) {
+                (_, Some(n)) => format!(
+                    "; the queue is full ({n} waiting, --max-waiters {})",
+                    plan.max_waiters.unwrap_or(0)
+                ),
+                (Some(w), None) if !w.is_zero() => format!(" (waited {})", lease::fmt(w)),
                 _ => String::new(),
             };
             let msg = format!(
