@@ -71,12 +71,14 @@ const LABEL: usize = 25;
 const METRICS_FILE: usize = 26;
 const REPLICAS: usize = 27;
 const MAX_WAITERS: usize = 28;
-const SHELL: usize = 29;
+const REPLACE: usize = 29;
+const NO_REPLACE: usize = 30;
+const SHELL: usize = 31;
 /// The options before KEY are global: they may come before `run` too.
 pub(super) const GLOBALS: usize = KEY;
 
 /// The global options and `run`'s, in the order of the indexes above.
-pub(super) const OPTS: [Opt; 30] = [
+pub(super) const OPTS: [Opt; 32] = [
     Opt {
         repeats: true,
         ..opt("url", true)
@@ -115,6 +117,8 @@ pub(super) const OPTS: [Opt; 30] = [
     opt("metrics-file", true),
     opt("replicas", true),
     opt("max-waiters", true),
+    opt("replace", false),
+    opt("no-replace", false),
     // `-c` has no long name.
     Opt {
         short: Some('c'),
@@ -307,6 +311,7 @@ pub(super) fn parse(
     if !given[VERBOSE].is_empty() && !given[QUIET].is_empty()
         || !given[SHARED].is_empty() && !given[SLOTS].is_empty()
         || !given[SHELL].is_empty() && command.is_some()
+        || flag(REPLACE) && (flag(SHARED) || !given[SLOTS].is_empty() || text(ONCE_PER).is_some())
     {
         return None;
     }
@@ -369,6 +374,8 @@ pub(super) fn parse(
         metrics_file: path(METRICS_FILE),
         replicas: number(REPLICAS)?.unwrap_or(0),
         max_waiters: number(MAX_WAITERS)?,
+        replace: flag(REPLACE),
+        no_replace: flag(NO_REPLACE),
         shell: string(SHELL),
         command: command.unwrap_or_default(),
     };
@@ -547,6 +554,8 @@ mod tests {
             "run --key k --ttl 5s --once-per 1h --retry-failed -- x",
             "run --key k --ttl 5s --replicas 1 -- x",
             "run --key k --ttl 5s --wait 1m --max-waiters 1 -- x",
+            "run --key k --ttl 5s --replace -- x",
+            "run --key k --ttl 5s --no-replace -- x",
         ];
         for line in accept {
             assert!(

@@ -140,6 +140,9 @@ pub enum Renewal {
     },
     /// Not confirmed this time; worth retrying until the kill point.
     Failed(anyhow::Error),
+    /// Not renewed: a run asked this holder to stop (`--replace`; who asked). One server only
+    /// (`--replace` is refused in a quorum).
+    Replaced(String),
 }
 
 impl Nodes {
@@ -555,12 +558,17 @@ impl Nodes {
         let mut refused: Vec<(String, String)> = Vec::new();
         let mut refusal = None;
         let mut failed: Vec<(String, anyhow::Error)> = Vec::new();
+        let mut stop: Option<String> = None;
         for (i, (server, result)) in self.servers().zip(results).enumerate() {
             let name = server.name().to_string();
             let healed_here = matches!(healed.get(i), Some(Some(Ok(true))));
             match result {
                 Ok(Renewed::Yes) => confirmed += 1,
                 Ok(Renewed::Missing) if healed_here => confirmed += 1,
+                Ok(Renewed::Stop(by)) => {
+                    refused.push((name, format!("{by} asked this holder to stop")));
+                    stop = Some(by);
+                }
                 Ok(Renewed::Missing | Renewed::Taken) => refused.push((
                     name,
                     format!("{} was deleted or taken by another holder", keys.lock),
@@ -598,6 +606,9 @@ impl Nodes {
             return Renewal::Confirmed;
         }
         let single = !self.is_quorum();
+        if single && let Some(by) = stop {
+            return Renewal::Replaced(by);
+        }
         let named = |(name, reason): &(String, String)| format!("{name}: {reason}");
         if self.len() - refused.len() < self.majority() {
             let reason = if single {

@@ -1,5 +1,6 @@
 //! Busy policies beyond "skip" (75) and "wait" (`--wait`): `--max-waiters N`, a queue that
-//! never piles up (a full one is busy at once).
+//! never piles up (a full one is busy at once), and `--replace`, which stops the running holder
+//! (79) and runs once its command is gone.
 //!
 //! Every test checks mutual exclusion with the sections oracle: the commands of every holder
 //! and contender never overlap, and their fences grow in the order they started.
@@ -180,4 +181,134 @@ fn a_frozen_waiter_counts_until_its_entry_lapses() {
     frozen.signal(libc::SIGCONT);
     frozen.exits_with(0);
     assert_eq!(expect_exclusive_sections(&log).len(), 3);
+}
+
+/// A replacer of `job` (`--replace`, and `extra`) running a section of `ticks` ticks.
+fn replacer(server: &RedisServer, log: &Path, ticks: u32, extra: &[&str]) -> Redlock {
+    section(server, log, ticks)
+        .args(["run", "--key", "job", "--ttl", "10s", "--replace"])
+        .args(extra)
+        .arg("--")
+        .args(SECTION)
+}
+
+fn audit_log(server: &RedisServer) -> Vec<String> {
+    server.query(&["LRANGE", &companion_key("job", "audit"), "0", "-1"])
+}
+
+#[test]
+fn a_replaced_holder_stops_its_command_records_it_and_exits_79() {
+    let server = RedisServer::start();
+    let scratch = TempDir::new("replace");
+    let log = scratch.join("sections.log");
+    let holder = section(&server, &log, 1000)
+        .args(["run", "--key", "job", "--ttl", "10s", "--"])
+        .args(SECTION)
+        .spawn();
+    wait_until(
+        "the holder's command to start",
+        Duration::from_secs(10),
+        || {
+            std::fs::read_to_string(&log)
+                .is_ok_and(|t| t.contains("start"))
+                .then_some(())
+        },
+    );
+    replacer(&server, &log, 2, &[]).exits_with(0);
+    holder
+        .exits_with(79)
+        .error_mentions(&["replaced", "--replace"]);
+    let sections = expect_exclusive_sections(&log);
+    assert_eq!(sections.len(), 2, "{sections:?}");
+    assert!(!sections[0].ended, "the replaced command ran to its end");
+    let stats = server.hgetall(&companion_key("job", "stats"));
+    assert_eq!(stats.get("outcome").map(String::as_str), Some("ok"));
+    let audit = audit_log(&server).join("\n");
+    assert!(audit.contains("\u{1f}replacing\u{1f}"), "{audit}");
+    assert!(
+        audit.contains("outcome=replaced") && audit.contains("\u{1f}by="),
+        "the replaced run's release names who replaced it:\n{audit}"
+    );
+}
+
+/// A frozen holder (SIGSTOP of its redlock) cannot hear the request: its keeper kills the
+/// command at the kill point, and only then may the replacer's command start.
+#[test]
+fn a_frozen_holder_is_replaced_only_once_its_keeper_killed_the_command() {
+    let server = RedisServer::start();
+    let scratch = TempDir::new("replace-frozen");
+    let log = scratch.join("sections.log");
+    let holder = section(&server, &log, 1000)
+        .args(["run", "--key", "job", "--ttl", "2s", "--"])
+        .args(SECTION)
+        .spawn();
+    wait_until(
+        "the holder's command to start",
+        Duration::from_secs(10),
+        || {
+            std::fs::read_to_string(&log)
+                .is_ok_and(|t| t.contains("start"))
+                .then_some(())
+        },
+    );
+    holder.signal(libc::SIGSTOP);
+    wait_until("the holder to stop", Duration::from_secs(5), || {
+        is_stopped(holder.pid()).then_some(())
+    });
+    replacer(&server, &log, 2, &[]).exits_with(0);
+    let sections = expect_exclusive_sections(&log);
+    assert_eq!(sections.len(), 2, "{sections:?}");
+    holder.signal(libc::SIGCONT);
+    // Continued past its kill point: its lease is lost, whatever was asked meanwhile.
+    holder.exits_with(76);
+}
+
+#[test]
+fn a_holder_with_no_replace_is_not_asked_and_the_replacer_is_busy() {
+    let server = RedisServer::start();
+    let scratch = TempDir::new("no-replace");
+    let log = scratch.join("sections.log");
+    let mut holder = Redlock::new(&server)
+        .args(["run", "--key", "job", "--ttl", "10s", "--no-replace", "-c"])
+        .arg(crate::support::child::HOLD)
+        .spawn();
+    holder.expect_line("ready");
+    replacer(&server, &log, 2, &[])
+        .exits_with(75)
+        .error_mentions(&["--replace does not apply", "--no-replace"]);
+    replacer(&server, &log, 2, &["--wait", "1s"]).exits_with(75);
+    // A lock taken by `redlock acquire` is not asked either: no redlock supervises its work.
+    holder.close_stdin();
+    holder.exits_with(0);
+    Redlock::new(&server)
+        .args(["acquire", "--key", "job", "--ttl", "10s"])
+        .exits_with(0);
+    replacer(&server, &log, 2, &[]).exits_with(75);
+    assert!(!audit_log(&server).iter().any(|e| e.contains("replacing")));
+    assert!(expect_exclusive_sections(&log).is_empty());
+}
+
+/// Contenders that each replace the one before: at every moment one command runs, never two.
+#[test]
+fn a_loop_of_replacing_contenders_never_overlaps() {
+    let server = RedisServer::start();
+    let scratch = TempDir::new("replace-loop");
+    let log = scratch.join("sections.log");
+    let mut runs = Vec::new();
+    for _ in 0..10 {
+        runs.push(replacer(&server, &log, 20, &["--wait", "20s"]).spawn());
+        std::thread::sleep(Duration::from_millis(150));
+    }
+    let mut replaced = 0;
+    for run in runs {
+        let out = run.wait();
+        match out.code() {
+            Some(0) => {}
+            Some(79) => replaced += 1,
+            _ => out.fail("a contender ended neither 0 nor 79"),
+        }
+    }
+    let sections = expect_exclusive_sections(&log);
+    assert!(replaced >= 1, "nobody was replaced: {sections:?}");
+    assert!(sections.len() >= 2, "{sections:?}");
 }

@@ -414,3 +414,69 @@ fn max_waiters_that_is_not_a_number_is_rejected() {
         "true",
     ]);
 }
+
+#[test]
+fn replace_with_a_shared_or_slotted_hold_is_rejected() {
+    rejected(&[
+        "--key",
+        "job",
+        "--ttl",
+        "5s",
+        "--replace",
+        "--shared",
+        "--",
+        "true",
+    ]);
+    rejected(&[
+        "--key",
+        "job",
+        "--ttl",
+        "5s",
+        "--replace",
+        "--slots",
+        "2",
+        "--",
+        "true",
+    ]);
+}
+
+#[test]
+fn replace_with_once_per_is_rejected() {
+    rejected(&[
+        "--key",
+        "job",
+        "--ttl",
+        "5s",
+        "--replace",
+        "--once-per",
+        "1h",
+        "--",
+        "true",
+    ]);
+}
+
+#[test]
+fn replace_in_a_quorum_is_rejected_with_a_reason() {
+    let (a, b) = (RedisServer::start(), RedisServer::start());
+    let outcome = Redlock::without_url()
+        .args(["--url", &a.url(), "--url", &b.url()])
+        .args([
+            "run",
+            "--key",
+            "job",
+            "--ttl",
+            "5s",
+            "--replace",
+            "--",
+            "true",
+        ])
+        .exits_with(64);
+    outcome.error_mentions(&["--replace", "quorum"]);
+    for server in [&a, &b] {
+        assert_eq!(
+            server.query::<i64>(&["DBSIZE"]),
+            0,
+            "redlock wrote to Redis"
+        );
+    }
+}

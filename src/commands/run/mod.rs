@@ -134,7 +134,8 @@ fn run_locked(ctx: &Context, args: RunArgs) -> Result<Exit> {
     child::become_subreaper();
     log_connected(&nodes, started);
     let token = lock::new_token()?;
-    let holder = Holder::current(&plan.display, plan.args.label.as_deref());
+    let mut holder = Holder::current(&plan.display, plan.args.label.as_deref());
+    holder.irreplaceable = plan.args.no_replace;
     let mut hold = match hold::take(ctx, &mut nodes, &plan, &token, &holder, &signals, started)? {
         Took::Held(hold) => hold,
         Took::Refused(exit) => return Ok(exit),
@@ -174,6 +175,14 @@ impl Plan {
         let shape = ctx.shape(args.shared, args.slots)?;
         let once = once_per(ctx, &args)?;
         let max_waiters = max_waiters(&args)?;
+        // A quorum's holders listen on no stop list, and a request written on some nodes only
+        // would stop a holder that a majority still grants: refused rather than half-kept.
+        if args.replace && ctx.servers.len() > 1 {
+            return Err(usage(
+                "--replace cannot be used with several --url (a quorum); use one server, a \
+                 Cluster or Sentinel",
+            ));
+        }
         ctx.replicas(args.replicas)?;
         let argv = command_line(&args)?;
         if let Some(hold) = args.hold_at_least
