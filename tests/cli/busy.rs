@@ -312,3 +312,24 @@ fn a_loop_of_replacing_contenders_never_overlaps() {
     assert!(replaced >= 1, "nobody was replaced: {sections:?}");
     assert!(sections.len() >= 2, "{sections:?}");
 }
+
+/// Shared and slotted holds are never asked to stop: a replacer is busy, as without --replace.
+#[test]
+fn shared_and_slotted_holders_are_not_replaced() {
+    for shape in [&["--shared"][..], &["--slots", "2"][..]] {
+        let server = RedisServer::start();
+        let scratch = TempDir::new("replace-shapes");
+        let log = scratch.join("sections.log");
+        let mut holder = Redlock::new(&server)
+            .args(["run", "--key", "job", "--ttl", "10s"])
+            .args(shape)
+            .args(["-c", crate::support::child::HOLD])
+            .spawn();
+        holder.expect_line("ready");
+        replacer(&server, &log, 2, &[])
+            .exits_with(75)
+            .error_mentions(&["--replace does not apply", "shared"]);
+        holder.close_stdin();
+        holder.exits_with(0);
+    }
+}

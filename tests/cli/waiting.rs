@@ -16,6 +16,10 @@
 //! waiter counts until its entry lapses, a full queue refuses at once (75, counted once), and
 //! the queue then has room again (in a quorum, when a majority of the nodes says so).
 //!
+//! Waiting as a replacer (`--replace`) is another row, on every way that supports it (not a
+//! quorum): the holder hears the request (on its stop list, or at its next renewal on a
+//! Cluster), stops its tree and exits 79, and the replacer's section follows the old one.
+//!
 //! A new way of waiting, or a new fault a waiter can meet, adds its row or column here: a
 //! variant and its arm in `Place`/`apply`, and one test per new cell (ARCHITECTURE.md,
 //! "Seams").
@@ -381,4 +385,48 @@ fn on_a_cluster_a_bounded_queue_with_a_frozen_waiter() {
 #[test]
 fn in_a_quorum_a_bounded_queue_with_a_frozen_waiter() {
     bounded(Way::Quorum);
+}
+
+/// `--replace` on `way`: a live holder (a section that ticks until stopped) is asked to stop,
+/// exits 79, and the replacer's section starts after the old one's last line.
+fn replacing(way: Way) {
+    let place = Place::start(way);
+    let scratch = TempDir::new("replacing");
+    let log = scratch.join("sections.log");
+    let run = |ticks: &str, extra: &[&str]| {
+        place
+            .redlock()
+            .env("STRESS_LOG", &log)
+            .env("TICKS", ticks)
+            .env("TICK", "0.05")
+            .args(["run", "--key", "job", "--ttl", "3s"])
+            .args(extra)
+            .arg("--")
+            .args(SECTION)
+    };
+    let holder = run("1000", &[]).spawn();
+    wait_until(
+        "the holder's section to start",
+        Duration::from_secs(15),
+        || (!read_sections(&log).is_empty()).then_some(()),
+    );
+    run("2", &["--replace"]).exits_with(0);
+    holder.exits_with(79);
+    let sections = expect_exclusive_sections(&log);
+    assert_eq!(sections.len(), 2, "{way:?}: {sections:?}");
+}
+
+#[test]
+fn on_one_server_a_replacer() {
+    replacing(Way::Server);
+}
+
+#[test]
+fn through_sentinel_a_replacer() {
+    replacing(Way::Sentinel);
+}
+
+#[test]
+fn on_a_cluster_a_replacer() {
+    replacing(Way::Cluster);
 }
