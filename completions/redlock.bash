@@ -668,7 +668,7 @@ _redlock() {
             return 0
             ;;
         redlock__subcmd__run)
-            opts="-c -v -q -h --key --ttl --shared --slots --replicas --hold-at-least --wait --conflict-exit-code --once-per --retry-failed --max-runtime --kill-after --contain --label --metrics-file --url --password-file --prefix --timeout --sentinel-password-file --sentinel-user --tls-ca-file --tls-cert-file --tls-key-file --tls-insecure --verbose --quiet --log-format --help"
+            opts="-c -v -q -h --key --ttl --shared --slots --replicas --hold-at-least --wait --max-waiters --replace --no-replace --conflict-exit-code --once-per --retry-failed --max-runtime --kill-after --contain --label --metrics-file --url --password-file --prefix --timeout --sentinel-password-file --sentinel-user --tls-ca-file --tls-cert-file --tls-key-file --tls-insecure --verbose --quiet --log-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -699,6 +699,10 @@ _redlock() {
                     return 0
                     ;;
                 --wait)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --max-waiters)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

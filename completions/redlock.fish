@@ -58,6 +58,7 @@ complete -c redlock -n "__fish_redlock_using_subcommand run" -l slots -d 'Let up
 complete -c redlock -n "__fish_redlock_using_subcommand run" -l replicas -d 'Count the grant and each renewal only once N replicas acknowledged it (Redis WAIT)' -r
 complete -c redlock -n "__fish_redlock_using_subcommand run" -l hold-at-least -d 'Keep the lock at least this long after acquiring it, even when the command ends sooner' -r
 complete -c redlock -n "__fish_redlock_using_subcommand run" -l wait -d 'Wait up to this long for a busy lock instead of giving up at once' -r
+complete -c redlock -n "__fish_redlock_using_subcommand run" -l max-waiters -d 'With --wait: queue only while fewer than N runs wait; otherwise busy at once' -r
 complete -c redlock -n "__fish_redlock_using_subcommand run" -l conflict-exit-code -d 'Exit status when the lock is busy (instead of 75); 0 counts a skipped run as success' -r
 complete -c redlock -n "__fish_redlock_using_subcommand run" -l once-per -d 'Run at most once per window of this length on the Redis server\'s clock' -r
 complete -c redlock -n "__fish_redlock_using_subcommand run" -l max-runtime -d 'Stop the command\'s whole tree this long after the lock was taken (exit 124)' -r
@@ -78,6 +79,8 @@ complete -c redlock -n "__fish_redlock_using_subcommand run" -l tls-key-file -d 
 complete -c redlock -n "__fish_redlock_using_subcommand run" -l log-format -d 'Format of redlock\'s own messages on stderr' -r -f -a "text\t'`redlock: message` lines'
 json\t'One JSON object per line'"
 complete -c redlock -n "__fish_redlock_using_subcommand run" -l shared -d 'Hold the lock shared: any number of shared holders, no exclusive one'
+complete -c redlock -n "__fish_redlock_using_subcommand run" -l replace -d 'Ask the running holder to stop, and run once its command is gone'
+complete -c redlock -n "__fish_redlock_using_subcommand run" -l no-replace -d 'Never be stopped by a run with --replace'
 complete -c redlock -n "__fish_redlock_using_subcommand run" -l retry-failed -d 'With --once-per: run again in a window whose first run failed'
 complete -c redlock -n "__fish_redlock_using_subcommand run" -l tls-insecure -d 'Do not verify the server\'s certificate (TLS URLs only; prints a warning)'
 complete -c redlock -n "__fish_redlock_using_subcommand run" -s v -l verbose -d 'Print a timeline of what redlock does on stderr'

@@ -70,12 +70,15 @@ const CONTAIN: usize = 24;
 const LABEL: usize = 25;
 const METRICS_FILE: usize = 26;
 const REPLICAS: usize = 27;
-const SHELL: usize = 28;
+const MAX_WAITERS: usize = 28;
+const REPLACE: usize = 29;
+const NO_REPLACE: usize = 30;
+const SHELL: usize = 31;
 /// The options before KEY are global: they may come before `run` too.
 pub(super) const GLOBALS: usize = KEY;
 
 /// The global options and `run`'s, in the order of the indexes above.
-pub(super) const OPTS: [Opt; 29] = [
+pub(super) const OPTS: [Opt; 32] = [
     Opt {
         repeats: true,
         ..opt("url", true)
@@ -113,6 +116,9 @@ pub(super) const OPTS: [Opt; 29] = [
     opt("label", true),
     opt("metrics-file", true),
     opt("replicas", true),
+    opt("max-waiters", true),
+    opt("replace", false),
+    opt("no-replace", false),
     // `-c` has no long name.
     Opt {
         short: Some('c'),
@@ -121,7 +127,7 @@ pub(super) const OPTS: [Opt; 29] = [
 ];
 
 /// The environment variables clap reads for these options; each is read here too.
-pub(super) const ENV: [(usize, &str); 18] = [
+pub(super) const ENV: [(usize, &str); 19] = [
     (URL, "REDLOCK_URL"),
     (PASSWORD_FILE, "REDLOCK_PASSWORD_FILE"),
     (SENTINEL_PASSWORD_FILE, "REDLOCK_SENTINEL_PASSWORD_FILE"),
@@ -140,6 +146,7 @@ pub(super) const ENV: [(usize, &str); 18] = [
     (LABEL, "REDLOCK_LABEL"),
     (METRICS_FILE, "REDLOCK_METRICS_FILE"),
     (REPLICAS, "REDLOCK_REPLICAS"),
+    (MAX_WAITERS, "REDLOCK_MAX_WAITERS"),
 ];
 
 /// The option `word` names (an index into [`OPTS`]), with its value when given after `=`.
@@ -304,6 +311,7 @@ pub(super) fn parse(
     if !given[VERBOSE].is_empty() && !given[QUIET].is_empty()
         || !given[SHARED].is_empty() && !given[SLOTS].is_empty()
         || !given[SHELL].is_empty() && command.is_some()
+        || flag(REPLACE) && (flag(SHARED) || !given[SLOTS].is_empty() || text(ONCE_PER).is_some())
     {
         return None;
     }
@@ -365,6 +373,9 @@ pub(super) fn parse(
         label: string(LABEL),
         metrics_file: path(METRICS_FILE),
         replicas: number(REPLICAS)?.unwrap_or(0),
+        max_waiters: number(MAX_WAITERS)?,
+        replace: flag(REPLACE),
+        no_replace: flag(NO_REPLACE),
         shell: string(SHELL),
         command: command.unwrap_or_default(),
     };
@@ -456,7 +467,7 @@ mod tests {
                 TIMEOUT | TTL | WAIT | KILL_AFTER | HOLD_AT_LEAST | MAX_RUNTIME | ONCE_PER => {
                     &durations
                 }
-                CONFLICT_EXIT_CODE | SLOTS | REPLICAS => &numbers,
+                CONFLICT_EXIT_CODE | SLOTS | REPLICAS | MAX_WAITERS => &numbers,
                 LOG_FORMAT | CONTAIN => &enums,
                 _ if opt.value => &strings,
                 _ => &[""],
@@ -542,6 +553,9 @@ mod tests {
             "run --key k --ttl 5s --max-runtime 1m --kill-after 1s -- x",
             "run --key k --ttl 5s --once-per 1h --retry-failed -- x",
             "run --key k --ttl 5s --replicas 1 -- x",
+            "run --key k --ttl 5s --wait 1m --max-waiters 1 -- x",
+            "run --key k --ttl 5s --replace -- x",
+            "run --key k --ttl 5s --no-replace -- x",
         ];
         for line in accept {
             assert!(
@@ -720,6 +734,8 @@ mod tests {
             (&[("REDLOCK_METRICS_FILE", "/var/lib/m.prom")], run, true),
             (&[("REDLOCK_REPLICAS", "1")], run, true),
             (&[("REDLOCK_REPLICAS", "one")], run, false),
+            (&[("REDLOCK_MAX_WAITERS", "1")], run, true),
+            (&[("REDLOCK_MAX_WAITERS", "one")], run, false),
             (
                 &[("REDLOCK_SLOTS", "2"), ("REDLOCK_SHARED", "1")],
                 shared,

@@ -83,6 +83,36 @@ pub struct RunArgs {
     )]
     pub wait: Option<Duration>,
 
+    /// With --wait: queue only while fewer than N runs wait; otherwise busy at once
+    ///
+    /// A run that finds N runs already waiting for the key exits at once with the busy status
+    /// (75, or --conflict-exit-code), saying the queue is full. --max-waiters 1 gives an
+    /// overrunning cron job exactly one catch-up run. A waiter counts until its entry lapses
+    /// (a frozen or dead one: up to 15s). Needs --wait.
+    #[arg(
+        long,
+        env = "REDLOCK_MAX_WAITERS",
+        value_name = "N",
+        help_heading = BUSY_HEADING
+    )]
+    pub max_waiters: Option<u32>,
+
+    /// Ask the running holder to stop, and run once its command is gone
+    ///
+    /// The holder's redlock stops its command's whole tree as on a lost lease (SIGTERM, SIGKILL
+    /// its --kill-after later), records the run as replaced, releases and exits 79; a frozen or
+    /// dead holder's command is killed by its keeper before its lease ends. This run waits for
+    /// that, ahead of the plain waiters: up to --wait, or without it as long as the holder's
+    /// lease (plus 5s). A holder that said --no-replace, or took the lock with `redlock
+    /// acquire` or another client, is not asked: busy, as without --replace. Exclusive runs
+    /// only; not with --once-per or several --url (a quorum).
+    #[arg(long, conflicts_with_all = ["shared", "slots", "once_per"], help_heading = BUSY_HEADING)]
+    pub replace: bool,
+
+    /// Never be stopped by a run with --replace
+    #[arg(long, help_heading = BUSY_HEADING)]
+    pub no_replace: bool,
+
     /// Exit status when the lock is busy (instead of 75); 0 counts a skipped run as success
     #[arg(
         long,

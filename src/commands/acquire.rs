@@ -65,6 +65,8 @@ pub fn acquire(ctx: &Context, args: AcquireArgs) -> Result<Exit> {
             once: None,
         },
         wait: args.wait,
+        max_waiters: None,
+        replace: None,
         timeout: ctx.timeout,
     };
     match wait::take(&mut nodes, &request, &signals, &mut || {})? {
@@ -168,5 +170,8 @@ fn calling_process(label: Option<&str>) -> Holder {
         .unwrap_or_else(|| "redlock acquire".to_string());
     let mut holder = Holder::current(&command, label);
     holder.pid = Some(ppid as u32);
+    // No redlock supervises what a script does under this lock: nothing could stop it when
+    // asked, so `--replace` does not ask.
+    holder.irreplaceable = true;
     holder
 }

@@ -25,7 +25,7 @@ pub fn extend(ctx: &Context, args: ExtendArgs) -> Result<Exit> {
         Renewal::Lost {
             refusal: Some(e), ..
         } => return Err(e),
-        Renewal::Lost { refusal: None, .. } => false,
+        Renewal::Lost { refusal: None, .. } | Renewal::Replaced(_) => false,
         Renewal::Failed(e) => return Err(e),
     };
     if renewed {

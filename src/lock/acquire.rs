@@ -146,6 +146,11 @@ pub struct Busy {
     pub sharers: Option<(Shape, usize)>,
     /// Whether the refused taker is a waiter (then it is one of `queued`).
     pub waiting: bool,
+    /// `--max-waiters N`: the queue was full (this many live waiters), and the waiter did not
+    /// join it.
+    pub full: Option<usize>,
+    /// `--replace`: the holder was asked to stop (by this taker or an earlier one).
+    pub replacing: bool,
 }
 
 impl Busy {
@@ -265,6 +270,7 @@ fn acquire_call(
         keys.pause_all_for(cluster).to_string(),
         keys.once.clone(),
         keys.log.clone(),
+        keys.stop_lists(),
     ];
     let mut args = vec![
         token.to_string(),
@@ -293,10 +299,20 @@ fn acquire_call(
             ttl.min(PROVISIONAL).as_millis().to_string()
         }),
         holder.audit(),
+        queue
+            .and_then(|q| q.max_waiters)
+            .map_or(String::new(), |n| n.to_string()),
+        queue
+            .and_then(|q| q.replace)
+            .map_or(String::new(), str::to_string),
     ];
     for (name, value) in holder.identity() {
         args.push(name.to_string());
         args.push(value);
+    }
+    if holder.irreplaceable {
+        args.push("replace".to_string());
+        args.push("no".to_string());
     }
     (names, args)
 }
@@ -515,6 +531,8 @@ fn acquire_reply(reply: &[Value], queue: Option<&Queueing>) -> Acquire {
         sharers: Shape::from_stored(&text(6))
             .map(|shape| (shape, usize::try_from(int(7)).unwrap_or(0))),
         waiting: queue.is_some(),
+        full: usize::try_from(int(9)).ok().filter(|n| *n > 0),
+        replacing: int(10) == 1,
     })
 }
 

@@ -20,6 +20,17 @@
 //! The main thread enforces the kill point by itself, and the keeper does when the main thread
 //! cannot, so a heartbeat stuck in I/O (or stopped with the rest of redlock) can delay nothing.
 //! If the thread panicked, the panic is reported as a lost lease rather than dying silently.
+//!
+//! **Asked to stop** (`--replace`). A replaceable exclusive holder on one server (not a
+//! Cluster, not a quorum) waits between renewals in a `BLPOP` of its stop list
+//! (`{L}:redlock:stop:FENCE`, which a replacer's acquire pushes to) on the connection it renews
+//! on, instead of sleeping: one blocked client per holder, and no more requests than the
+//! renewals (each wait ends when the next renewal is due). Such a holder starts the thread
+//! [`LISTEN_AFTER`] after the acquire (or at the first renewal, if sooner): a command that ends
+//! within a second costs nothing more, and a longer one learns of a request at once. The
+//! renewal refuses to renew a holder that was asked (extend.lua), so on a Cluster, or when the
+//! blocking pop is refused or its connection fails, the request is learnt at the next renewal.
+//! Either way the holder renews no more, and the main thread stops the tree as on a lost lease.
 
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread;
@@ -37,8 +48,14 @@ use crate::supervise::signals;
 struct State {
     timeline: Timeline,
     lost: Option<String>,
+    /// Who asked this holder to stop (`--replace`).
+    replaced: Option<String>,
     stop: bool,
 }
+
+/// How soon after the acquire a holder that may be replaced starts listening for a request to
+/// stop (see the module's comment).
+pub const LISTEN_AFTER: Duration = Duration::from_secs(1);
 
 pub struct Shared {
     state: Mutex<State>,
@@ -64,11 +81,14 @@ pub struct Heartbeat {
 pub struct Snapshot {
     pub timeline: Timeline,
     pub lost: Option<String>,
+    /// Who asked this holder to stop (`--replace`): the tree is to be stopped.
+    pub replaced: Option<String>,
 }
 
 impl Heartbeat {
     /// Prepares the heartbeat for a lease confirmed at `timeline.sent`; the thread starts with
-    /// [`Heartbeat::start_if_due`], unless the lease already covers `limit`.
+    /// [`Heartbeat::start_if_due`], unless the lease already covers `limit`. `replaceable`: the
+    /// holder listens for a request to stop (`--replace`) on its stop list.
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         nodes: Nodes,
@@ -79,11 +99,13 @@ impl Heartbeat {
         timeline: Timeline,
         limit: Option<Limit>,
         keeper: Arm,
+        replaceable: bool,
     ) -> Heartbeat {
         let shared = Arc::new(Shared {
             state: Mutex::new(State {
                 timeline,
                 lost: None,
+                replaced: None,
                 stop: false,
             }),
             stop: Condvar::new(),
@@ -95,8 +117,20 @@ impl Heartbeat {
         } else {
             (lease.interval() / 3).max(Duration::from_millis(50))
         };
+        // Listening needs the connection the renewals use to itself: one server, not a Cluster.
+        let stop_list = standing.fence.filter(|_| {
+            replaceable && !nodes.is_quorum() && nodes.servers().all(|s| !s.is_cluster())
+        });
+        let stop_list = stop_list.map(|fence| keys.stop_list(fence));
+        let first_renewal = timeline.sent + lease.interval();
+        let start_at = match stop_list {
+            Some(_) => timeline.sent + lease.interval().min(LISTEN_AFTER),
+            None => first_renewal,
+        };
         let worker = Worker {
             shared: Arc::clone(&shared),
+            stop_list,
+            listen_paused: false,
             nodes,
             attempt_timeout,
             keys,
@@ -110,7 +144,7 @@ impl Heartbeat {
         Heartbeat {
             shared,
             pending: needed.then_some(worker),
-            first_renewal: timeline.sent + lease.interval(),
+            first_renewal: start_at,
         }
     }
 
@@ -149,6 +183,7 @@ impl Heartbeat {
         Snapshot {
             timeline: state.timeline,
             lost: state.lost.clone(),
+            replaced: state.replaced.clone(),
         }
     }
 
@@ -173,8 +208,23 @@ fn report_lost(shared: &Shared, reason: String) {
     signals::wake();
 }
 
+fn report_replaced(shared: &Shared, by: String) {
+    let mut state = shared.lock();
+    if state.replaced.is_none() {
+        state.replaced = Some(by);
+    }
+    drop(state);
+    signals::wake();
+}
+
 struct Worker {
     shared: Arc<Shared>,
+    /// The stop list this holder listens on between renewals (`--replace`); `None`: it does
+    /// not (not replaceable, a Cluster or a quorum, or the server refused the blocking pop).
+    stop_list: Option<String>,
+    /// The last wait on the stop list failed (its connection): the renewals listen no more
+    /// until one is confirmed, so a server out of reach is not asked more often.
+    listen_paused: bool,
     nodes: Nodes,
     /// The longest one renewal attempt may take (connect included).
     attempt_timeout: Duration,
@@ -199,12 +249,21 @@ impl Worker {
             let timeline = {
                 let mut state = self.shared.lock();
                 loop {
-                    if state.stop || state.lost.is_some() {
+                    if state.stop || state.lost.is_some() || state.replaced.is_some() {
                         return;
                     }
                     let now = Moment::now();
                     if now >= next {
                         break;
+                    }
+                    if self.stop_list.is_some() && !self.listen_paused {
+                        drop(state);
+                        if let Some(by) = self.wait_for_stop(next - now) {
+                            report_replaced(&self.shared, by);
+                            return;
+                        }
+                        state = self.shared.lock();
+                        continue;
                     }
                     state = self
                         .shared
@@ -237,6 +296,7 @@ impl Worker {
                 .extend(&self.keys, &self.token, ttl, &self.standing, false)
             {
                 Renewal::Confirmed => {
+                    self.listen_paused = false;
                     let renewed = self.lease.timeline(ttl, sent);
                     self.shared.lock().timeline = renewed;
                     self.keeper.arm(renewed.kill_at);
@@ -268,6 +328,10 @@ impl Worker {
                     report_lost(&self.shared, reason);
                     return;
                 }
+                Renewal::Replaced(by) => {
+                    report_replaced(&self.shared, by);
+                    return;
+                }
                 Renewal::Failed(err) => {
                     if failing_since.is_none() {
                         failing_since = Some(now);
@@ -285,6 +349,52 @@ impl Worker {
                     }
                     next = Moment::now() + retry;
                 }
+            }
+        }
+    }
+}
+
+impl Worker {
+    /// Waits up to `block` for a request to stop on this holder's stop list, on the connection
+    /// the renewals use: who asked, or `None` when none came (or the wait failed: a refused
+    /// blocking pop stops the listening for good, a failed connection until the next confirmed
+    /// renewal).
+    fn wait_for_stop(&mut self, block: Duration) -> Option<String> {
+        let key = self.stop_list.clone()?;
+        // A blocking pop shorter than Redis's resolution is a sleep.
+        if block < Duration::from_millis(10) {
+            std::thread::sleep(block);
+            return None;
+        }
+        self.nodes.set_timeout(self.attempt_timeout);
+        let wire = match self.nodes.lend() {
+            Some(wire) => Some(wire),
+            None => self.nodes.connect().ok().and_then(|()| self.nodes.lend()),
+        };
+        let Some(mut wire) = wire else {
+            self.listen_paused = true;
+            return None;
+        };
+        if wire.set_timeouts(block + self.attempt_timeout).is_err() {
+            self.listen_paused = true;
+            return None;
+        }
+        let mut pop = redis::cmd("BLPOP");
+        pop.arg(&key).arg(format!("{:.3}", block.as_secs_f64()));
+        match pop.query::<Option<(String, String)>>(&mut wire) {
+            Ok(popped) => {
+                self.nodes.give_back(wire);
+                popped.map(|(_, by)| by)
+            }
+            // Refused (an ACL without BLPOP, a server before 6.0): the renewals tell instead.
+            Err(e) if e.code().is_some() => {
+                self.nodes.give_back(wire);
+                self.stop_list = None;
+                None
+            }
+            Err(_) => {
+                self.listen_paused = true;
+                None
             }
         }
     }

@@ -18,7 +18,7 @@ use super::{RELEASE, Shape, ending};
 static EXTEND: Lua = lua!(crate::lock::scripts::EXTEND);
 
 /// What a renewal found.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Renewed {
     /// Ours, and now living at least `ttl` longer (a renewal never shortens it).
     Yes,
@@ -26,6 +26,8 @@ pub enum Renewed {
     Missing,
     /// The key holds another token.
     Taken,
+    /// Ours, but a run asked this holder to stop (`--replace`; who asked): not renewed.
+    Stop(String),
 }
 
 /// Renews the lease iff `token` still holds it. `confirming`: a waiter confirms its
@@ -49,12 +51,12 @@ pub fn extend(
         call.key(&keys.once);
     }
     call.arg(token).arg(ttl.as_millis() as u64);
-    let renewed: i64 = match ack {
+    let renewed: Value = match ack {
         None => call.invoke(con)?,
         Some(ack) => {
-            let (renewed, waited) = call.invoke_then::<i64>(con, &ack.command())?;
+            let (renewed, waited) = call.invoke_then::<Value>(con, &ack.command())?;
             if let Err(e) = ack.check(waited)
-                && (renewed == 1 || !is_unacknowledged(&e))
+                && (renewed == Value::Int(1) || !is_unacknowledged(&e))
             {
                 return Err(explain(e, con, keys)
                     .context("the master renewed it, but the renewal does not count"));
@@ -63,8 +65,9 @@ pub fn extend(
         }
     };
     Ok(match renewed {
-        1 => Renewed::Yes,
-        -1 => Renewed::Missing,
+        Value::Int(1) => Renewed::Yes,
+        Value::Int(-1) => Renewed::Missing,
+        Value::BulkString(by) => Renewed::Stop(String::from_utf8_lossy(&by).into_owned()),
         _ => Renewed::Taken,
     })
 }

@@ -39,7 +39,7 @@ use redis::Value;
 
 use crate::lock::scripts::{
     ALIVE, AUDIT, COMPANIONS, FENCE, HOLDER, HOLDERS, LAST, LEASES, LOG, ONCE, PAUSED, QUEUE,
-    RELEASED, STATS, WAITERS,
+    RELEASED, STATS, STOP, WAITERS,
 };
 use crate::redis::server::Conn;
 use crate::report::error::usage;
@@ -145,6 +145,19 @@ impl Keys {
             &self.once,
             &self.log,
         ]
+    }
+}
+
+impl Keys {
+    /// Where the holders' stop lists are (`--replace`): the holder with fence F waits on
+    /// `{L}:redlock:stop:F`.
+    pub fn stop_lists(&self) -> String {
+        companion_key(&self.lock, STOP)
+    }
+
+    /// The stop list of the holder with `fence`.
+    pub fn stop_list(&self, fence: i64) -> String {
+        format!("{}:{fence}", self.stop_lists())
     }
 }
 

@@ -205,6 +205,11 @@ pub struct Queueing<'a> {
     /// The waiter's arrival, µs since the epoch: a quorum's nodes must order waiters alike.
     /// `None`: the server's clock when the waiter first joins.
     pub arrival_us: Option<i64>,
+    /// `--max-waiters N`: join only while fewer than N live entries are queued (a waiter
+    /// already queued keeps its place).
+    pub max_waiters: Option<u32>,
+    /// `--replace`: ask the exclusive holder to stop, as this (who asks, in words).
+    pub replace: Option<&'a str>,
 }
 
 /// An invocation of a script that ends or leaves a hold, with its keys ([`Keys::of_an_ending`]).

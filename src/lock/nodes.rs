@@ -140,6 +140,9 @@ pub enum Renewal {
     },
     /// Not confirmed this time; worth retrying until the kill point.
     Failed(anyhow::Error),
+    /// Not renewed: a run asked this holder to stop (`--replace`; who asked). One server only
+    /// (`--replace` is refused in a quorum).
+    Replaced(String),
 }
 
 impl Nodes {
@@ -343,6 +346,8 @@ impl Nodes {
         let mut busy: Option<Busy> = None;
         let mut errors = Vec::new();
         let mut provisional = false;
+        // Nodes whose queue was full (--max-waiters): the queue is full when a majority says so.
+        let mut full = 0;
         for (server, result) in self.servers().zip(&results) {
             match result {
                 Ok(Acquire::Acquired {
@@ -357,6 +362,7 @@ impl Nodes {
                 }
                 Ok(Acquire::Busy(b)) => {
                     busy.get_or_insert_with(|| b.clone());
+                    full += usize::from(b.full.is_some());
                 }
                 // Shapes and --once-per are refused before a quorum is contacted (see `run`).
                 Ok(Acquire::Mismatch(_) | Acquire::Skipped(_)) => {}
@@ -408,7 +414,15 @@ impl Nodes {
         // No quorum: undo whatever landed, on every node (also those that did not answer).
         self.abandon(claim);
         let _ = self.each(|c| lock::undo(c, keys, token));
-        if let Some(busy) = busy {
+        if let Some(mut busy) = busy {
+            if full < self.majority() {
+                busy.full = None;
+            } else if busy.full.is_none() {
+                busy.full = results.iter().find_map(|r| match r {
+                    Ok(Acquire::Busy(b)) => b.full,
+                    _ => None,
+                });
+            }
             return Ok(Acquire::Busy(busy));
         }
         if fences.len() >= self.majority() {
@@ -544,12 +558,17 @@ impl Nodes {
         let mut refused: Vec<(String, String)> = Vec::new();
         let mut refusal = None;
         let mut failed: Vec<(String, anyhow::Error)> = Vec::new();
+        let mut stop: Option<String> = None;
         for (i, (server, result)) in self.servers().zip(results).enumerate() {
             let name = server.name().to_string();
             let healed_here = matches!(healed.get(i), Some(Some(Ok(true))));
             match result {
                 Ok(Renewed::Yes) => confirmed += 1,
                 Ok(Renewed::Missing) if healed_here => confirmed += 1,
+                Ok(Renewed::Stop(by)) => {
+                    refused.push((name, format!("{by} asked this holder to stop")));
+                    stop = Some(by);
+                }
                 Ok(Renewed::Missing | Renewed::Taken) => refused.push((
                     name,
                     format!("{} was deleted or taken by another holder", keys.lock),
@@ -587,6 +606,9 @@ impl Nodes {
             return Renewal::Confirmed;
         }
         let single = !self.is_quorum();
+        if single && let Some(by) = stop {
+            return Renewal::Replaced(by);
+        }
         let named = |(name, reason): &(String, String)| format!("{name}: {reason}");
         if self.len() - refused.len() < self.majority() {
             let reason = if single {

@@ -115,6 +115,9 @@ pub const AUDIT: &str = "audit";
 /// The audit log as an earlier version kept it (a stream); read, never written, until it
 /// expires.
 pub const LOG: &str = "log";
+/// The stop lists of a lock's holders, `STOP:FENCE` each (a list: who asked the holder with
+/// that fence to stop; `--replace`), expiring with the holder's lease.
+pub const STOP: &str = "stop";
 /// The channel a release publishes on (not a key: nothing is stored under it).
 pub const RELEASED: &str = "released";
 /// Every companion key's NAME.

@@ -18,6 +18,8 @@
 //! come later queue behind it, so a stream of them cannot starve it. A shared or slotted taker
 //! that heads the queue wakes the next waiter when it takes its share, since that waiter may
 //! fit beside it. A key held with another shape than asked for ends the wait at once (78).
+//! With `--max-waiters N` a waiter not yet queued joins only while fewer than N live entries
+//! are (acquire.lua counts and joins in one step); refused, it is busy at once.
 //!
 //! **A dead head.** The grant to the head of the queue is *provisional*: a lease of
 //! [`lock::PROVISIONAL`] (1 s, or the TTL if shorter), which only the waiter's own confirmation
@@ -103,6 +105,11 @@ pub struct Spent {
 pub struct Request<'a> {
     pub claim: Claim<'a>,
     pub wait: Option<Duration>,
+    /// `--max-waiters N`: a waiter that finds N waiting gives up at once (see acquire.lua).
+    pub max_waiters: Option<u32>,
+    /// `--replace`: ask the exclusive holder to stop (as this, who asks), and wait until it
+    /// has (see [`take`]).
+    pub replace: Option<&'a str>,
     /// Connect timeout of the release listeners.
     pub timeout: Duration,
 }
@@ -119,28 +126,55 @@ pub fn take(
     let start = Instant::now();
     let wait = req.wait.filter(|w| !w.is_zero());
     let sent = Moment::now();
+    // A replacer waits for the holder it asked to stop: it queues like a waiter.
+    let queues = wait.is_some() || req.replace.is_some();
     // Without a wait, this attempt's refusal is the run's; with one, only the last counts.
-    let refusal = if wait.is_none() {
-        Refusal::Count
-    } else {
+    let refusal = if queues {
         Refusal::Uncounted
+    } else {
+        Refusal::Count
     };
     // A waiter joins the queue with its first attempt. Its arrival is the server's clock on one
     // server; a quorum's nodes must order waiters alike, so there it is this host's clock.
-    let ticket = match wait {
-        Some(_) => Some(lock::new_token()?),
-        None => None,
+    let ticket = match queues {
+        true => Some(lock::new_token()?),
+        false => None,
     };
     let queue = ticket.as_deref().map(|ticket| Queueing {
         ticket,
         arrival_us: nodes.is_quorum().then(now_us),
+        max_waiters: req.max_waiters,
+        replace: req.replace,
     });
     let first = nodes.acquire(&req.claim, refusal, queue.as_ref(), sent, Some(meanwhile));
     let first = first.and_then(|a| outcome(nodes, a, &req.claim, sent, &Busy::default()));
-    let (Some(wait), Some(queue)) = (wait, queue) else {
+    let Some(queue) = queue else {
         return first;
     };
+    // `--replace` without `--wait` waits as long as the holder it asked may take to stop: its
+    // lease as the request found it (the holder renews no more once asked; frozen or dead, it
+    // is stopped by its keeper before that lease ends), and the queue's hand-off.
+    let wait = match (wait, &first) {
+        (Some(wait), _) => wait,
+        (None, Ok(Taken::Busy(busy))) if busy.replacing => {
+            Duration::from_millis(busy.pttl_ms.max(0) as u64) + REPLACE_SLACK
+        }
+        // Nobody to replace (a holder that may not be replaced, a foreign one, a shared one, a
+        // pause): busy, as a run without --wait is.
+        (None, Ok(Taken::Busy(busy))) => {
+            let busy = busy.clone();
+            nodes.leave(req.claim.keys, queue.ticket);
+            nodes.count_busy(req.claim.keys, req.claim.holder);
+            return Ok(Taken::Busy(busy));
+        }
+        (None, _) => Duration::ZERO,
+    };
     let (taken, left) = match first {
+        // The queue is full: this run did not join it, and waits no longer.
+        Ok(Taken::Busy(busy)) if busy.full.is_some() => {
+            nodes.count_busy(req.claim.keys, req.claim.holder);
+            return Ok(Taken::Busy(busy));
+        }
         Ok(Taken::Busy(busy)) => {
             wait_in_queue(nodes, req, signals, &queue, busy, start + wait.min(YEAR))
         }
@@ -266,8 +300,18 @@ fn confirm(
             let _ = nodes.release(claim.keys, claim.token, None, None, None);
             Err(e)
         }
+        // A replacer came before the confirmation: nothing of this run started; the grant is
+        // given back, and the waiter waits again, behind the replacer.
+        Renewal::Replaced(_) => {
+            let _ = nodes.release(claim.keys, claim.token, None, None, None);
+            Ok(None)
+        }
     }
 }
+
+/// What a replacer without `--wait` waits beyond the lease of the holder it asked to stop: the
+/// queue's hand-off (a provisional grant and a refresh) and a few round trips.
+const REPLACE_SLACK: Duration = Duration::from_secs(5);
 
 /// A wait longer than a year is a year: `start + wait` must not overflow.
 const YEAR: Duration = Duration::from_secs(365 * 24 * 3600);
@@ -395,6 +439,11 @@ fn wait_notified(
             }
         };
         match attempt {
+            // Its entry lapsed (it was frozen, or cut off) and the queue filled up meanwhile.
+            Taken::Busy(b) if b.full.is_some() => {
+                nodes.count_busy(keys, req.claim.holder);
+                return Ok(Taken::Busy(b));
+            }
             Taken::Busy(b) => busy = b,
             taken => return Ok(taken),
         }
@@ -574,6 +623,7 @@ fn wait_for_grant(
                 unreachable_since = None;
                 match answer {
                     None => at_once = true,
+                    Some(Acquire::Busy(b)) if b.full.is_some() => break Ok(Taken::Busy(b)),
                     Some(Acquire::Busy(b)) => {
                         *busy = b;
                         moved(keys, busy, place);

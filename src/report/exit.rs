@@ -29,6 +29,8 @@ pub enum Exit {
     LeaseLost,
     /// 77: authentication failed or an ACL denied a command.
     Permission,
+    /// 79: another run replaced this one (`--replace`); the command's tree was stopped.
+    Replaced,
     /// 78: the server is set up in a way redlock cannot work with (WRONGTYPE, unknown command).
     Config,
     /// 70: an internal error (a bug in redlock: a panic), reported on one line.
@@ -59,6 +61,7 @@ impl Exit {
             Exit::Busy(code) => code,
             Exit::LeaseLost => 76,
             Exit::Permission => 77,
+            Exit::Replaced => 79,
             Exit::Config => 78,
             Exit::Internal => 70,
             Exit::TimedOut => 124,
@@ -294,6 +297,21 @@ pub const STATUSES: &[Status] = &[
              `--kill-after` later, before the lease ran out. Also when the release finds the key \
              deleted or taken over since the last renewal (the run is recorded as lease lost). \
              76 even when the command itself exited 0.",
+        )],
+    },
+    Status {
+        exit: Exit::Replaced,
+        short: "replaced",
+        meaning: "Replaced: another run asked this one to stop (`--replace`); redlock stopped \
+            the command's tree as on a lost lease, recorded the run as replaced, and released \
+            the lock.",
+        on: &[on(
+            "run",
+            "",
+            "Every process of the command got SIGTERM, then SIGKILL `--kill-after` later; the \
+             lock was released once all of them were gone, and the run is recorded as replaced \
+             (and by whom). A run with `--no-replace` is never asked. A lost lease (76) takes \
+             precedence.",
         )],
     },
     Status {
@@ -551,7 +569,7 @@ mod tests {
 
     /// One of each kind; the match makes a new variant fail to compile here until the table
     /// has a line for it.
-    fn every_kind() -> [Exit; 16] {
+    fn every_kind() -> [Exit; 17] {
         let kinds = [
             Exit::Success,
             Exit::No,
@@ -561,6 +579,7 @@ mod tests {
             Exit::Unavailable,
             Exit::Busy(BUSY),
             Exit::LeaseLost,
+            Exit::Replaced,
             Exit::Permission,
             Exit::Config,
             Exit::Internal,
@@ -580,6 +599,7 @@ mod tests {
                 | Exit::Unavailable
                 | Exit::Busy(_)
                 | Exit::LeaseLost
+                | Exit::Replaced
                 | Exit::Permission
                 | Exit::Config
                 | Exit::Internal

@@ -6,6 +6,7 @@ mod support;
 mod acl;
 mod acquire_extend;
 mod audit_log;
+mod busy;
 mod check;
 mod cluster;
 mod deploy_container;

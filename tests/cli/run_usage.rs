@@ -351,3 +351,132 @@ fn a_global_option_on_both_sides_of_run_is_refused_rather_than_half_read() {
     assert!(line.contains("--url") && line.contains("run"), "{line}");
     assert_eq!(server.connections_received(), connections, "{outcome}");
 }
+
+#[test]
+fn max_waiters_without_wait_is_rejected_naming_the_flag() {
+    rejected(&[
+        "--key",
+        "job",
+        "--ttl",
+        "5s",
+        "--max-waiters",
+        "1",
+        "--",
+        "true",
+    ])
+    .error_mentions(&["--max-waiters", "--wait"]);
+}
+
+#[test]
+fn max_waiters_from_the_environment_without_wait_is_rejected() {
+    let server = RedisServer::start();
+    let outcome = Redlock::new(&server)
+        .env("REDLOCK_MAX_WAITERS", "2")
+        .args(["run", "--key", "job", "--ttl", "5s", "--", "true"])
+        .exits_with(64);
+    outcome.error_mentions(&["--max-waiters", "--wait"]);
+    assert_eq!(
+        server.query::<i64>(&["DBSIZE"]),
+        0,
+        "redlock wrote to Redis"
+    );
+}
+
+#[test]
+fn max_waiters_of_zero_is_rejected() {
+    rejected(&[
+        "--key",
+        "job",
+        "--ttl",
+        "5s",
+        "--wait",
+        "1s",
+        "--max-waiters",
+        "0",
+        "--",
+        "true",
+    ])
+    .error_mentions(&["--max-waiters", "at least 1"]);
+}
+
+#[test]
+fn max_waiters_that_is_not_a_number_is_rejected() {
+    rejected(&[
+        "--key",
+        "job",
+        "--ttl",
+        "5s",
+        "--wait",
+        "1s",
+        "--max-waiters",
+        "one",
+        "--",
+        "true",
+    ]);
+}
+
+#[test]
+fn replace_with_a_shared_or_slotted_hold_is_rejected() {
+    rejected(&[
+        "--key",
+        "job",
+        "--ttl",
+        "5s",
+        "--replace",
+        "--shared",
+        "--",
+        "true",
+    ]);
+    rejected(&[
+        "--key",
+        "job",
+        "--ttl",
+        "5s",
+        "--replace",
+        "--slots",
+        "2",
+        "--",
+        "true",
+    ]);
+}
+
+#[test]
+fn replace_with_once_per_is_rejected() {
+    rejected(&[
+        "--key",
+        "job",
+        "--ttl",
+        "5s",
+        "--replace",
+        "--once-per",
+        "1h",
+        "--",
+        "true",
+    ]);
+}
+
+#[test]
+fn replace_in_a_quorum_is_rejected_with_a_reason() {
+    let (a, b) = (RedisServer::start(), RedisServer::start());
+    let outcome = Redlock::without_url()
+        .args(["--url", &a.url(), "--url", &b.url()])
+        .args([
+            "run",
+            "--key",
+            "job",
+            "--ttl",
+            "5s",
+            "--replace",
+            "--",
+            "true",
+        ])
+        .exits_with(64);
+    outcome.error_mentions(&["--replace", "quorum"]);
+    for server in [&a, &b] {
+        assert_eq!(
+            server.query::<i64>(&["DBSIZE"]),
+            0,
+            "redlock wrote to Redis"
+        );
+    }
+}

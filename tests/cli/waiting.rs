@@ -12,6 +12,14 @@
 //! release starts within the documented bound of it, whether a killed or frozen head held the
 //! others up, or the waiters had to reconnect.
 //!
+//! A bounded queue (`--max-waiters N`) is a row of its own, on every way of waiting: a frozen
+//! waiter counts until its entry lapses, a full queue refuses at once (75, counted once), and
+//! the queue then has room again (in a quorum, when a majority of the nodes says so).
+//!
+//! Waiting as a replacer (`--replace`) is another row, on every way that supports it (not a
+//! quorum): the holder hears the request (on its stop list, or at its next renewal on a
+//! Cluster), stops its tree and exits 79, and the replacer's section follows the old one.
+//!
 //! A new way of waiting, or a new fault a waiter can meet, adds its row or column here: a
 //! variant and its arm in `Place`/`apply`, and one test per new cell (ARCHITECTURE.md,
 //! "Seams").
@@ -310,4 +318,115 @@ fn in_a_quorum_waiters_whose_connections_drop() {
 #[test]
 fn in_a_quorum_waiters_whose_node_restarts() {
     cell(Way::Quorum, Fault::Restart);
+}
+
+/// `--max-waiters 1` on `way`: a frozen waiter fills the queue until its entry lapses (at the
+/// release, within the bound); meanwhile a newcomer is busy at once; after it, a newcomer
+/// queues and runs, and the waiter, continued, runs too. No two sections overlap.
+fn bounded(way: Way) {
+    let place = Place::start(way);
+    let scratch = TempDir::new("bounded");
+    let log = scratch.join("sections.log");
+    let contender = || {
+        place
+            .redlock()
+            .env("STRESS_LOG", &log)
+            .env("TICKS", "2")
+            .env("TICK", "0.05")
+            .args(["run", "--key", "job", "--ttl", "10s", "--wait", "60s"])
+            .args(["--max-waiters", "1", "--"])
+            .args(SECTION)
+    };
+    let mut holder = place
+        .redlock()
+        .args(["run", "--key", "job", "--ttl", "10s", "-c", child::HOLD])
+        .spawn();
+    holder.expect_line("ready");
+    let frozen = contender().spawn();
+    wait_until("the waiter to queue", Duration::from_secs(15), || {
+        (place.queue_len() == 1).then_some(())
+    });
+    frozen.signal(libc::SIGSTOP);
+    wait_until("the waiter to stop", Duration::from_secs(5), || {
+        crate::support::process::is_stopped(frozen.pid()).then_some(())
+    });
+    contender()
+        .exits_with(75)
+        .error_mentions(&["queue is full", "--max-waiters 1"]);
+    holder.close_stdin();
+    holder.exits_with(0);
+    // The release put the frozen head on notice: its entry lapses, and the queue has room.
+    wait_until(
+        "a newcomer to find room in the queue",
+        BOUND + SLACK + Duration::from_secs(5),
+        || (contender().run().code() == Some(0)).then_some(()),
+    );
+    frozen.signal(libc::SIGCONT);
+    frozen.exits_with(0);
+    let sections = expect_exclusive_sections(&log);
+    assert_eq!(sections.len(), 2, "{way:?}: {sections:?}");
+}
+
+#[test]
+fn on_one_server_a_bounded_queue_with_a_frozen_waiter() {
+    bounded(Way::Server);
+}
+
+#[test]
+fn through_sentinel_a_bounded_queue_with_a_frozen_waiter() {
+    bounded(Way::Sentinel);
+}
+
+#[test]
+fn on_a_cluster_a_bounded_queue_with_a_frozen_waiter() {
+    bounded(Way::Cluster);
+}
+
+#[test]
+fn in_a_quorum_a_bounded_queue_with_a_frozen_waiter() {
+    bounded(Way::Quorum);
+}
+
+/// `--replace` on `way`: a live holder (a section that ticks until stopped) is asked to stop,
+/// exits 79, and the replacer's section starts after the old one's last line.
+fn replacing(way: Way) {
+    let place = Place::start(way);
+    let scratch = TempDir::new("replacing");
+    let log = scratch.join("sections.log");
+    let run = |ticks: &str, extra: &[&str]| {
+        place
+            .redlock()
+            .env("STRESS_LOG", &log)
+            .env("TICKS", ticks)
+            .env("TICK", "0.05")
+            .args(["run", "--key", "job", "--ttl", "3s"])
+            .args(extra)
+            .arg("--")
+            .args(SECTION)
+    };
+    let holder = run("1000", &[]).spawn();
+    wait_until(
+        "the holder's section to start",
+        Duration::from_secs(15),
+        || (!read_sections(&log).is_empty()).then_some(()),
+    );
+    run("2", &["--replace"]).exits_with(0);
+    holder.exits_with(79);
+    let sections = expect_exclusive_sections(&log);
+    assert_eq!(sections.len(), 2, "{way:?}: {sections:?}");
+}
+
+#[test]
+fn on_one_server_a_replacer() {
+    replacing(Way::Server);
+}
+
+#[test]
+fn through_sentinel_a_replacer() {
+    replacing(Way::Sentinel);
+}
+
+#[test]
+fn on_a_cluster_a_replacer() {
+    replacing(Way::Cluster);
 }

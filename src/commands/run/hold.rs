@@ -86,6 +86,15 @@ pub fn take<'a>(
     started: Moment,
 ) -> Result<Took<'a>> {
     let keys = &plan.keys;
+    // Who asks, in a replaced holder's words: "web-2 (pid 4242, user deploy)".
+    let replacer = plan.args.replace.then(|| {
+        crate::lock::record::who(
+            &holder.host,
+            holder.pid.map(i64::from),
+            holder.user.as_deref(),
+            None,
+        )
+    });
     let request = Request {
         claim: Claim {
             keys,
@@ -96,6 +105,8 @@ pub fn take<'a>(
             once: plan.once,
         },
         wait: plan.args.wait,
+        max_waiters: plan.max_waiters,
+        replace: replacer.as_deref(),
         timeout: ctx.timeout,
     };
     // The command's room and its keeper are made while the acquire is on the wire: local work
@@ -114,9 +125,22 @@ pub fn take<'a>(
             spent,
         } => (fence, started_ms, slot, sent, spent),
         Taken::Busy(busy) => {
-            let waited = match plan.args.wait {
-                Some(w) if !w.is_zero() => format!(" (waited {})", lease::fmt(w)),
+            let waited = match (plan.args.wait, busy.full) {
+                (_, Some(n)) => format!(
+                    "; the queue is full ({n} waiting, --max-waiters {})",
+                    plan.max_waiters.unwrap_or(0)
+                ),
+                (Some(w), None) if !w.is_zero() => format!(" (waited {})", lease::fmt(w)),
                 _ => String::new(),
+            };
+            let waited = match (plan.args.replace, busy.replacing) {
+                (true, false) => format!(
+                    "{waited}; --replace does not apply: the holder said --no-replace, took the \
+                     lock with `redlock acquire` or another client, or holds it shared, or the \
+                     key is paused"
+                ),
+                (true, true) => format!("{waited}; it was asked to stop, and has not yet"),
+                _ => waited,
             };
             let msg = format!(
                 "{} is {}{waited}; not running the command",
@@ -250,6 +274,17 @@ impl Ending {
                 ),
             ));
         }
+        if let Some(by) = &end.replaced {
+            return Err(fail(
+                Exit::Replaced,
+                format!(
+                    "{by} replaced this run of {} (--replace): the command was stopped ({}) and \
+                     the lock released",
+                    keys.lock,
+                    describe_status(end.status)
+                ),
+            ));
+        }
         if let Some(d) = end.timed_out {
             return Err(fail(
                 Exit::TimedOut,
@@ -375,6 +410,7 @@ impl Hold<'_> {
             timeline,
             limit,
             keeper.arm(),
+            !plan.args.no_replace && plan.shape == Shape::Exclusive,
         );
         let mut command = Command::new(tree, child.pid);
         let max_runtime = plan.args.max_runtime.zip(limit);
@@ -413,6 +449,7 @@ impl Hold<'_> {
         let ran = self.acquired_at.elapsed();
         let (exit, outcome) = match (&end.lost, end.timed_out, end.status) {
             (Some(_), _, _) => (Exit::LeaseLost, Outcome::LeaseLost),
+            (None, _, _) if end.replaced.is_some() => (Exit::Replaced, Outcome::Replaced),
             (None, Some(_), _) => (Exit::TimedOut, Outcome::TimedOut),
             (None, None, Status::Exited(0)) => (Exit::Child(0), Outcome::Ok),
             (None, None, Status::Exited(code)) => (Exit::Child(code), Outcome::Failed),
@@ -430,9 +467,11 @@ impl Hold<'_> {
                 ("duration_ms", ran.as_millis().into()),
             ],
         );
+        let mut record = self.record(outcome, end.status.exit().code(), ran);
+        record.replaced_by = end.replaced.clone().filter(|_| end.lost.is_none());
         Ending {
             ran: true,
-            record: Some(self.record(outcome, end.status.exit().code(), ran)),
+            record: Some(record),
             keeper: Some(keeper),
             verdict: Verdict::Ran { end, exit },
         }

@@ -77,6 +77,21 @@ fn once_per(ctx: &Context, args: &RunArgs) -> Result<Option<lock::Once>> {
     }))
 }
 
+/// `--max-waiters N`, checked: it limits a queue, so it needs `--wait`; and at least 1, since a
+/// run that may never queue is a run without `--wait` (say that instead).
+fn max_waiters(args: &RunArgs) -> Result<Option<u32>> {
+    match (args.max_waiters, args.wait) {
+        (None, _) => Ok(None),
+        (Some(_), None) => Err(usage(
+            "--max-waiters needs --wait (it limits how many runs wait for the key)",
+        )),
+        (Some(0), Some(_)) => Err(usage(
+            "--max-waiters must be at least 1 (a run that must not queue is a run without --wait)",
+        )),
+        (Some(n), Some(_)) => Ok(Some(n)),
+    }
+}
+
 pub fn run(ctx: &Context, mut args: RunArgs) -> Result<Exit> {
     let Some(path) = args.metrics_file.take() else {
         return run_locked(ctx, args);
@@ -119,7 +134,8 @@ fn run_locked(ctx: &Context, args: RunArgs) -> Result<Exit> {
     child::become_subreaper();
     log_connected(&nodes, started);
     let token = lock::new_token()?;
-    let holder = Holder::current(&plan.display, plan.args.label.as_deref());
+    let mut holder = Holder::current(&plan.display, plan.args.label.as_deref());
+    holder.irreplaceable = plan.args.no_replace;
     let mut hold = match hold::take(ctx, &mut nodes, &plan, &token, &holder, &signals, started)? {
         Took::Held(hold) => hold,
         Took::Refused(exit) => return Ok(exit),
@@ -139,6 +155,8 @@ pub struct Plan {
     pub keys: Keys,
     pub shape: Shape,
     pub once: Option<lock::Once>,
+    /// `--max-waiters N` (with `--wait`).
+    pub max_waiters: Option<u32>,
     pub argv: Vec<String>,
     /// The command as the records show it (secrets redacted).
     pub display: String,
@@ -156,6 +174,15 @@ impl Plan {
         let keys = Keys::new(&ctx.prefix, &args.key)?;
         let shape = ctx.shape(args.shared, args.slots)?;
         let once = once_per(ctx, &args)?;
+        let max_waiters = max_waiters(&args)?;
+        // A quorum's holders listen on no stop list, and a request written on some nodes only
+        // would stop a holder that a majority still grants: refused rather than half-kept.
+        if args.replace && ctx.servers.len() > 1 {
+            return Err(usage(
+                "--replace cannot be used with several --url (a quorum); use one server, a \
+                 Cluster or Sentinel",
+            ));
+        }
         ctx.replicas(args.replicas)?;
         let argv = command_line(&args)?;
         if let Some(hold) = args.hold_at_least
@@ -174,6 +201,7 @@ impl Plan {
             keys,
             shape,
             once,
+            max_waiters,
             argv,
             display,
         })

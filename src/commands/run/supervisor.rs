@@ -30,6 +30,8 @@ pub struct End {
     pub timed_out: Option<Duration>,
     /// When the supervisor sent the tree SIGKILL, if it did.
     pub killed_at: Option<Moment>,
+    /// Who asked this holder to stop (`--replace`); the supervisor stopped the command.
+    pub replaced: Option<String>,
 }
 
 /// The command's tree, as the supervisor acts on it.
@@ -90,6 +92,7 @@ pub fn supervise(
     let mut lost: Option<String> = None;
     let mut lost_at: Option<Moment> = None;
     let mut timed_out: Option<Duration> = None;
+    let mut replaced: Option<String> = None;
     let mut stop = Stop::Running;
     let mut terminal = Terminal::default();
     loop {
@@ -119,6 +122,22 @@ pub fn supervise(
             } else {
                 stop.terminate(command, limit.kill_at)
             };
+        }
+        // Another run asked this holder to stop (--replace): the same stop as for a lost lease.
+        // The heartbeat renews no more, so the lease's own kill point still bounds it.
+        // A command that had ended by itself was not replaced.
+        if replaced.is_none()
+            && lost.is_none()
+            && status.is_none()
+            && let Some(by) = lease_now.replaced
+        {
+            log::info(
+                "replaced",
+                &format!("{by} asked this run to stop (--replace); stopping the command"),
+                &[],
+            );
+            replaced = Some(by);
+            stop = stop.terminate(command, (now + lease.kill_after).min(line.kill_at));
         }
         // A lease that outlives --max-runtime's kill point cannot lapse on a live command:
         // its own term and kill points are not news (a definitive loss still is).
@@ -235,6 +254,7 @@ pub fn supervise(
         lost,
         lost_at,
         timed_out,
+        replaced,
         killed_at: match stop {
             Stop::Killed(at) => Some(at),
             _ => None,

@@ -98,12 +98,16 @@ pub struct Holder {
     pub fence: Option<i64>,
     /// The command has ended; the lock is kept until expiry by `--hold-at-least`.
     pub finished: bool,
+    /// `--no-replace` (and every `redlock acquire`): `--replace` does not ask it to stop. The
+    /// record says `replace=no`.
+    pub irreplaceable: bool,
 }
 
 /// The holder record's fields; the scripts may name no others.
 #[cfg(test)]
-const HOLDER_FIELDS: [&str; 9] = [
-    "host", "pid", "user", "cmd", "started", "renewed", "ttl", "fence", "finished",
+const HOLDER_FIELDS: [&str; 11] = [
+    "host", "pid", "user", "cmd", "started", "renewed", "ttl", "fence", "finished", "replace",
+    "stop",
 ];
 
 /// The holder fields a refusal (and `release --force`) reads back, in the order the scripts
@@ -156,6 +160,7 @@ impl Holder {
             ttl_ms: num(fields, "ttl"),
             fence: num(fields, "fence"),
             finished: get(fields, "finished") == Some("1"),
+            irreplaceable: get(fields, "replace") == Some("no"),
         })
     }
 

@@ -19,6 +19,8 @@ pub enum Outcome {
     LeaseLost,
     /// `--max-runtime` ran out and redlock stopped the command.
     TimedOut,
+    /// Another run asked this one to stop (`--replace`), and redlock stopped the command.
+    Replaced,
     /// A value this version does not know (written by another version).
     Other(String),
 }
@@ -31,6 +33,7 @@ impl Outcome {
             Outcome::Killed => "killed",
             Outcome::LeaseLost => "lease lost",
             Outcome::TimedOut => "timed out",
+            Outcome::Replaced => "replaced",
             Outcome::Other(s) => s,
         }
     }
@@ -42,6 +45,7 @@ impl Outcome {
             "killed" => Outcome::Killed,
             "lease lost" => Outcome::LeaseLost,
             "timed out" => Outcome::TimedOut,
+            "replaced" => Outcome::Replaced,
             other => Outcome::Other(other.to_string()),
         }
     }
@@ -63,6 +67,8 @@ pub struct LastRun {
     /// The run's `--once-per` window length (ms): the release script then records how the
     /// window's run ended in its record.
     pub once_per_ms: Option<i64>,
+    /// Who replaced the run (`--replace`), as its redlock reported itself.
+    pub replaced_by: Option<String>,
 }
 
 /// How much of a command the lock's record keeps (the audit log keeps it whole): a longer
@@ -71,7 +77,8 @@ const RECORDED_COMMAND: usize = 60;
 
 /// The last-run record's fields (an earlier version's `ended` and `once_per` included).
 #[cfg(test)]
-pub(super) const LAST_RUN_FIELDS: [&str; 11] = [
+pub(super) const LAST_RUN_FIELDS: [&str; 12] = [
+    "replaced_by",
     "once_per",
     "outcome",
     "exit",
@@ -108,6 +115,7 @@ impl LastRun {
             duration_ms: Some(duration_ms),
             fence: Some(fence),
             once_per_ms: None,
+            replaced_by: None,
         }
     }
 
@@ -132,6 +140,7 @@ impl LastRun {
             ("host", &self.host),
             ("user", &self.user),
             ("cmd", &command),
+            ("replaced_by", &self.replaced_by),
         ];
         out.extend(
             nums.into_iter()
@@ -161,6 +170,7 @@ impl LastRun {
             duration_ms: num(fields, "duration_ms"),
             fence: num(fields, "fence"),
             once_per_ms: num(fields, "once_per"),
+            replaced_by: text(fields, "replaced_by"),
         })
     }
 

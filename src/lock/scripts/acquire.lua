@@ -19,17 +19,24 @@
 -- ARGV[12] the provisional lease (ms) a waiter that heads the queue is granted ('' for none; see
 --          below)
 -- ARGV[13] who takes it, as the audit log writes it (name=value pairs; record.rs writes them)
--- ARGV[14..] the holder's identity as field/value pairs (record.rs writes them); the script
+-- ARGV[14] --max-waiters N: a waiter joins the queue only while fewer than N live entries are
+--          queued ('' for no limit; one already queued keeps its place)
+-- ARGV[15] --replace: who asks the holder to stop, as its redlock reports it ('' when not
+--          replacing; see below)
+-- ARGV[16..] the holder's identity as field/value pairs (record.rs writes them); the script
 --          adds started, renewed, ttl, fence and finished.
 -- KEYS[12] the record of the current --once-per window (hash; see below)
+-- KEYS[14] the holders' stop lists, named KEYS[14]:FENCE (a list each; see below)
 -- Reply: {1, fence, server time (ms), slot (-1: none), 1 when the lease is provisional} when
 --        taken;
 --        {0, pttl (ms; -2 when free but others are queued), server time (ms),
 --         {host, pid, user, started, fence}, waiters ahead of us, queue length,
---         shared holders' shape ('' when none), shared holders, pause} when refused
+--         shared holders' shape ('' when none), shared holders, pause, full} when refused
 --        (the holder record's fields record::BRIEF names, in its order; pause: false, or
 --        {host, pid, user, reason, since, until, scope} of the pause in force, the fields
---        record::PAUSE_BRIEF names, scope 'key' or 'all');
+--        record::PAUSE_BRIEF names, scope 'key' or 'all'; full: 0, or how many wait when
+--        --max-waiters kept this waiter out of a full queue; replacing: 1 when the holder
+--        was asked to stop (now or before), 0 otherwise);
 --        {-1, the shape the key is held with} when a shared taker asks for another shape;
 --        {-2, window start (ms), window length (ms), host, pid, user, started, ended, exit,
 --         outcome} when --once-per finds this window's run already taken (see below).
@@ -39,6 +46,14 @@
 -- act on it (its attempt waits on the server behind its grant list, and its host died or it
 -- was frozen meanwhile), and a dead head must not hold the queue for a whole TTL. Its
 -- --once-per window is 'granted' until then: not taken while the grant is unconfirmed.
+-- --replace (ARGV[15]): a refused replacer asks the exclusive holder to stop, once per holder:
+-- the holder record gets 'stop' (who asked), which the holder's renewals then refuse
+-- (extend.lua), and who asked is pushed to the holder's stop list, on which its heartbeat waits
+-- between renewals, so it learns at once. A holder whose record says replace=no (--no-replace,
+-- `redlock acquire`), one without a record (a foreign client), shared or slotted holders, and a
+-- paused key are not asked: the replacer is a plain busy run. A replacer that asked (or found
+-- the holder already asked) queues ahead of every plain waiter, behind earlier replacers: its
+-- arrival is moved 2^52 back (scores stay exact doubles).
 -- paused(key, now): the pause record `key` holds while it is in force (its until, ms, is 0
 -- or still ahead), else nil.
 local function paused(key, now)
@@ -138,7 +153,7 @@ if every then
       if not deadline or deadline <= now then outcome = 'vanished' end
     end
     local failed = outcome == 'failed' or outcome == 'killed' or outcome == 'timed out'
-      or outcome == 'lease lost' or outcome == 'vanished'
+      or outcome == 'lease lost' or outcome == 'vanished' or outcome == 'replaced'
     if not (failed and ARGV[11] == '1') then
       if ARGV[3] == '1' then
         redis.call('HINCRBY', KEYS[4], 'skipped', '1')
@@ -177,7 +192,7 @@ if free and not pause then
     local slot = -1
     if shape == '' then
       redis.call('HSET', KEYS[3], 'started', now_text, 'renewed', now_text, 'ttl', ttl,
-        'fence', fence_text, 'finished', '0', unpack(ARGV, 14))
+        'fence', fence_text, 'finished', '0', unpack(ARGV, 16))
       redis.call('PEXPIRE', KEYS[3], ttl)
       redis.call('SET', KEYS[1], ARGV[1], 'PX', ttl)
     else
@@ -194,7 +209,7 @@ if free and not pause then
       if provisional then taken = 'granted' end
       redis.call('HSET', KEYS[12], 'window', string.format('%d', window), 'every', ARGV[10],
         'token', ARGV[1], 'fence', fence_text, 'started', now_text, 'outcome', taken, 'ended', '',
-        'exit', '', unpack(ARGV, 14))
+        'exit', '', unpack(ARGV, 16))
       redis.call('PEXPIRE', KEYS[12], string.format('%d', 2 * every))
     end
     if shape == '' then
@@ -235,10 +250,35 @@ if ARGV[3] == '1' then
     audit(KEYS[13], now, 'busy', ARGV[13])
   end
 end
-local ahead = 0
+local replacing = 0
+if ARGV[15] ~= '' and current and not pause then
+  local r = redis.call('HMGET', KEYS[3], 'fence', 'replace', 'stop')
+  if r[1] and r[2] ~= 'no' then
+    replacing = 1
+    if not r[3] then
+      redis.call('HSET', KEYS[3], 'stop', ARGV[15])
+      local stop = KEYS[14] .. ':' .. r[1]
+      redis.call('LPUSH', stop, ARGV[15])
+      redis.call('PEXPIRE', stop, string.format('%d', math.max(pttl, 1000)))
+      audit(KEYS[13], now, 'replacing', 'fence=' .. r[1] .. '\31' .. ARGV[13])
+    end
+  end
+end
+local ahead, full = 0, 0
+-- --max-waiters N: a waiter not yet queued joins only while fewer than N live entries (not
+-- lapsed: a frozen waiter counts until its entry does) are queued.
+if ticket ~= '' and ARGV[14] ~= '' and not redis.call('ZSCORE', KEYS[5], ticket) then
+  -- ZRANGEBYSCORE, which the queue already needs, rather than ZCOUNT, which a least-privilege
+  -- user may not be granted; at most N entries are read.
+  local waiting = #redis.call('ZRANGEBYSCORE', KEYS[6], '(' .. now_text, '+inf', 'LIMIT', '0', ARGV[14])
+  if waiting >= tonumber(ARGV[14]) then
+    ticket, full = '', waiting
+  end
+end
 if ticket ~= '' then
   local arrival = ARGV[6]
   if arrival == '' then arrival = string.format('%d', tonumber(t[1]) * 1000000 + tonumber(t[2])) end
+  if replacing == 1 then arrival = string.format('%d', tonumber(arrival) - 4503599627370496) end
   redis.call('ZADD', KEYS[5], 'NX', arrival, ticket)
   ahead = redis.call('ZRANK', KEYS[5], ticket)
   -- An entry lives QUEUE_LIFE unrefreshed at the front of a lock that is free (the waiters
@@ -251,4 +291,5 @@ if ticket ~= '' then
 end
 local h = redis.pcall('HMGET', KEYS[3], 'host', 'pid', 'user', 'started', 'fence')
 if h.err then h = {} end
-return {0, pttl, now, h, ahead, redis.call('ZCARD', KEYS[5]), held_shape, sharers, pause or false}
+return {0, pttl, now, h, ahead, redis.call('ZCARD', KEYS[5]), held_shape, sharers, pause or false,
+  full, replacing}

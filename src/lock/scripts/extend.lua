@@ -8,7 +8,8 @@
 --         record: a window 'granted' to this token is now 'running'
 -- ARGV[1] token   ARGV[2] ttl (ms)
 -- Reply: 1 renewed (or already living at least that long), 0 someone else's, -1 free (the key
--- is gone: expired, released, or lost by the server).
+-- is gone: expired, released, or lost by the server); who asked, when a run asked this holder
+-- to stop (--replace, see acquire.lua): not renewed, its command is to be stopped.
 local RUNNING = 'running'
 local function confirm_window()
   if not KEYS[5] then return end
@@ -33,8 +34,9 @@ if current ~= ARGV[1] then
   if current then return 0 end
   return -1
 end
-local h = redis.pcall('HMGET', KEYS[2], 'finished')
+local h = redis.pcall('HMGET', KEYS[2], 'finished', 'stop')
 if h[1] == '1' then return 1 end
+if h[2] then return h[2] end
 confirm_window()
 -- Numbers go to redis.call as text written with %d (see audit.lua).
 local longer = redis.call('PTTL', KEYS[1]) < tonumber(ARGV[2])

@@ -86,8 +86,11 @@ if ARGV[4] ~= '' then
   redis.call('PEXPIRE', KEYS[4], ARGV[5])
   local event = 'released'
   if released == 0 then event = 'lost' end
+  local by = ''
+  if f.replaced_by then by = '\31by=' .. f.replaced_by end
   audit(KEYS[11], now, event, 'outcome=' .. outcome .. '\31exit=' .. (f.exit or '') ..
-    '\31duration_ms=' .. (f.duration_ms or '') .. '\31fence=' .. (f.fence or '') .. '\31' .. ARGV[7])
+    '\31duration_ms=' .. (f.duration_ms or '') .. '\31fence=' .. (f.fence or '') .. by .. '\31' ..
+    ARGV[7])
   -- The --once-per window's run records how it ended.
   if ARGV[6] ~= '' and redis.call('HMGET', KEYS[10], 'token')[1] == ARGV[1] then
     redis.call('HSET', KEYS[10], 'outcome', outcome, 'ended', now, 'exit', f.exit or '')
