@@ -77,11 +77,39 @@ fn once_per(ctx: &Context, args: &RunArgs) -> Result<Option<lock::Once>> {
     }))
 }
 
+/// Several keys (`--key A --key B …`) are taken in the exclusive shape only, and not with
+/// `--once-per` or `--metrics-file`: a window's record and a metrics file belong to one key,
+/// and shared or slotted holds of several keys at once are not built (64; docs/design.md,
+/// "Several keys").
+fn several_keys(keys: &Keys, shape: Shape, args: &RunArgs) -> Result<()> {
+    if keys.also.is_empty() {
+        return Ok(());
+    }
+    let flag = if shape != Shape::Exclusive {
+        Some(if args.shared { "--shared" } else { "--slots" })
+    } else if args.once_per.is_some() {
+        Some("--once-per")
+    } else {
+        None
+    };
+    match flag {
+        Some(flag) => Err(usage(format!(
+            "{flag} takes one --key; several keys are taken exclusively, all or none"
+        ))),
+        None => Ok(()),
+    }
+}
+
 pub fn run(ctx: &Context, mut args: RunArgs) -> Result<Exit> {
     let Some(path) = args.metrics_file.take() else {
         return run_locked(ctx, args);
     };
-    let key = args.key.clone();
+    if args.key.len() > 1 {
+        return Err(usage(
+            "--metrics-file takes one --key; several keys are taken exclusively, all or none",
+        ));
+    }
+    let key = args.key.first().cloned().unwrap_or_default();
     let result = run_locked(ctx, args);
     // After the release, so the file shows the run's own record; a bad command line contacted
     // nothing and writes nothing. The file is the run's by-product: failing to write it is a
@@ -153,9 +181,10 @@ impl Plan {
             ));
         }
         let first_ttl = lease.first_ttl(args.max_runtime);
-        let keys = Keys::new(&ctx.prefix, &args.key)?;
+        let keys = Keys::all(&ctx.prefix, &args.key, ctx.is_cluster())?;
         let shape = ctx.shape(args.shared, args.slots)?;
         let once = once_per(ctx, &args)?;
+        several_keys(&keys, shape, &args)?;
         ctx.replicas(args.replicas)?;
         let argv = command_line(&args)?;
         if let Some(hold) = args.hold_at_least

@@ -63,6 +63,9 @@ pub struct LastRun {
     /// The run's `--once-per` window length (ms): the release script then records how the
     /// window's run ended in its record.
     pub once_per_ms: Option<i64>,
+    /// A run over several keys: the fences of its other locks (`Keys::also`), in order; each
+    /// lock's record gets its own fence. Not stored as such.
+    pub also_fences: Vec<i64>,
 }
 
 /// How much of a command the lock's record keeps (the audit log keeps it whole): a longer
@@ -108,6 +111,7 @@ impl LastRun {
             duration_ms: Some(duration_ms),
             fence: Some(fence),
             once_per_ms: None,
+            also_fences: Vec::new(),
         }
     }
 
@@ -161,6 +165,7 @@ impl LastRun {
             duration_ms: num(fields, "duration_ms"),
             fence: num(fields, "fence"),
             once_per_ms: num(fields, "once_per"),
+            also_fences: Vec::new(),
         })
     }
 
