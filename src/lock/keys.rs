@@ -463,6 +463,33 @@ mod tests {
     use super::*;
 
     #[test]
+    fn slots_are_redis_clusters() {
+        // CLUSTER KEYSLOT's answers.
+        assert_eq!(slot("123456789"), 12739);
+        assert_eq!(slot("foo"), 12182);
+        assert_eq!(slot("{user1000}.following"), slot("{user1000}.followers"));
+        assert_eq!(slot("{}x"), slot("{}x"));
+    }
+
+    #[test]
+    fn several_keys_are_checked_before_anything_is_sent() {
+        let all = |keys: &[&str], cluster| {
+            let keys: Vec<String> = keys.iter().map(|k| (*k).to_owned()).collect();
+            Keys::all("p:", &keys, cluster)
+        };
+        let ok = all(&["a", "b"], false).unwrap();
+        assert_eq!(ok.names(), "p:a, p:b");
+        assert!(all(&["a", "a"], false).is_err());
+        let shared = ["x".to_owned(), "{x}".to_owned()];
+        assert!(
+            Keys::all("", &shared, false).is_err(),
+            "they share companions"
+        );
+        assert!(all(&["a", "b"], true).is_err());
+        assert!(all(&["{j}:a", "{j}:b"], true).is_ok());
+    }
+
+    #[test]
     fn companion_keys_share_the_slot_of_an_untagged_key() {
         let keys = Keys::new("prod:", "report:daily").unwrap();
         assert_eq!(keys.lock, "prod:report:daily");

@@ -193,7 +193,7 @@ fn a_frozen_waiter_for_several_keys_holds_the_next_one_up_by_at_most_the_bound()
     let queued = |n: usize| {
         wait_until("the waiters to queue", Duration::from_secs(10), || {
             (server.query::<usize>(&["ZCARD", &companion_key("a", "queue")]) >= n).then_some(())
-        })
+        });
     };
     let frozen = waiter(["a", "b"]);
     queued(1);
