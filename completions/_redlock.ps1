@@ -54,7 +54,7 @@ Register-ArgumentCompleter -Native -CommandName 'redlock' -ScriptBlock {
             break
         }
         'redlock;run' {
-            [CompletionResult]::new('--key', '--key', [CompletionResultType]::ParameterName, 'The lock key (the prefix is prepended)')
+            [CompletionResult]::new('--key', '--key', [CompletionResultType]::ParameterName, 'The lock key (the prefix is prepended); repeated, all the keys or none')
             [CompletionResult]::new('--ttl', '--ttl', [CompletionResultType]::ParameterName, 'Lease length; renewed every TTL/3 while the command runs')
             [CompletionResult]::new('-c', '-c', [CompletionResultType]::ParameterName, 'Run this through `sh -c` instead of a command after `--`')
             [CompletionResult]::new('--slots', '--slots', [CompletionResultType]::ParameterName, 'Let up to N holders hold the lock at once; the command gets REDLOCK_SLOT')
@@ -138,7 +138,7 @@ Register-ArgumentCompleter -Native -CommandName 'redlock' -ScriptBlock {
             break
         }
         'redlock;acquire' {
-            [CompletionResult]::new('--key', '--key', [CompletionResultType]::ParameterName, 'The lock key (the prefix is prepended)')
+            [CompletionResult]::new('--key', '--key', [CompletionResultType]::ParameterName, 'The lock key (the prefix is prepended); repeated, all the keys or none')
             [CompletionResult]::new('--ttl', '--ttl', [CompletionResultType]::ParameterName, 'Lease length; keep it alive with `redlock extend`')
             [CompletionResult]::new('--wait', '--wait', [CompletionResultType]::ParameterName, 'Wait up to this long for a busy lock')
             [CompletionResult]::new('--slots', '--slots', [CompletionResultType]::ParameterName, 'Take one of N slots (see `redlock run --slots`); the slot is printed on a third line')
@@ -166,7 +166,7 @@ Register-ArgumentCompleter -Native -CommandName 'redlock' -ScriptBlock {
             break
         }
         'redlock;extend' {
-            [CompletionResult]::new('--key', '--key', [CompletionResultType]::ParameterName, 'The lock key')
+            [CompletionResult]::new('--key', '--key', [CompletionResultType]::ParameterName, 'The lock key; repeated: the keys `acquire --key A --key B` took')
             [CompletionResult]::new('--token', '--token', [CompletionResultType]::ParameterName, 'The token `redlock acquire` printed')
             [CompletionResult]::new('--ttl', '--ttl', [CompletionResultType]::ParameterName, 'New lease length, from now')
             [CompletionResult]::new('--replicas', '--replicas', [CompletionResultType]::ParameterName, 'Count the renewal only once N replicas acknowledged it (see `redlock run --replicas`)')

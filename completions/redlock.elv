@@ -50,7 +50,7 @@ set edit:completion:arg-completer[redlock] = {|@words|
             cand log 'Print locks'' audit log: acquires, refusals, releases, lost leases, forced releases, pauses and resumes, oldest first'
         }
         &'redlock;run'= {
-            cand --key 'The lock key (the prefix is prepended)'
+            cand --key 'The lock key (the prefix is prepended); repeated, all the keys or none'
             cand --ttl 'Lease length; renewed every TTL/3 while the command runs'
             cand -c 'Run this through `sh -c` instead of a command after `--`'
             cand --slots 'Let up to N holders hold the lock at once; the command gets REDLOCK_SLOT'
@@ -131,7 +131,7 @@ set edit:completion:arg-completer[redlock] = {|@words|
             cand --help 'Print help (see more with ''--help'')'
         }
         &'redlock;acquire'= {
-            cand --key 'The lock key (the prefix is prepended)'
+            cand --key 'The lock key (the prefix is prepended); repeated, all the keys or none'
             cand --ttl 'Lease length; keep it alive with `redlock extend`'
             cand --wait 'Wait up to this long for a busy lock'
             cand --slots 'Take one of N slots (see `redlock run --slots`); the slot is printed on a third line'
@@ -158,7 +158,7 @@ set edit:completion:arg-completer[redlock] = {|@words|
             cand --help 'Print help (see more with ''--help'')'
         }
         &'redlock;extend'= {
-            cand --key 'The lock key'
+            cand --key 'The lock key; repeated: the keys `acquire --key A --key B` took'
             cand --token 'The token `redlock acquire` printed'
             cand --ttl 'New lease length, from now'
             cand --replicas 'Count the renewal only once N replicas acknowledged it (see `redlock run --replicas`)'

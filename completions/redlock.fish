@@ -51,7 +51,7 @@ complete -c redlock -n "__fish_redlock_needs_command" -f -a "resume" -d 'Lift a 
 complete -c redlock -n "__fish_redlock_needs_command" -f -a "metrics" -d 'Print locks\' state and counters as Prometheus metrics'
 complete -c redlock -n "__fish_redlock_needs_command" -f -a "check" -d 'Health check for Nagios/Icinga: 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN'
 complete -c redlock -n "__fish_redlock_needs_command" -f -a "log" -d 'Print locks\' audit log: acquires, refusals, releases, lost leases, forced releases, pauses and resumes, oldest first'
-complete -c redlock -n "__fish_redlock_using_subcommand run" -l key -d 'The lock key (the prefix is prepended)' -r
+complete -c redlock -n "__fish_redlock_using_subcommand run" -l key -d 'The lock key (the prefix is prepended); repeated, all the keys or none' -r
 complete -c redlock -n "__fish_redlock_using_subcommand run" -l ttl -d 'Lease length; renewed every TTL/3 while the command runs' -r
 complete -c redlock -n "__fish_redlock_using_subcommand run" -s c -d 'Run this through `sh -c` instead of a command after `--`' -r
 complete -c redlock -n "__fish_redlock_using_subcommand run" -l slots -d 'Let up to N holders hold the lock at once; the command gets REDLOCK_SLOT' -r
@@ -121,7 +121,7 @@ complete -c redlock -n "__fish_redlock_using_subcommand release" -l tls-insecure
 complete -c redlock -n "__fish_redlock_using_subcommand release" -s v -l verbose -d 'Print a timeline of what redlock does on stderr'
 complete -c redlock -n "__fish_redlock_using_subcommand release" -s q -l quiet -d 'Print only the final error line'
 complete -c redlock -n "__fish_redlock_using_subcommand release" -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c redlock -n "__fish_redlock_using_subcommand acquire" -l key -d 'The lock key (the prefix is prepended)' -r
+complete -c redlock -n "__fish_redlock_using_subcommand acquire" -l key -d 'The lock key (the prefix is prepended); repeated, all the keys or none' -r
 complete -c redlock -n "__fish_redlock_using_subcommand acquire" -l ttl -d 'Lease length; keep it alive with `redlock extend`' -r
 complete -c redlock -n "__fish_redlock_using_subcommand acquire" -l wait -d 'Wait up to this long for a busy lock' -r
 complete -c redlock -n "__fish_redlock_using_subcommand acquire" -l slots -d 'Take one of N slots (see `redlock run --slots`); the slot is printed on a third line' -r
@@ -144,7 +144,7 @@ complete -c redlock -n "__fish_redlock_using_subcommand acquire" -l tls-insecure
 complete -c redlock -n "__fish_redlock_using_subcommand acquire" -s v -l verbose -d 'Print a timeline of what redlock does on stderr'
 complete -c redlock -n "__fish_redlock_using_subcommand acquire" -s q -l quiet -d 'Print only the final error line'
 complete -c redlock -n "__fish_redlock_using_subcommand acquire" -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c redlock -n "__fish_redlock_using_subcommand extend" -l key -d 'The lock key' -r
+complete -c redlock -n "__fish_redlock_using_subcommand extend" -l key -d 'The lock key; repeated: the keys `acquire --key A --key B` took' -r
 complete -c redlock -n "__fish_redlock_using_subcommand extend" -l token -d 'The token `redlock acquire` printed' -r
 complete -c redlock -n "__fish_redlock_using_subcommand extend" -l ttl -d 'New lease length, from now' -r
 complete -c redlock -n "__fish_redlock_using_subcommand extend" -l replicas -d 'Count the renewal only once N replicas acknowledged it (see `redlock run --replicas`)' -r

@@ -118,6 +118,13 @@ impl Context {
         Ok(shape)
     }
 
+    /// Whether the server is a Redis Cluster (several keys must then share a hash slot).
+    pub fn is_cluster(&self) -> bool {
+        self.servers
+            .iter()
+            .any(crate::redis::server::Server::is_cluster)
+    }
+
     /// `--replicas N`, checked before anything is contacted: a quorum of independent masters
     /// has no replicas to wait for (64).
     pub fn replicas(&self, replicas: u32) -> Result<u32> {

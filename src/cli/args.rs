@@ -253,9 +253,12 @@ pub struct StatusArgs {
 
 #[derive(Debug, Args)]
 pub struct ReleaseArgs {
-    /// The lock key
-    #[arg(value_name = "KEY")]
-    pub key: String,
+    /// The lock key; several with --token: the keys `acquire --key A --key B` took
+    ///
+    /// With several keys and --token, each key the token holds is released (one round trip),
+    /// and the exit status is 0 only if the token held every one. --force takes one key.
+    #[arg(value_name = "KEY", required = true)]
+    pub key: Vec<String>,
 
     /// Release only if this is the holder's token
     #[arg(
@@ -273,9 +276,12 @@ pub struct ReleaseArgs {
 
 #[derive(Debug, Args)]
 pub struct AcquireArgs {
-    /// The lock key (the prefix is prepended)
-    #[arg(long, value_name = "KEY")]
-    pub key: String,
+    /// The lock key (the prefix is prepended); repeated, all the keys or none
+    ///
+    /// With several, one token holds them all, and the fences are printed one per key, in
+    /// order, on the second line (space-separated); `extend` and `release` take the same keys.
+    #[arg(long, value_name = "KEY", required = true)]
+    pub key: Vec<String>,
 
     /// Lease length; keep it alive with `redlock extend`
     #[arg(long, value_parser = parse_duration, allow_hyphen_values = true, value_name = "DURATION")]
@@ -329,9 +335,12 @@ pub struct DoctorArgs {
 
 #[derive(Debug, Args)]
 pub struct ExtendArgs {
-    /// The lock key
-    #[arg(long, value_name = "KEY")]
-    pub key: String,
+    /// The lock key; repeated: the keys `acquire --key A --key B` took
+    ///
+    /// With several keys every one is renewed in one round trip, and the exit status is 0
+    /// only if the token still held every one (1 otherwise: the set is lost).
+    #[arg(long, value_name = "KEY", required = true)]
+    pub key: Vec<String>,
 
     /// The token `redlock acquire` printed
     #[arg(long, value_name = "TOKEN")]

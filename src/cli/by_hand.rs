@@ -101,7 +101,10 @@ pub(super) const OPTS: [Opt; 32] = [
         ..opt("quiet", false)
     },
     opt("log-format", true),
-    opt("key", true),
+    Opt {
+        repeats: true,
+        ..opt("key", true)
+    },
     opt("ttl", true),
     opt("wait", true),
     opt("conflict-exit-code", true),
@@ -358,7 +361,10 @@ pub(super) fn parse(
         log_format,
     };
     let run = RunArgs {
-        key: string(KEY)?,
+        key: match given[KEY].as_slice() {
+            [] => return None,
+            keys => keys.iter().map(|k| (*k).to_owned()).collect(),
+        },
         ttl: duration(TTL)??,
         wait: duration(WAIT)?,
         conflict_exit_code,

@@ -10,9 +10,15 @@ use super::{BUSY_HEADING, Contain, LOCK, RECORDS, SUPERVISION, parse_duration};
 
 #[derive(Debug, Args)]
 pub struct RunArgs {
-    /// The lock key (the prefix is prepended)
-    #[arg(long, value_name = "KEY")]
-    pub key: String,
+    /// The lock key (the prefix is prepended); repeated, all the keys or none
+    ///
+    /// With several (--key A --key B), the run takes every key at once or none, waits (--wait)
+    /// for all of them without ever deadlocking against another order, and holds them all
+    /// while the command runs; a run of any one of them meanwhile is busy. Exclusive holds
+    /// only (not with --shared, --slots, --once-per or --metrics-file). On a Redis Cluster the
+    /// keys must share a hash slot: give them one hash tag ('{job}:a', '{job}:b').
+    #[arg(long, value_name = "KEY", required = true)]
+    pub key: Vec<String>,
 
     /// Lease length; renewed every TTL/3 while the command runs
     #[arg(long, value_parser = parse_duration, allow_hyphen_values = true, value_name = "DURATION")]

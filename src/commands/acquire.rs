@@ -29,8 +29,14 @@ use crate::supervise::signals::Signals;
 
 pub fn acquire(ctx: &Context, args: AcquireArgs) -> Result<Exit> {
     lease::check_ttl(args.ttl)?;
-    let keys = Keys::new(&ctx.prefix, &args.key)?;
+    let keys = Keys::all(&ctx.prefix, &args.key, ctx.is_cluster())?;
     let shape = ctx.shape(args.shared, args.slots)?;
+    if !keys.also.is_empty() && shape != lock::Shape::Exclusive {
+        return Err(crate::report::error::usage(format!(
+            "{} takes one --key; several keys are taken exclusively, all or none",
+            if args.shared { "--shared" } else { "--slots" }
+        )));
+    }
     let replicas = ctx.replicas(args.replicas)?;
     let signals = Signals::block();
     let mut nodes = ctx.nodes(ctx.timeout).with_replicas(replicas);
@@ -41,7 +47,7 @@ pub fn acquire(ctx: &Context, args: AcquireArgs) -> Result<Exit> {
         let text = lease_text(
             &keys,
             &token,
-            lease.fence,
+            &[lease.fence],
             std::env::var("REDLOCK_SLOT")
                 .ok()
                 .and_then(|s| s.parse().ok()),
@@ -72,10 +78,12 @@ pub fn acquire(ctx: &Context, args: AcquireArgs) -> Result<Exit> {
     match wait::take(&mut nodes, &request, &signals, &mut || {})? {
         Taken::Acquired {
             fence,
+            also,
             started_ms,
             slot,
             ..
         } => {
+            let fences: Vec<i64> = std::iter::once(fence).chain(also).collect();
             // `--slots 1` is the exclusive lock, whose one slot is 0.
             let slot = slot.or(args.slots.map(|_| 0));
             let ttl_ms = args.ttl.as_millis() as i64;
@@ -83,7 +91,7 @@ pub fn acquire(ctx: &Context, args: AcquireArgs) -> Result<Exit> {
             let text = lease_text(
                 &keys,
                 &token,
-                fence,
+                &fences,
                 slot,
                 started_ms,
                 ttl_ms,
@@ -100,7 +108,7 @@ pub fn acquire(ctx: &Context, args: AcquireArgs) -> Result<Exit> {
         Taken::Busy(busy) => {
             log::error(
                 "busy",
-                &format!("{} is {}", keys.lock, busy.describe()),
+                &format!("{} is {}", busy.lock(&keys), busy.describe()),
                 &[("key", (&keys.lock).into())],
             );
             Ok(Exit::Busy(BUSY))
@@ -119,19 +127,25 @@ pub fn acquire(ctx: &Context, args: AcquireArgs) -> Result<Exit> {
 }
 
 /// What `acquire` prints: the token, the fence and the slot (when there is one), or one JSON
-/// object.
+/// object. Several keys: every key's fence on the second line, in order, separated by spaces;
+/// in JSON, `keys`, `redis_keys` and `fences` too (`key`, `redis_key`, `fence`: the first).
 #[allow(clippy::too_many_arguments)]
 fn lease_text(
     keys: &Keys,
     token: &str,
-    fence: i64,
+    fences: &[i64],
     slot: Option<u32>,
     acquired_ms: i64,
     ttl_ms: i64,
     deadline_ms: i64,
     json: bool,
 ) -> String {
+    let fence = fences.first().copied().unwrap_or(0);
     if !json {
+        if fences.len() > 1 {
+            let all: Vec<String> = fences.iter().map(i64::to_string).collect();
+            return format!("{token}\n{}\n", all.join(" "));
+        }
         return match slot {
             Some(slot) => format!("{token}\n{fence}\n{slot}\n"),
             None => format!("{token}\n{fence}\n"),
@@ -148,6 +162,20 @@ fn lease_text(
     ];
     if let Some(slot) = slot {
         fields.push(("slot", Json::Num(slot.into())));
+    }
+    if !keys.also.is_empty() {
+        fields.push((
+            "keys",
+            Json::Arr(keys.each().map(|k| Json::str(&k.name)).collect()),
+        ));
+        fields.push((
+            "redis_keys",
+            Json::Arr(keys.each().map(|k| Json::str(&k.lock)).collect()),
+        ));
+        fields.push((
+            "fences",
+            Json::Arr(fences.iter().map(|f| Json::Num((*f).into())).collect()),
+        ));
     }
     let doc = Json::Obj(fields);
     format!("{}\n", doc.render())

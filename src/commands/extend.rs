@@ -14,7 +14,7 @@ use crate::supervise::lease;
 
 pub fn extend(ctx: &Context, args: ExtendArgs) -> Result<Exit> {
     lease::check_ttl(args.ttl)?;
-    let keys = Keys::new(&ctx.prefix, &args.key)?;
+    let keys = Keys::all(&ctx.prefix, &args.key, ctx.is_cluster())?;
     let replicas = ctx.replicas(args.replicas)?;
     let mut nodes = ctx.nodes(ctx.timeout).with_replicas(replicas);
     nodes.connect()?;
@@ -31,7 +31,7 @@ pub fn extend(ctx: &Context, args: ExtendArgs) -> Result<Exit> {
     if renewed {
         log::info(
             "renewed",
-            &format!("renewed {} for {}", keys.lock, lease::fmt(args.ttl)),
+            &format!("renewed {} for {}", keys.names(), lease::fmt(args.ttl)),
             &[],
         );
         Ok(Exit::Success)
@@ -40,7 +40,7 @@ pub fn extend(ctx: &Context, args: ExtendArgs) -> Result<Exit> {
             "not_holder",
             &format!(
                 "{} is not held by this token (expired, released or taken); not renewed",
-                keys.lock
+                keys.names()
             ),
             &[],
         );

@@ -16,7 +16,12 @@ use crate::report::exit::Exit;
 use crate::report::log;
 
 pub fn release(ctx: &Context, args: ReleaseArgs) -> Result<Exit> {
-    let keys = Keys::new(&ctx.prefix, &args.key)?;
+    let keys = Keys::all(&ctx.prefix, &args.key, ctx.is_cluster())?;
+    if args.force && !keys.also.is_empty() {
+        return Err(crate::report::error::usage(
+            "--force takes one KEY, so that each forced release says what it removed",
+        ));
+    }
     let mut nodes = ctx.nodes(ctx.timeout);
     nodes.connect()?;
     if args.force {
@@ -67,14 +72,14 @@ pub fn release(ctx: &Context, args: ReleaseArgs) -> Result<Exit> {
     }
     let token = args.token.unwrap_or_default();
     if nodes.release(&keys, &token, None, None, None)? {
-        log::info("released", &format!("released {}", keys.lock), &[]);
+        log::info("released", &format!("released {}", keys.names()), &[]);
         Ok(Exit::Success)
     } else {
         log::warn(
             "not_released",
             &format!(
                 "{} is free or held with another token; nothing released",
-                keys.lock
+                keys.names()
             ),
             &[],
         );

@@ -30,6 +30,9 @@ use crate::redis::wire::Wire;
 ///   lost. It is renewed and reported as acquired, with the fence that attempt drew.
 static ACQUIRE: Lua = lua!(crate::lock::scripts::ACQUIRE);
 
+/// Several locks at once, all or none (`Keys::also` not empty): see acquire_all.lua.
+static ACQUIRE_ALL: Lua = lua!(crate::lock::scripts::ACQUIRE_ALL);
+
 /// The answer to one acquire attempt.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Acquire {
@@ -42,6 +45,8 @@ pub enum Acquire {
         /// A waiter that headed the queue was granted a [`PROVISIONAL`] lease, which it must
         /// confirm (renew to its TTL) before it may act under it.
         provisional: bool,
+        /// The fences of the claim's other locks (`Keys::also`), in order.
+        also: Vec<i64>,
     },
     Busy(Busy),
     /// `--once-per`: this window of the server's clock was already taken by another run.
@@ -151,9 +156,22 @@ pub struct Busy {
     pub full: Option<usize>,
     /// `--replace`: the holder was asked to stop (by this taker or an earlier one).
     pub replacing: bool,
+    /// Which lock of a claim over several keys refused (0: the first, `Keys::each`'s order);
+    /// the rest of this describes that one.
+    pub refused_by: usize,
+    /// A waiter for several keys stands at the front of another of them that is free: its
+    /// entry there lapses unless it tries again at the front's pace.
+    pub hurry: bool,
 }
 
 impl Busy {
+    /// The lock that refused, among `keys` and its others.
+    pub fn lock<'k>(&self, keys: &'k Keys) -> &'k str {
+        keys.each()
+            .nth(self.refused_by)
+            .map_or(&keys.lock, |k| &k.lock)
+    }
+
     /// Free, but others were queued first.
     pub fn is_queue(&self) -> bool {
         self.pttl_ms == -2
@@ -256,22 +274,7 @@ fn acquire_call(
         shape,
         once,
     } = *claim;
-    let names = vec![
-        keys.lock.clone(),
-        keys.fence.clone(),
-        keys.holder.clone(),
-        keys.stats.clone(),
-        keys.queue.clone(),
-        keys.alive.clone(),
-        keys.waiters.clone(),
-        keys.leases.clone(),
-        keys.holders.clone(),
-        keys.paused.clone(),
-        keys.pause_all_for(cluster).to_string(),
-        keys.once.clone(),
-        keys.log.clone(),
-        keys.stop_lists(),
-    ];
+    let mut names = lock_names(keys, cluster);
     let mut args = vec![
         token.to_string(),
         ttl.as_millis().to_string(),
@@ -306,6 +309,17 @@ fn acquire_call(
             .and_then(|q| q.replace)
             .map_or(String::new(), str::to_string),
     ];
+    if keys.also.is_empty() {
+        // acquire.lua's KEYS[14]: the base of the holders' stop lists (`--replace`).
+        names.push(keys.stop_lists());
+    } else {
+        // acquire_all.lua: the number of locks, every lock's keys and release channel.
+        args[8] = (keys.also.len() + 1).to_string();
+        for other in &keys.also {
+            names.extend(lock_names(other, cluster));
+        }
+        args.extend(keys.each().map(|k| k.channel.clone()));
+    }
     for (name, value) in holder.identity() {
         args.push(name.to_string());
         args.push(value);
@@ -315,6 +329,34 @@ fn acquire_call(
         args.push("no".to_string());
     }
     (names, args)
+}
+
+/// The keys the acquire script takes for one lock (acquire.lua's KEYS but the last).
+fn lock_names(keys: &Keys, cluster: bool) -> Vec<String> {
+    vec![
+        keys.lock.clone(),
+        keys.fence.clone(),
+        keys.holder.clone(),
+        keys.stats.clone(),
+        keys.queue.clone(),
+        keys.alive.clone(),
+        keys.waiters.clone(),
+        keys.leases.clone(),
+        keys.holders.clone(),
+        keys.paused.clone(),
+        keys.pause_all_for(cluster).to_string(),
+        keys.once.clone(),
+        keys.log.clone(),
+    ]
+}
+
+/// The script for a claim's keys: one lock, or several at once.
+fn script_for(keys: &Keys) -> &'static Lua {
+    if keys.also.is_empty() {
+        &ACQUIRE
+    } else {
+        &ACQUIRE_ALL
+    }
 }
 
 /// One acquire attempt; a waiter (`queue`) that is refused joins the key's queue, or refreshes
@@ -329,7 +371,7 @@ pub fn acquire(
     ack: Option<Ack>,
 ) -> Result<Acquire> {
     let (names, args) = acquire_call(claim, refusal, queue, cluster);
-    let mut call = ACQUIRE.prepare_invoke();
+    let mut call = script_for(claim.keys).prepare_invoke();
     for name in &names {
         call.key(name);
     }
@@ -391,6 +433,12 @@ pub fn grant_key(keys: &Keys, ticket: &str) -> String {
     format!("{}:{ticket}", keys.queue)
 }
 
+/// A waiter for several keys waits on the grant lists of them all: a release of any may make
+/// it the head of every queue.
+fn grant_keys(keys: &Keys, ticket: &str) -> Vec<String> {
+    keys.each().map(|k| grant_key(k, ticket)).collect()
+}
+
 /// A waiter's attempt queued behind a blocking pop of its grant list: the server runs the
 /// acquire the moment a release pushes to the list (in the same pass as the release), or after
 /// `block`, so the waiter wakes once, with the answer ([`grant_reply`]). One server only (not
@@ -405,7 +453,9 @@ pub fn send_after_grant(
 ) -> Result<()> {
     let (names, args) = acquire_call(claim, Refusal::Uncounted, Some(queue), false);
     let mut evalsha = redis::cmd("EVALSHA");
-    evalsha.arg(ACQUIRE.get_hash()).arg(names.len());
+    evalsha
+        .arg(script_for(claim.keys).get_hash())
+        .arg(names.len());
     for name in &names {
         evalsha.arg(name);
     }
@@ -414,7 +464,7 @@ pub fn send_after_grant(
     }
     let mut pipe = redis::pipe();
     pipe.cmd("BLPOP")
-        .arg(grant_key(claim.keys, queue.ticket))
+        .arg(grant_keys(claim.keys, queue.ticket))
         .arg(format!("{:.3}", block.as_secs_f64()))
         .add_command(evalsha);
     if let Some(ack) = ack {
@@ -465,7 +515,7 @@ pub fn grant_reply(
         Value::ServerError(e) => {
             let e = RedisError::from(e);
             if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) {
-                ACQUIRE.load(con)?;
+                script_for(claim.keys).load(con)?;
                 return Ok(None);
             }
             Err(anyhow::Error::new(e).context(context()))
@@ -495,6 +545,7 @@ fn acquire_reply(reply: &[Value], queue: Option<&Queueing>) -> Acquire {
                 started_ms: int(2),
                 slot: u32::try_from(int(3)).ok(),
                 provisional: int(4) == 1,
+                also: (5..reply.len()).map(int).collect(),
             };
         }
         -2 => {
@@ -533,6 +584,9 @@ fn acquire_reply(reply: &[Value], queue: Option<&Queueing>) -> Acquire {
         waiting: queue.is_some(),
         full: usize::try_from(int(9)).ok().filter(|n| *n > 0),
         replacing: int(10) == 1,
+        // acquire_all.lua only (several keys).
+        refused_by: usize::try_from(int(11) - 1).unwrap_or(0),
+        hurry: int(12) == 1,
     })
 }
 
@@ -564,26 +618,30 @@ pub fn abandon_single(single: &mut Wire, keys: &Keys, token: &str) {
     let mut pipe = redis::pipe();
     pipe.cmd("SCRIPT")
         .arg("LOAD")
-        .arg(crate::lock::scripts::RELEASE)
-        .cmd("EVALSHA")
-        .arg(RELEASE.get_hash())
-        .arg(keys.of_an_ending().len())
-        .arg(&keys.of_an_ending()[..])
-        .arg(token)
-        .arg(&keys.channel)
-        .arg(0)
-        .arg("");
+        .arg(crate::lock::scripts::RELEASE);
+    for keys in keys.each() {
+        pipe.cmd("EVALSHA")
+            .arg(RELEASE.get_hash())
+            .arg(keys.of_an_ending().len())
+            .arg(&keys.of_an_ending()[..])
+            .arg(token)
+            .arg(&keys.channel)
+            .arg(0)
+            .arg("");
+    }
     let _ = single.send_packed_command(&pipe.get_packed_pipeline());
 }
 
 /// Counts one busy refusal (for a `--wait` that ran out; the attempts themselves do not count).
 pub fn count_busy(con: &mut dyn ConnectionLike, keys: &Keys, holder: &Holder) -> Result<()> {
     let mut pipe = redis::pipe();
-    pipe.hincr(&keys.stats, "busy", 1)
-        .ignore()
-        .pexpire(&keys.stats, RECORD_TTL.as_millis() as i64)
-        .ignore();
-    audit_entry(&mut pipe, &keys.log, "busy", &holder.identity());
+    for keys in keys.each() {
+        pipe.hincr(&keys.stats, "busy", 1)
+            .ignore()
+            .pexpire(&keys.stats, RECORD_TTL.as_millis() as i64)
+            .ignore();
+        audit_entry(&mut pipe, &keys.log, "busy", &holder.identity());
+    }
     pipe.query::<()>(con)
         .context("cannot count the busy refusal")
 }

@@ -305,7 +305,7 @@ impl Worker {
                             "renewal_recovered",
                             &format!(
                                 "lease on {} renewed again after {} of failures",
-                                self.keys.lock,
+                                self.keys.names(),
                                 crate::supervise::lease::fmt(since.elapsed())
                             ),
                             &[("key", (&self.keys.lock).into())],
@@ -313,7 +313,7 @@ impl Worker {
                     } else {
                         log::info(
                             "renewed",
-                            &format!("renewed {}", self.keys.lock),
+                            &format!("renewed {}", self.keys.names()),
                             &[("key", (&self.keys.lock).into())],
                         );
                     }
@@ -340,7 +340,7 @@ impl Worker {
                             &format!(
                                 "cannot renew {}: {}; retrying, the command is stopped in {} \
                                  unless a renewal succeeds",
-                                self.keys.lock,
+                                self.keys.names(),
                                 crate::report::error::render(&err),
                                 crate::supervise::lease::fmt(left)
                             ),

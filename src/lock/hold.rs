@@ -9,6 +9,7 @@ use anyhow::{Context, Result};
 use redis::{ConnectionLike, Value};
 
 use super::keys::{Keys, RECORD_TTL};
+use super::lua::Invocation;
 use super::lua::{Lua, lua};
 use super::record::{Holder, LastRun};
 use super::replicas::{Ack, explain, is_unacknowledged};
@@ -16,6 +17,42 @@ use super::{RELEASE, Shape, ending};
 
 /// Compare-and-pexpire: renews only our own lease, and the holder record with it.
 static EXTEND: Lua = lua!(crate::lock::scripts::EXTEND);
+
+// The same scripts for a claim over several keys (`Keys::also`): one call each, per lock
+// (scripts/each.lua). A claim over one key pays nothing for them.
+static EXTEND_EACH: Lua = lua!(crate::lock::scripts::EXTEND_EACH);
+static RELEASE_EACH: Lua = lua!(crate::lock::scripts::RELEASE_EACH);
+static HEAL_EACH: Lua = lua!(crate::lock::scripts::HEAL_EACH);
+static LEAVE_EACH: Lua = lua!(crate::lock::scripts::LEAVE_EACH);
+static RAISE_FENCE_EACH: Lua = lua!(crate::lock::scripts::RAISE_FENCE_EACH);
+static HELD_EACH: Lua = lua!(crate::lock::scripts::HELD_EACH);
+
+/// The call for a claim's locks: `one`'s for one key, else one call of `each` that makes
+/// `one`'s for every lock (`Keys::each`) in one round trip.
+fn per_lock<'a>(
+    keys: &Keys,
+    each: &'a Lua,
+    one: impl Fn(&Keys) -> Invocation<'a>,
+) -> Invocation<'a> {
+    if keys.also.is_empty() {
+        return one(keys);
+    }
+    let calls: Vec<Invocation> = keys.each().map(one).collect();
+    Invocation::each(each, &calls)
+}
+
+/// A reply made per lock ([`per_lock`]): the one reply for one key, each lock's in order for
+/// several.
+fn replies(keys: &Keys, reply: Value) -> Vec<Value> {
+    match reply {
+        Value::Array(each) if !keys.also.is_empty() => each,
+        one => vec![one],
+    }
+}
+
+fn int(value: &Value) -> i64 {
+    redis::from_redis_value_ref(value).unwrap_or(0)
+}
 
 /// What a renewal found.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -42,33 +79,49 @@ pub fn extend(
     confirming: bool,
     ack: Option<Ack>,
 ) -> Result<Renewed> {
-    let mut call = EXTEND.prepare_invoke();
-    call.key(&keys.lock)
-        .key(&keys.holder)
-        .key(&keys.leases)
-        .key(&keys.holders);
-    if confirming {
-        call.key(&keys.once);
-    }
-    call.arg(token).arg(ttl.as_millis() as u64);
-    let renewed: Value = match ack {
+    let call = per_lock(keys, &EXTEND_EACH, |keys| {
+        let mut call = EXTEND.prepare_invoke();
+        call.key(&keys.lock)
+            .key(&keys.holder)
+            .key(&keys.leases)
+            .key(&keys.holders);
+        if confirming {
+            call.key(&keys.once);
+        }
+        call.arg(token).arg(ttl.as_millis() as u64);
+        call
+    });
+    let reply: Value = match ack {
         None => call.invoke(con)?,
         Some(ack) => {
-            let (renewed, waited) = call.invoke_then::<Value>(con, &ack.command())?;
+            let (reply, waited) = call.invoke_then::<Value>(con, &ack.command())?;
+            let renewed = replies(keys, reply.clone()).iter().all(|r| int(r) == 1);
             if let Err(e) = ack.check(waited)
-                && (renewed == Value::Int(1) || !is_unacknowledged(&e))
+                && (renewed || !is_unacknowledged(&e))
             {
                 return Err(explain(e, con, keys)
                     .context("the master renewed it, but the renewal does not count"));
             }
-            renewed
+            reply
         }
     };
-    Ok(match renewed {
-        Value::Int(1) => Renewed::Yes,
-        Value::Int(-1) => Renewed::Missing,
-        Value::BulkString(by) => Renewed::Stop(String::from_utf8_lossy(&by).into_owned()),
-        _ => Renewed::Taken,
+    // Several keys: one lock lost is the lease lost; another's token says more than a gap. A
+    // stop request (`--replace`) comes to one key's holder only: several keys never record a
+    // replaceable holder.
+    let each = replies(keys, reply);
+    if let Some(by) = each.iter().find_map(|r| match r {
+        Value::BulkString(by) => Some(String::from_utf8_lossy(by).into_owned()),
+        _ => None,
+    }) {
+        return Ok(Renewed::Stop(by));
+    }
+    let each: Vec<i64> = each.iter().map(int).collect();
+    Ok(if each.iter().all(|r| *r == 1) {
+        Renewed::Yes
+    } else if each.contains(&-1) && !each.contains(&0) {
+        Renewed::Missing
+    } else {
+        Renewed::Taken
     })
 }
 
@@ -79,6 +132,8 @@ pub struct Standing {
     pub fence: Option<i64>,
     pub started_ms: Option<i64>,
     pub holder: Option<Holder>,
+    /// A claim over several keys: the fences of its other locks (`Keys::also`), in order.
+    pub also_fences: Vec<i64>,
 }
 
 static HEAL: Lua = lua!(crate::lock::scripts::HEAL);
@@ -92,29 +147,42 @@ pub fn heal(
     ttl: Duration,
     standing: &Standing,
 ) -> Result<bool> {
-    let mut call = HEAL.prepare_invoke();
-    call.key(&keys.lock)
-        .key(&keys.fence)
-        .key(&keys.holder)
-        .arg(token)
-        .arg(ttl.as_millis() as u64)
-        .arg(standing.fence.map_or(String::new(), |f| f.to_string()))
-        .arg(RECORD_TTL.as_millis() as u64);
-    if let Some(holder) = &standing.holder {
-        for (name, value) in holder.identity() {
-            call.arg(name).arg(value);
+    let fences: Vec<Option<i64>> = std::iter::once(standing.fence)
+        .chain(standing.also_fences.iter().copied().map(Some))
+        .collect();
+    let mut fences = fences.into_iter();
+    let fences: Vec<(&Keys, Option<i64>)> =
+        keys.each().map(|k| (k, fences.next().flatten())).collect();
+    let call = per_lock(keys, &HEAL_EACH, |keys| {
+        let fence = fences
+            .iter()
+            .find(|(k, _)| std::ptr::eq(*k, keys))
+            .and_then(|(_, f)| *f);
+        let mut call = HEAL.prepare_invoke();
+        call.key(&keys.lock)
+            .key(&keys.fence)
+            .key(&keys.holder)
+            .arg(token)
+            .arg(ttl.as_millis() as u64)
+            .arg(fence.map_or(String::new(), |f| f.to_string()))
+            .arg(RECORD_TTL.as_millis() as u64);
+        if let Some(holder) = &standing.holder {
+            for (name, value) in holder.identity() {
+                call.arg(name).arg(value);
+            }
+            if let Some(fence) = fence {
+                call.arg("fence").arg(fence);
+            }
+            if let Some(started) = standing.started_ms {
+                call.arg("started").arg(started);
+            }
         }
-        if let Some(fence) = standing.fence {
-            call.arg("fence").arg(fence);
-        }
-        if let Some(started) = standing.started_ms {
-            call.arg("started").arg(started);
-        }
-    }
-    let healed: i64 = call
+        call
+    });
+    let healed: Value = call
         .invoke(con)
-        .with_context(|| format!("cannot re-establish {}", keys.lock))?;
-    Ok(healed == 1)
+        .with_context(|| format!("cannot re-establish {}", keys.names()))?;
+    Ok(replies(keys, healed).iter().all(|h| int(h) == 1))
 }
 
 /// Ends our hold on the lock: deletes it if `token` still holds it (or, with `keep`, leaves it to
@@ -126,32 +194,55 @@ pub fn release(
     keep: Option<Duration>,
     record: Option<&LastRun>,
 ) -> Result<bool> {
-    let mut call = ending(&RELEASE, keys);
-    call.arg(token)
-        .arg(&keys.channel)
-        .arg(keep.map_or(0, |d| d.as_millis().max(1) as u64));
-    match record {
-        Some(r) => {
-            let who = [
-                ("host", r.host.clone().unwrap_or_default()),
-                ("pid", r.pid.map_or(String::new(), |p| p.to_string())),
-            ];
-            call.arg(r.outcome.as_str())
-                .arg(RECORD_TTL.as_millis() as u64)
-                .arg(if r.once_per_ms.is_some() { "1" } else { "" })
-                .arg(crate::lock::record::audit_pairs(&who));
-            for (name, value) in r.fields() {
-                call.arg(name).arg(value);
+    // Several keys: each lock's record of the run carries that lock's fence.
+    let records: Vec<(&Keys, Option<LastRun>)> = keys
+        .each()
+        .enumerate()
+        .map(|(i, k)| {
+            let record = record.map(|r| match i.checked_sub(1) {
+                None => r.clone(),
+                Some(other) => LastRun {
+                    fence: r.also_fences.get(other).copied(),
+                    ..r.clone()
+                },
+            });
+            (k, record)
+        })
+        .collect();
+    let call = per_lock(keys, &RELEASE_EACH, |keys| {
+        let record = records
+            .iter()
+            .find(|(k, _)| std::ptr::eq(*k, keys))
+            .and_then(|(_, r)| r.as_ref());
+        let mut call = ending(&RELEASE, keys);
+        call.arg(token)
+            .arg(&keys.channel)
+            .arg(keep.map_or(0, |d| d.as_millis().max(1) as u64));
+        match record {
+            Some(r) => {
+                let who = [
+                    ("host", r.host.clone().unwrap_or_default()),
+                    ("pid", r.pid.map_or(String::new(), |p| p.to_string())),
+                ];
+                call.arg(r.outcome.as_str())
+                    .arg(RECORD_TTL.as_millis() as u64)
+                    .arg(if r.once_per_ms.is_some() { "1" } else { "" })
+                    .arg(crate::lock::record::audit_pairs(&who));
+                for (name, value) in r.fields() {
+                    call.arg(name).arg(value);
+                }
+            }
+            None => {
+                call.arg("");
             }
         }
-        None => {
-            call.arg("");
-        }
-    }
-    let released: i64 = call
+        call
+    });
+    let released: Value = call
         .invoke(con)
-        .with_context(|| format!("cannot release {}", keys.lock))?;
-    Ok(released == 1)
+        .with_context(|| format!("cannot release {}", keys.names()))?;
+    // Several keys: the lease was ours only if every lock still was.
+    Ok(replies(keys, released).iter().all(|r| int(r) == 1))
 }
 
 /// Takes back what an acquire attempt that did not win a majority took on this node. Unlike
@@ -159,13 +250,13 @@ pub fn release(
 /// would try again at once, holding the node again and again (and keeping a holder from
 /// re-establishing the key there).
 pub fn undo(con: &mut dyn ConnectionLike, keys: &Keys, token: &str) -> Result<()> {
-    ending(&RELEASE, keys)
-        .arg(token)
-        .arg("")
-        .arg(0)
-        .arg("")
-        .invoke::<i64>(con)
-        .with_context(|| format!("cannot undo the attempt on {}", keys.lock))?;
+    per_lock(keys, &RELEASE_EACH, |keys| {
+        let mut call = ending(&RELEASE, keys);
+        call.arg(token).arg("").arg(0).arg("");
+        call
+    })
+    .invoke::<Value>(con)
+    .with_context(|| format!("cannot undo the attempt on {}", keys.names()))?;
     Ok(())
 }
 
@@ -173,11 +264,13 @@ static LEAVE: Lua = lua!(crate::lock::scripts::LEAVE);
 
 /// Takes a waiter that gives up out of the key's queue, waking the next one if the lock is free.
 pub fn leave(con: &mut dyn ConnectionLike, keys: &Keys, ticket: &str) -> Result<()> {
-    ending(&LEAVE, keys)
-        .arg(ticket)
-        .arg(&keys.channel)
-        .invoke::<i64>(con)
-        .with_context(|| format!("cannot leave the queue of {}", keys.lock))?;
+    per_lock(keys, &LEAVE_EACH, |keys| {
+        let mut call = ending(&LEAVE, keys);
+        call.arg(ticket).arg(&keys.channel);
+        call
+    })
+    .invoke::<Value>(con)
+    .with_context(|| format!("cannot leave the queue of {}", keys.names()))?;
     Ok(())
 }
 
@@ -190,16 +283,27 @@ pub fn raise_fence(
     keys: &Keys,
     token: &str,
     fence: i64,
+    also: &[i64],
 ) -> Result<()> {
-    RAISE_FENCE
-        .key(&keys.fence)
-        .key(&keys.lock)
-        .key(&keys.holder)
-        .arg(fence)
-        .arg(token)
-        .arg(RECORD_TTL.as_millis() as u64)
-        .invoke::<i64>(con)
-        .context("cannot raise the fence counter")?;
+    let fences: Vec<(&Keys, i64)> = keys
+        .each()
+        .zip(std::iter::once(fence).chain(also.iter().copied()))
+        .collect();
+    per_lock(keys, &RAISE_FENCE_EACH, |keys| {
+        let fence = fences
+            .iter()
+            .find(|(k, _)| std::ptr::eq(*k, keys))
+            .map_or(0, |(_, f)| *f);
+        let mut call = RAISE_FENCE.key(&keys.fence);
+        call.key(&keys.lock)
+            .key(&keys.holder)
+            .arg(fence)
+            .arg(token)
+            .arg(RECORD_TTL.as_millis() as u64);
+        call
+    })
+    .invoke::<Value>(con)
+    .context("cannot raise the fence counter")?;
     Ok(())
 }
 
@@ -220,32 +324,53 @@ pub struct Held {
 }
 
 /// Whether `token` holds the lock on this node, and its lease when it does. Writes nothing.
+/// Several keys: held only if every lock is, with the first one's fence and the shortest lease.
 pub fn held(con: &mut dyn ConnectionLike, keys: &Keys, token: &str) -> Result<Option<Held>> {
-    let reply: Vec<Value> = HELD
-        .key(&keys.lock)
-        .key(&keys.holder)
-        .key(&keys.leases)
-        .key(&keys.holders)
-        .arg(token)
-        .invoke(con)
-        .with_context(|| format!("cannot read {}", keys.lock))?;
+    let reply: Value = per_lock(keys, &HELD_EACH, |keys| {
+        let mut call = HELD.key(&keys.lock);
+        call.key(&keys.holder)
+            .key(&keys.leases)
+            .key(&keys.holders)
+            .arg(token);
+        call
+    })
+    .invoke(con)
+    .with_context(|| format!("cannot read {}", keys.names()))?;
+    let mut each = replies(keys, reply).into_iter().map(|r| match r {
+        Value::Array(r) => held_reply(&r),
+        _ => None,
+    });
+    let first = each.next().flatten();
+    each.try_fold(first, |all, one| match (all, one) {
+        (Some(all), Some(one)) => Some(Some(Held {
+            pttl_ms: all.pttl_ms.min(one.pttl_ms),
+            ..all
+        })),
+        _ => None,
+    })
+    .flatten()
+    .map_or(Ok(None), |held| Ok(Some(held)))
+}
+
+/// What held.lua's reply says.
+fn held_reply(reply: &[Value]) -> Option<Held> {
     let int = |i: usize| -> Option<i64> {
         reply
             .get(i)
             .and_then(|v| redis::from_redis_value_ref(v).ok())
     };
     if int(0) != Some(1) {
-        return Ok(None);
+        return None;
     }
     let shape: String = reply
         .get(5)
         .and_then(|v| redis::from_redis_value_ref(v).ok())
         .unwrap_or_default();
-    Ok(Some(Held {
+    Some(Held {
         fence: int(1).unwrap_or(0),
         started_ms: int(2).unwrap_or(0),
         server_now_ms: int(3).unwrap_or(0),
         pttl_ms: int(4).unwrap_or(-1),
         shape: Shape::from_stored(&shape).unwrap_or_default(),
-    }))
+    })
 }

@@ -77,6 +77,10 @@ pub struct Keys {
     /// Where a release wakes waiters: this channel when nobody is queued, else this channel
     /// followed by `:TICKET` for the waiter at the head of the queue.
     pub channel: String,
+    /// The other locks of a claim over several keys (`--key A --key B …`, [`Keys::all`]),
+    /// taken, renewed and given back with this one, all or none, in each script call; empty
+    /// for one key. This one is the first key given.
+    pub also: Vec<Keys>,
 }
 
 impl Keys {
@@ -122,8 +126,65 @@ impl Keys {
             pause_all: prefix_pause_key(prefix),
             fence,
             lock,
+            also: Vec::new(),
         })
     }
+
+    /// The locks of `keys` under `prefix`, the first with the others in [`Keys::also`]:
+    /// rejects (64) a key given twice (or two that share their companion keys, like `x` and
+    /// `{x}`) and, on a Redis Cluster (`cluster`), keys in different hash slots, since one
+    /// script call can take them together only within one slot.
+    pub fn all(prefix: &str, keys: &[String], cluster: bool) -> Result<Keys> {
+        let Some((first, others)) = keys.split_first() else {
+            return Err(usage("--key is missing"));
+        };
+        let mut all = Keys::new(prefix, first)?;
+        for key in others {
+            let other = Keys::new(prefix, key)?;
+            if all.each().any(|k| k.fence == other.fence) {
+                return Err(usage(format!("--key {key:?} is given twice")));
+            }
+            if cluster && slot(&other.lock) != slot(&all.lock) {
+                return Err(usage(format!(
+                    "--key {first:?} and --key {key:?} are in different Redis Cluster hash slots, \
+                     so they cannot be taken together; give them one hash tag, like \
+                     '{{job}}:a' and '{{job}}:b'"
+                )));
+            }
+            all.also.push(other);
+        }
+        Ok(all)
+    }
+
+    /// This lock and the others of its claim ([`Keys::also`]), in the order given.
+    pub fn each(&self) -> impl Iterator<Item = &Keys> {
+        std::iter::once(self).chain(&self.also)
+    }
+
+    /// "lock:a" for one key; "lock:a, lock:b" for several.
+    pub fn names(&self) -> String {
+        self.each()
+            .map(|k| k.lock.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+/// The Redis Cluster hash slot of a key: CRC16 (XMODEM) of its hash tag, or of the whole key
+/// without one, modulo 16384.
+pub fn slot(key: &str) -> u16 {
+    let mut crc: u16 = 0;
+    for byte in slot_part(key).bytes() {
+        crc ^= u16::from(byte) << 8;
+        for _ in 0..8 {
+            crc = if crc & 0x8000 != 0 {
+                (crc << 1) ^ 0x1021
+            } else {
+                crc << 1
+            };
+        }
+    }
+    crc % 16384
 }
 
 impl Keys {
@@ -413,6 +474,33 @@ fn keys_of_fence(prefix: &str, fence_key: &str) -> Option<Keys> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn slots_are_redis_clusters() {
+        // CLUSTER KEYSLOT's answers.
+        assert_eq!(slot("123456789"), 12739);
+        assert_eq!(slot("foo"), 12182);
+        assert_eq!(slot("{user1000}.following"), slot("{user1000}.followers"));
+        assert_eq!(slot("{}x"), slot("{}x"));
+    }
+
+    #[test]
+    fn several_keys_are_checked_before_anything_is_sent() {
+        let all = |keys: &[&str], cluster| {
+            let keys: Vec<String> = keys.iter().map(|k| (*k).to_owned()).collect();
+            Keys::all("p:", &keys, cluster)
+        };
+        let ok = all(&["a", "b"], false).unwrap();
+        assert_eq!(ok.names(), "p:a, p:b");
+        assert!(all(&["a", "a"], false).is_err());
+        let shared = ["x".to_owned(), "{x}".to_owned()];
+        assert!(
+            Keys::all("", &shared, false).is_err(),
+            "they share companions"
+        );
+        assert!(all(&["a", "b"], true).is_err());
+        assert!(all(&["{j}:a", "{j}:b"], true).is_ok());
+    }
 
     #[test]
     fn companion_keys_share_the_slot_of_an_untagged_key() {

@@ -77,6 +77,22 @@ impl Invocation<'_> {
         self
     }
 
+    /// One call of `each` (a script made by `scripts::each!`) that makes every one of `calls`
+    /// (invocations of the script it wraps, one per lock) in one round trip: the keys of all of
+    /// them, and their arguments behind their counts (see `scripts/each.lua`). Its reply is
+    /// each call's reply, in order.
+    pub fn each<'b>(each: &'b Lua, calls: &[Invocation<'_>]) -> Invocation<'b> {
+        let mut all = each.prepare_invoke();
+        all.args.push(calls.len().to_string().into_bytes());
+        for call in calls {
+            all.keys.extend(call.keys.iter().cloned());
+            all.args.push(call.keys.len().to_string().into_bytes());
+            all.args.push(call.args.len().to_string().into_bytes());
+            all.args.extend(call.args.iter().cloned());
+        }
+        all
+    }
+
     /// `EVALSHA`; after NOSCRIPT, the script is loaded and called again.
     pub fn invoke<T: FromRedisValue>(&self, con: &mut dyn ConnectionLike) -> RedisResult<T> {
         let mut eval = redis::cmd("EVALSHA");

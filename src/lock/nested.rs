@@ -26,6 +26,10 @@
 //! finds the key busy, waits for it, or takes it. Only the innermost run's key is in the
 //! environment, so a run of the outer key inside a run of a *different* key is not nested; it
 //! finds its key busy (or waits for it, for as long as the outer run holds it).
+//!
+//! A run of several keys (`--key A --key B`) puts them all in `REDLOCK_KEYS`: a run inside
+//! it nests when every key it asks for is among them and the token holds each (one round
+//! trip); a run that asks for any other key is a contender.
 
 use std::os::unix::process::CommandExt;
 
@@ -37,10 +41,20 @@ use crate::lock::{Held, Shape};
 use crate::report::error::fail;
 use crate::report::log;
 
-/// The token of the run this process is inside, when that run's key is `keys`' key.
+/// The token of the run this process is inside, when that run's keys include every one of
+/// `keys` (`REDLOCK_KEY`, or one of the lines of `REDLOCK_KEYS` for a run of several keys).
 pub fn outer_token(keys: &Keys) -> Option<String> {
     let key = std::env::var_os("REDLOCK_KEY")?;
-    if key.as_encoded_bytes() != keys.name.as_bytes() {
+    let all = std::env::var_os("REDLOCK_KEYS");
+    let outer = |name: &str| {
+        key.as_encoded_bytes() == name.as_bytes()
+            || all.as_ref().is_some_and(|all| {
+                all.as_encoded_bytes()
+                    .split(|b| *b == b'\n')
+                    .any(|k| k == name.as_bytes())
+            })
+    };
+    if !keys.each().all(|k| outer(&k.name)) {
         return None;
     }
     std::env::var("REDLOCK_TOKEN")

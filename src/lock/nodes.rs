@@ -342,6 +342,8 @@ impl Nodes {
             return results.into_iter().next().expect("one node");
         }
         let mut fences = Vec::new();
+        // Several keys: the fence of each other lock is the highest any node handed out.
+        let mut also = vec![0i64; keys.also.len()];
         let mut started = None;
         let mut busy: Option<Busy> = None;
         let mut errors = Vec::new();
@@ -354,9 +356,13 @@ impl Nodes {
                     fence,
                     started_ms,
                     provisional: short,
+                    also: others,
                     ..
                 }) => {
                     fences.push(*fence);
+                    for (high, other) in also.iter_mut().zip(others) {
+                        *high = (*high).max(*other);
+                    }
                     started = Some(started.map_or(*started_ms, |s: i64| s.min(*started_ms)));
                     provisional |= *short;
                 }
@@ -378,7 +384,7 @@ impl Nodes {
         let valid = sent.elapsed() + crate::supervise::lease::drift(ttl) < ttl;
         if fences.len() >= self.majority() && valid {
             let fence = fences.iter().copied().max().unwrap_or(0);
-            let raised = self.each(|c| lock::raise_fence(c, keys, token, fence));
+            let raised = self.each(|c| lock::raise_fence(c, keys, token, fence, &also));
             let ok = raised.iter().filter(|r| r.is_ok()).count();
             if ok >= self.majority() {
                 if !errors.is_empty() {
@@ -404,6 +410,7 @@ impl Nodes {
                     started_ms: started.unwrap_or(0),
                     slot: None,
                     provisional,
+                    also,
                 });
             }
             errors.push(format!(
@@ -571,7 +578,14 @@ impl Nodes {
                 }
                 Ok(Renewed::Missing | Renewed::Taken) => refused.push((
                     name,
-                    format!("{} was deleted or taken by another holder", keys.lock),
+                    if keys.also.is_empty() {
+                        format!("{} was deleted or taken by another holder", keys.lock)
+                    } else {
+                        format!(
+                            "one of {} was deleted or taken by another holder",
+                            keys.names()
+                        )
+                    },
                 )),
                 Err(e) if is_definitive_error(&e) => {
                     refused.push((

@@ -63,6 +63,45 @@ pub const RESUME: &str = concat!(
     include_str!("scripts/resume.lua")
 );
 
+/// The queue's functions (queue.lua) for one lock of several, whose keys `queue_for` is given:
+/// queue.lua reads its lock's keys from KEYS, which this makes the function's own.
+macro_rules! queue_for {
+    () => {
+        concat!(
+            "local function queue_for(KEYS)\n",
+            include_str!("scripts/queue.lua"),
+            "return {live_head = live_head, notice = notice, NEAR = QUEUE_NEAR, LIFE = QUEUE_LIFE, \
+             FAR_LIFE = QUEUE_FAR_LIFE, KEPT = QUEUE_KEPT}\nend\n"
+        )
+    };
+}
+/// Several locks taken at once, all or none (`--key A --key B`).
+pub const ACQUIRE_ALL: &str = concat!(
+    include_str!("scripts/shapes.lua"),
+    include_str!("scripts/audit.lua"),
+    queue_for!(),
+    include_str!("scripts/acquire_all.lua")
+);
+/// A script that acts on one lock, made to act on each of several in one call: its text
+/// becomes the body of `one(KEYS, ARGV)`, and `each.lua` calls it once per lock.
+macro_rules! each {
+    ($name:literal, $($part:literal),+) => {
+        concat!(
+            "-- ", $name, "_each: ", $name, " on each of several locks (see each.lua)\n",
+            "local function one(KEYS, ARGV)\n",
+            $(include_str!(concat!("scripts/", $part, ".lua")),)+
+            "end\n",
+            include_str!("scripts/each.lua")
+        )
+    };
+}
+pub const RELEASE_EACH: &str = each!("release", "queue", "shapes", "audit", "release");
+pub const EXTEND_EACH: &str = each!("extend", "shapes", "extend");
+pub const LEAVE_EACH: &str = each!("leave", "queue", "leave");
+pub const HELD_EACH: &str = each!("held", "shapes", "held");
+pub const HEAL_EACH: &str = each!("heal", "heal");
+pub const RAISE_FENCE_EACH: &str = each!("raise_fence", "raise_fence");
+
 /// Every script, by name.
 pub const ALL: &[(&str, &str)] = &[
     ("acquire", ACQUIRE),
@@ -75,6 +114,13 @@ pub const ALL: &[(&str, &str)] = &[
     ("leave", LEAVE),
     ("pause", PAUSE),
     ("resume", RESUME),
+    ("acquire_all", ACQUIRE_ALL),
+    ("release_each", RELEASE_EACH),
+    ("extend_each", EXTEND_EACH),
+    ("leave_each", LEAVE_EACH),
+    ("held_each", HELD_EACH),
+    ("heal_each", HEAL_EACH),
+    ("raise_fence_each", RAISE_FENCE_EACH),
 ];
 
 /// The fence counter: it only grows while it lives, and lives as long as the records (30 days)
@@ -243,6 +289,7 @@ mod tests {
             let own = source.strip_prefix(QUEUE_PRELUDE).unwrap_or(source);
             let own = own.strip_prefix(SHAPES_PRELUDE).unwrap_or(own);
             let own = own.strip_prefix(AUDIT_PRELUDE).unwrap_or(own);
+            let own = own.strip_prefix(queue_for!()).unwrap_or(own);
             assert!(own.starts_with(&format!("-- {name}")), "{name}");
         }
     }

@@ -80,6 +80,8 @@ use crate::supervise::signals::{self, Event, Signals};
 pub enum Taken {
     Acquired {
         fence: i64,
+        /// The fences of the claim's other locks (`Keys::also`), in order.
+        also: Vec<i64>,
         started_ms: i64,
         /// The slot taken (`--slots N`).
         slot: Option<u32>,
@@ -210,9 +212,10 @@ fn outcome(
             started_ms,
             slot,
             provisional,
+            also,
         } => {
             let sent = if provisional {
-                match confirm(nodes, claim, fence, started_ms)? {
+                match confirm(nodes, claim, fence, &also, started_ms)? {
                     Some(confirmed) => confirmed,
                     None => return Ok(Taken::Busy(busy.clone())),
                 }
@@ -221,6 +224,7 @@ fn outcome(
             };
             Ok(Taken::Acquired {
                 fence,
+                also,
                 started_ms,
                 slot,
                 sent,
@@ -258,6 +262,7 @@ fn confirm(
     nodes: &mut Nodes,
     claim: &Claim,
     fence: i64,
+    also: &[i64],
     started_ms: i64,
 ) -> Result<Option<Moment>> {
     let sent = Moment::now();
@@ -265,6 +270,7 @@ fn confirm(
         fence: Some(fence),
         started_ms: Some(started_ms),
         holder: Some(claim.holder.clone()),
+        also_fences: also.to_vec(),
     };
     let renew = |nodes: &mut Nodes| {
         nodes.extend(
@@ -356,18 +362,16 @@ fn wait_notified(
     until: Instant,
 ) -> Result<Taken> {
     let keys = req.claim.keys;
-    let own = format!("{}:{}", keys.channel, queue.ticket);
+    // Several keys: a release of any of them may be the one this waiter waits for.
+    let channels: Vec<String> = keys
+        .each()
+        .flat_map(|k| [k.channel.clone(), format!("{}:{}", k.channel, queue.ticket)])
+        .collect();
     // Since when the servers have been out of reach, or refusing in a transient state.
     let mut unreachable_since: Option<Instant> = None;
     let _listeners: Vec<Listener> = nodes
         .servers()
-        .map(|server| {
-            Listener::start(
-                server.clone(),
-                vec![keys.channel.clone(), own.clone()],
-                req.timeout,
-            )
-        })
+        .map(|server| Listener::start(server.clone(), channels.clone(), req.timeout))
         .collect();
     loop {
         let now = Instant::now();
@@ -457,7 +461,7 @@ fn announce(keys: &Keys, busy: &Busy, until: Instant) {
         "waiting",
         &format!(
             "waiting for {}: {} in line, {}; waiting up to {}",
-            keys.lock,
+            busy.lock(keys),
             ordinal(busy.ahead + 1),
             busy.describe(),
             crate::supervise::lease::fmt(until.saturating_duration_since(Instant::now()))
@@ -475,7 +479,7 @@ fn moved(keys: &Keys, busy: &Busy, place: &mut usize) {
         *place = busy.ahead;
         crate::report::log::info(
             "queue_moved",
-            &format!("{}: now {} in line", keys.lock, ordinal(*place + 1)),
+            &format!("{}: now {} in line", busy.lock(keys), ordinal(*place + 1)),
             &[("key", (&keys.lock).into()), ("place", (*place + 1).into())],
         );
     }
@@ -694,6 +698,10 @@ const AT_ONCE: Duration = Duration::from_millis(1);
 /// forced one, a resume and a waiter that finds the lock free all wake the front.
 fn block_after(busy: &Busy, fast: Duration) -> Duration {
     let far = lock::QUEUE_FAR_REFRESH;
+    // Several keys: at the front of one that is free, the front's pace, whatever holds another.
+    if busy.hurry {
+        return fast;
+    }
     if busy.ahead >= lock::QUEUE_NEAR || busy.pause.is_some() {
         return far;
     }
@@ -813,7 +821,7 @@ pub fn interrupted(sig: libc::c_int, keys: &Keys) -> crate::report::exit::Exit {
         &format!(
             "{} while waiting for {}; nothing held",
             signals::name(sig),
-            keys.lock
+            keys.names()
         ),
         &[],
     );

@@ -44,6 +44,7 @@ mod run_supervision;
 mod run_usage;
 mod seams;
 mod sentinel;
+mod several;
 mod shapes;
 mod startup_symbols;
 mod status;

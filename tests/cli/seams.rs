@@ -1,6 +1,7 @@
 //! The seam matrix: every way a lock can be held × every reader of a lock's state. Each
 //! capability holds on its own elsewhere in the suite; this file is where they meet. Rows are
-//! ways of holding a key — an exclusive hold, shared holds, slotted holds, and a key the reader
+//! ways of holding a key — an exclusive hold, shared holds, slotted holds, a key held together
+//! with another (`--key A --key B`), and a key the reader
 //! may not read (an ACL denying its reads) — each held by running commands; columns are the
 //! readers: `status` in text and JSON, `metrics`, `check --max-age`, `log`, `pause --drain`,
 //! `release --force` and nested runs. Every cell is checked against a real `redis-server`.
@@ -93,6 +94,16 @@ rows! {
         kind: "slots",
         slots: Some(3),
         other: &[],
+        denied: false,
+    },
+    // The key held together with another (`--key job --key job:other`), all or none.
+    with_another_key: Row {
+        flags: &["--key", "job:other"],
+        holders: 1,
+        text: "exclusive",
+        kind: "exclusive",
+        slots: Some(1),
+        other: &["--shared"],
         denied: false,
     },
     unreadable: Row {
@@ -353,6 +364,16 @@ fn release_force(h: &Held) {
     // Each holder finds its lease gone at its next renewal and stops.
     let outcome = h.admin().args(["status", KEY]).exits_with(1);
     assert!(outcome.stdout.contains("job: free"), "{outcome}");
+    // A key held with others: losing one is losing the lease, and the holder gives back the
+    // rest when it stops (at its next renewal), so none of its keys stays taken.
+    if let Some(at) = h.row.flags.iter().position(|f| *f == "--key") {
+        let other = h.row.flags[at + 1];
+        wait_until(
+            "the holder to give back its other key",
+            Duration::from_secs(10),
+            || (!h.server.exists(other)).then_some(()),
+        );
+    }
 }
 
 /// A run of the row's shape inside a hold of it runs at once under that hold (the same token);

@@ -111,7 +111,17 @@ pub(super) fn prose(sub: Option<&str>) -> Prose {
                      fence handed out before for the key, even after the server lost its data \
                      (it is at least the server's clock in microseconds). Storage that remembers \
                      the highest fence it saw can reject the writes of a holder that lost its \
-                     lease.",
+                     lease. With several --key, the first key's.",
+                ),
+                (
+                    "REDLOCK_KEYS",
+                    "Set for the command: every key given with --key, one a line, in order (one \
+                     line for one key).",
+                ),
+                (
+                    "REDLOCK_FENCES",
+                    "Set for the command: each key's fence, one a line, in the order of \
+                     REDLOCK_KEYS; each key has its own counter.",
                 ),
             ],
             examples: &[
@@ -160,12 +170,26 @@ pub(super) fn prose(sub: Option<&str>) -> Prose {
                 one, in a cgroup of its own), with redlock's stdin, stdout and stderr and its \
                 environment plus:",
             env: &[
-                ("REDLOCK_KEY", "The key as given, without the prefix."),
-                ("REDLOCK_TOKEN", "The lock's token (a UUID)."),
+                (
+                    "REDLOCK_KEY",
+                    "The key as given, without the prefix (the first, with several --key).",
+                ),
+                (
+                    "REDLOCK_TOKEN",
+                    "The lock's token (a UUID), one for all the keys.",
+                ),
                 (
                     "REDLOCK_FENCE",
                     "The fencing token: a decimal integer that only grows with each acquisition \
-                     of the key.",
+                     of the key (the first key's, with several --key).",
+                ),
+                (
+                    "REDLOCK_KEYS",
+                    "Every key given with --key, one a line, in order.",
+                ),
+                (
+                    "REDLOCK_FENCES",
+                    "Each key's fence, one a line, in the order of REDLOCK_KEYS.",
                 ),
                 (
                     "REDLOCK_SLOT",

@@ -62,6 +62,8 @@ pub struct Hold<'a> {
     token: &'a str,
     holder: &'a Holder,
     fence: i64,
+    /// The fences of the other keys (`--key A --key B …`), in order.
+    also: Vec<i64>,
     started_ms: i64,
     /// The slot taken (`--slots N`).
     slot: Option<u32>,
@@ -116,14 +118,15 @@ pub fn take<'a>(
     let taken = wait::take(nodes, &request, signals, &mut || {
         guard = Some(Guard::prepare(contain));
     })?;
-    let (fence, started_ms, slot, sent, spent) = match taken {
+    let (fence, also, started_ms, slot, sent, spent) = match taken {
         Taken::Acquired {
             fence,
+            also,
             started_ms,
             slot,
             sent,
             spent,
-        } => (fence, started_ms, slot, sent, spent),
+        } => (fence, also, started_ms, slot, sent, spent),
         Taken::Busy(busy) => {
             let waited = match (plan.args.wait, busy.full) {
                 (_, Some(n)) => format!(
@@ -144,7 +147,7 @@ pub fn take<'a>(
             };
             let msg = format!(
                 "{} is {}{waited}; not running the command",
-                keys.lock,
+                busy.lock(keys),
                 busy.describe()
             );
             return Ok(Took::Refused(refused(plan, "busy", &msg)));
@@ -159,7 +162,7 @@ pub fn take<'a>(
         "acquired",
         &format!(
             "acquired {} after {} ms with fence {fence}{}",
-            keys.lock,
+            keys.names(),
             started.elapsed().as_millis(),
             match (plan.shape, slot) {
                 (_, Some(slot)) => format!(" in slot {slot}"),
@@ -178,6 +181,7 @@ pub fn take<'a>(
         token,
         holder,
         fence,
+        also,
         started_ms,
         slot,
         sent,
@@ -255,7 +259,7 @@ impl Ending {
                 Exit::LeaseLost,
                 format!(
                     "lease on {} lost: {reason}; the command was stopped ({})",
-                    keys.lock,
+                    keys.names(),
                     describe_status(end.status)
                 ),
             ));
@@ -269,7 +273,7 @@ impl Ending {
                 format!(
                     "lease on {} lost: at the release the key was gone or held by another token, \
                      so another holder may have run alongside the command ({})",
-                    keys.lock,
+                    keys.names(),
                     describe_status(end.status)
                 ),
             ));
@@ -293,7 +297,7 @@ impl Ending {
                      was stopped before {} was let go",
                     lease::fmt(d),
                     describe_status(end.status),
-                    keys.lock
+                    keys.names()
                 ),
             ));
         }
@@ -350,7 +354,7 @@ impl Hold<'_> {
                 format!(
                     "{} was granted {} after it was asked for, too late to run anything under a \
                      {} lease; lock released",
-                    plan.keys.lock,
+                    plan.keys.names(),
                     lease::fmt(self.sent.elapsed()),
                     lease::fmt(plan.first_ttl)
                 ),
@@ -405,6 +409,7 @@ impl Hold<'_> {
                 fence: Some(self.fence),
                 started_ms: Some(self.started_ms),
                 holder: Some(self.holder.clone()),
+                also_fences: self.also.clone(),
             },
             plan.lease,
             timeline,
@@ -477,14 +482,27 @@ impl Hold<'_> {
         }
     }
 
-    /// The variables the command gets: `REDLOCK_KEY` (as given, without the prefix),
-    /// `REDLOCK_TOKEN`, `REDLOCK_FENCE`, and `REDLOCK_SLOT` with `--slots`.
+    /// The variables the command gets: `REDLOCK_KEY` (the first key as given, without the
+    /// prefix), `REDLOCK_TOKEN`, `REDLOCK_FENCE` (the first key's), `REDLOCK_KEYS` and
+    /// `REDLOCK_FENCES` (every key and its fence, one a line, in the order of `--key`; keys
+    /// hold no control characters), and `REDLOCK_SLOT` with `--slots`.
     fn environment(&self) -> Vec<(&'static str, String)> {
+        let keys = &self.plan.keys;
         let mut env = vec![
-            ("REDLOCK_KEY", self.plan.keys.name.clone()),
+            ("REDLOCK_KEY", keys.name.clone()),
             ("REDLOCK_TOKEN", self.token.to_string()),
             ("REDLOCK_FENCE", self.fence.to_string()),
         ];
+        let mut names = keys.name.clone();
+        let mut fences = self.fence.to_string();
+        for (other, fence) in keys.also.iter().zip(&self.also) {
+            names.push('\n');
+            names.push_str(&other.name);
+            fences.push('\n');
+            fences.push_str(&fence.to_string());
+        }
+        env.push(("REDLOCK_KEYS", names));
+        env.push(("REDLOCK_FENCES", fences));
         // `--slots 1` is the exclusive lock, whose one slot is 0.
         match (self.plan.args.slots, self.slot) {
             (_, Some(slot)) => env.push(("REDLOCK_SLOT", slot.to_string())),
@@ -504,6 +522,7 @@ impl Hold<'_> {
             self.fence,
         );
         record.once_per_ms = self.plan.once.map(|o| o.every.as_millis() as i64);
+        record.also_fences = self.also.clone();
         record
     }
 
@@ -560,16 +579,16 @@ impl Hold<'_> {
                     "kept",
                     &format!(
                         "{} kept for {} more (--hold-at-least)",
-                        keys.lock,
+                        keys.names(),
                         lease::fmt(k)
                     ),
                     &fields,
                 ),
-                None => log::info("released", &format!("released {}", keys.lock), &fields),
+                None => log::info("released", &format!("released {}", keys.names()), &fields),
             },
             Ok(false) => log::info(
                 "not_released",
-                &format!("{} was no longer ours; left it alone", keys.lock),
+                &format!("{} was no longer ours; left it alone", keys.names()),
                 &fields,
             ),
             Err(ref e) => log::warn(

@@ -92,11 +92,44 @@ fn max_waiters(args: &RunArgs) -> Result<Option<u32>> {
     }
 }
 
+/// Several keys (`--key A --key B …`) are taken in the exclusive shape only, and not with
+/// `--once-per`, `--metrics-file`, `--max-waiters` or `--replace`: a window's record, a metrics
+/// file, a bounded queue and a stop request belong to one key, and shared or slotted holds of
+/// several keys at once are not built (64; docs/design.md, "Several keys"). A run over several
+/// keys is never asked to stop by a replacer of one of them (it records `replace=no`).
+fn several_keys(keys: &Keys, shape: Shape, args: &RunArgs) -> Result<()> {
+    if keys.also.is_empty() {
+        return Ok(());
+    }
+    let flag = if shape != Shape::Exclusive {
+        Some(if args.shared { "--shared" } else { "--slots" })
+    } else if args.once_per.is_some() {
+        Some("--once-per")
+    } else if args.max_waiters.is_some() {
+        Some("--max-waiters")
+    } else if args.replace {
+        Some("--replace")
+    } else {
+        None
+    };
+    match flag {
+        Some(flag) => Err(usage(format!(
+            "{flag} takes one --key; several keys are taken exclusively, all or none"
+        ))),
+        None => Ok(()),
+    }
+}
+
 pub fn run(ctx: &Context, mut args: RunArgs) -> Result<Exit> {
     let Some(path) = args.metrics_file.take() else {
         return run_locked(ctx, args);
     };
-    let key = args.key.clone();
+    if args.key.len() > 1 {
+        return Err(usage(
+            "--metrics-file takes one --key; several keys are taken exclusively, all or none",
+        ));
+    }
+    let key = args.key.first().cloned().unwrap_or_default();
     let result = run_locked(ctx, args);
     // After the release, so the file shows the run's own record; a bad command line contacted
     // nothing and writes nothing. The file is the run's by-product: failing to write it is a
@@ -135,7 +168,8 @@ fn run_locked(ctx: &Context, args: RunArgs) -> Result<Exit> {
     log_connected(&nodes, started);
     let token = lock::new_token()?;
     let mut holder = Holder::current(&plan.display, plan.args.label.as_deref());
-    holder.irreplaceable = plan.args.no_replace;
+    // A run over several keys listens on no stop list: a replacer of one key does not ask it.
+    holder.irreplaceable = plan.args.no_replace || !plan.keys.also.is_empty();
     let mut hold = match hold::take(ctx, &mut nodes, &plan, &token, &holder, &signals, started)? {
         Took::Held(hold) => hold,
         Took::Refused(exit) => return Ok(exit),
@@ -171,7 +205,7 @@ impl Plan {
             ));
         }
         let first_ttl = lease.first_ttl(args.max_runtime);
-        let keys = Keys::new(&ctx.prefix, &args.key)?;
+        let keys = Keys::all(&ctx.prefix, &args.key, ctx.is_cluster())?;
         let shape = ctx.shape(args.shared, args.slots)?;
         let once = once_per(ctx, &args)?;
         let max_waiters = max_waiters(&args)?;
@@ -183,6 +217,7 @@ impl Plan {
                  Cluster or Sentinel",
             ));
         }
+        several_keys(&keys, shape, &args)?;
         ctx.replicas(args.replicas)?;
         let argv = command_line(&args)?;
         if let Some(hold) = args.hold_at_least

@@ -69,6 +69,9 @@ pub struct LastRun {
     pub once_per_ms: Option<i64>,
     /// Who replaced the run (`--replace`), as its redlock reported itself.
     pub replaced_by: Option<String>,
+    /// A run over several keys: the fences of its other locks (`Keys::also`), in order; each
+    /// lock's record gets its own fence. Not stored as such.
+    pub also_fences: Vec<i64>,
 }
 
 /// How much of a command the lock's record keeps (the audit log keeps it whole): a longer
@@ -116,6 +119,7 @@ impl LastRun {
             fence: Some(fence),
             once_per_ms: None,
             replaced_by: None,
+            also_fences: Vec::new(),
         }
     }
 
@@ -171,6 +175,7 @@ impl LastRun {
             fence: num(fields, "fence"),
             once_per_ms: num(fields, "once_per"),
             replaced_by: text(fields, "replaced_by"),
+            also_fences: Vec::new(),
         })
     }
 

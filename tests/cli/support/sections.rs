@@ -25,6 +25,21 @@ done
 echo "$EPOCHREALTIME $$ $f end" >> "$STRESS_LOG""#,
 ];
 
+/// [`SECTION`] for a run of several keys, stamped with the fence of its lock `key` (read from
+/// `REDLOCK_KEYS` and `REDLOCK_FENCES`, one a line, without a fork), so that the oracle checks
+/// the fences of one key whatever order each run gave its keys in.
+pub fn section_on(key: &str) -> Vec<String> {
+    let find = format!(
+        r#"mapfile -t ks <<<"$REDLOCK_KEYS"; mapfile -t fs <<<"$REDLOCK_FENCES"
+f=; for i in "${{!ks[@]}}"; do [ "${{ks[$i]}}" = '{key}' ] && f=${{fs[$i]}}; done"#
+    );
+    vec![
+        SECTION[0].to_owned(),
+        SECTION[1].to_owned(),
+        SECTION[2].replacen("f=$REDLOCK_FENCE", &find, 1),
+    ]
+}
+
 /// One section as the log shows it.
 #[derive(Debug)]
 pub struct Section {

@@ -1,0 +1,155 @@
+-- acquire_all: take several locks at once, all or none (`--key A --key B …`), in one round
+-- trip. Every lock is read before any is written: if each is free (or already ours) and this
+-- taker heads each queue that has a live head, all are taken; otherwise none is (one already
+-- ours from an earlier attempt is given back) and a waiter joins every lock's queue with one
+-- arrival. Exclusive holds only (the callers refuse shapes and --once-per with several keys).
+-- Why waiting this way never deadlocks nor starves: docs/design.md, "Several keys".
+-- KEYS: for each lock in turn, the 13 keys acquire.lua takes (the 12th, the --once-per record,
+--       unused).
+-- ARGV[1..7], ARGV[12], ARGV[13] as in acquire.lua   ARGV[8] '' (exclusive)   ARGV[9] n, the
+-- number of locks   ARGV[10], ARGV[11], ARGV[14], ARGV[15] '' (unused: no --once-per,
+-- --max-waiters or --replace with several keys)   ARGV[16..15+n] each lock's release channel
+-- ARGV[16+n..] the holder's identity as field/value pairs (acquire.lua's ARGV[16..])
+-- Reply: {1, fence of the first lock, server time (ms), -1, 1 when the grant is provisional,
+--         the fence of every other lock in order} when taken;
+--        {0, then acquire.lua's refusal from pttl to replacing (full and replacing 0) for the
+--         first lock that refused, its position (1..n), 1 when this waiter is at the front of another of its locks that
+--         is free (it must refresh its entry there at the front's pace)} when refused.
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now_text = string.format('%d', now)
+local token, ticket, n = ARGV[1], ARGV[5], tonumber(ARGV[9])
+local function key(i, j) return KEYS[(i - 1) * 13 + j] end
+local function paused(name, now)
+  local p = redis.pcall('HMGET', name, 'host', 'pid', 'user', 'reason', 'since', 'until')
+  if p.err or not p[5] then return nil end
+  local u = tonumber(p[6]) or 0
+  if u ~= 0 and u <= now then return nil end
+  return p
+end
+-- Every lock is read first: nothing is taken until all can be.
+local locks, blocked, headed = {}, nil, false
+for i = 1, n do
+  local l = {q = queue_for({unpack(KEYS, (i - 1) * 13 + 1, i * 13)})}
+  local current = redis.call('GET', key(i, 1))
+  l.ours = current == token
+  if not l.ours then
+    l.pause = paused(key(i, 10), now)
+    if l.pause then
+      l.pause[7] = 'key'
+    elseif key(i, 11) ~= key(i, 10) then
+      l.pause = paused(key(i, 11), now)
+      if l.pause then l.pause[7] = 'all' end
+    end
+    l.sharers = sharers_live(key(i, 8), key(i, 9), now)
+    l.free = not current and l.sharers == 0 and not l.pause
+    local head = redis.call('ZRANGE', key(i, 5), '0', '0')[1]
+    if head and head ~= ticket then head = l.q.live_head(now) end
+    -- Free, and someone else heads the queue: the front is put on notice (queue.lua).
+    if l.free and head and head ~= ticket then l.q.notice(now, ARGV[15 + i], false) end
+    l.refuses = not l.free or (head ~= nil and head ~= ticket)
+    if l.refuses and not blocked then blocked = i end
+    if head ~= nil and head == ticket then headed = true end
+  end
+  locks[i] = l
+end
+if not blocked then
+  local provisional = headed and ARGV[12] ~= ''
+  local ttl = ARGV[2]
+  if provisional then ttl = ARGV[12] end
+  local fences = {}
+  for i = 1, n do
+    if locks[i].ours then
+      -- An earlier attempt landed but its reply was lost: ours, renewed.
+      redis.call('PEXPIRE', key(i, 1), ttl)
+      fences[i] = tonumber(redis.call('HMGET', key(i, 3), 'fence')[1])
+        or tonumber(redis.call('GET', key(i, 2))) or 0
+    else
+      -- As in acquire.lua: above every fence handed out before, floored by the server's clock.
+      local fence = math.max((tonumber(redis.call('GET', key(i, 2))) or 0) + 1,
+        tonumber(t[1]) * 1000000 + tonumber(t[2]))
+      local fence_text = string.format('%d', fence)
+      redis.call('SET', key(i, 2), fence_text, 'PX', ARGV[4])
+      redis.call('HSET', key(i, 3), 'started', now_text, 'renewed', now_text, 'ttl', ttl,
+        'fence', fence_text, 'finished', '0', unpack(ARGV, 16 + n))
+      redis.call('PEXPIRE', key(i, 3), ttl)
+      redis.call('SET', key(i, 1), token, 'PX', ttl)
+      audit(key(i, 13), now_text, 'acquired', 'fence=' .. fence_text .. '\31' .. ARGV[13])
+      fences[i] = fence
+    end
+    -- A quorum waiter stays queued until a majority granted it every lock (as in acquire.lua).
+    if ticket ~= '' and ARGV[6] == '' then
+      redis.call('ZREM', key(i, 5), ticket)
+      redis.call('ZREM', key(i, 6), ticket)
+      redis.call('HDEL', key(i, 7), ticket)
+    end
+  end
+  local reply = {1, fences[1], now, -1, 0}
+  if provisional then reply[5] = 1 end
+  for i = 2, n do reply[i + 4] = fences[i] end
+  return reply
+end
+-- Refused: none stays taken. A lock still ours from an earlier attempt is given back.
+for i = 1, n do
+  if locks[i].ours then redis.call('DEL', key(i, 1), key(i, 3)) end
+end
+local b = locks[blocked]
+local pttl = redis.call('PTTL', key(blocked, 1))
+if pttl == -2 and b.sharers > 0 then
+  local first = redis.call('ZRANGE', key(blocked, 8), '0', '0', 'WITHSCORES')
+  pttl = math.max(tonumber(first[2]) - now, 0)
+end
+local held_shape = ''
+if b.sharers > 0 then held_shape = redis.call('HMGET', key(blocked, 9), 'shape')[1] or '' end
+if ARGV[3] == '1' then
+  for i = 1, n do
+    if locks[i].refuses then
+      redis.call('HINCRBY', key(i, 4), 'busy', '1')
+      redis.call('PEXPIRE', key(i, 4), ARGV[4])
+      if locks[i].pause then
+        audit(key(i, 13), now, 'busy', 'reason=paused\31' .. ARGV[13])
+      else
+        audit(key(i, 13), now, 'busy', ARGV[13])
+      end
+    end
+  end
+end
+local ahead, queued, hurry = 0, 0, 0
+if ticket ~= '' then
+  -- One arrival in every queue, so that two waiters stand in the same order in each queue
+  -- they share: the host's clock in a quorum (ARGV[6]); on one server the earliest this
+  -- waiter already has in any of them, else the server's clock.
+  local arrival = ARGV[6]
+  if arrival == '' then
+    for i = 1, n do
+      local s = redis.call('ZSCORE', key(i, 5), ticket)
+      if s and (arrival == '' or tonumber(s) < tonumber(arrival)) then arrival = s end
+    end
+    if arrival == '' then
+      arrival = string.format('%d', tonumber(t[1]) * 1000000 + tonumber(t[2]))
+    end
+  end
+  for i = 1, n do
+    local q = locks[i].q
+    redis.call('ZADD', key(i, 5), arrival, ticket)
+    local rank = redis.call('ZRANK', key(i, 5), ticket)
+    -- At the front of a free lock the entry lives QUEUE_LIFE, and the waiter must try again
+    -- at that pace even while another of its locks is held (queue.lua).
+    local life = q.FAR_LIFE
+    if locks[i].free and rank < q.NEAR then
+      life = q.LIFE
+      if i ~= blocked then hurry = 1 end
+    end
+    redis.call('ZADD', key(i, 6), string.format('%d', now + life), ticket)
+    redis.call('HSETNX', key(i, 7), ticket, now_text .. '\31' .. ARGV[7])
+    for j = 5, 7 do redis.call('PEXPIRE', key(i, j), q.KEPT) end
+    if i == blocked then ahead = rank end
+  end
+  queued = redis.call('ZCARD', key(blocked, 5))
+else
+  queued = redis.call('ZCARD', key(blocked, 5))
+end
+local h = redis.pcall('HMGET', key(blocked, 3), 'host', 'pid', 'user', 'started', 'fence')
+if h.err then h = {} end
+return {0, pttl, now, h, ahead, queued, held_shape, b.sharers, b.pause or false, 0, 0, blocked,
+  hurry}
