@@ -107,9 +107,16 @@ impl Place {
     }
 
     fn queue_len(&self) -> usize {
-        self.queue_server()
-            .try_query::<usize>(&["ZCARD", &companion_key("job", "queue")])
-            .unwrap_or(0)
+        queue_len(self.queue_server())
+    }
+
+    /// The fewest waiters any node's queue for `job` counts: in a quorum, a waiter frozen once
+    /// node 0 counts it may not have joined the others yet.
+    fn queued_everywhere(&self) -> usize {
+        match self {
+            Place::Quorum(quorum) => quorum.nodes().iter().map(queue_len).min().unwrap_or(0),
+            _ => self.queue_len(),
+        }
     }
 
     /// Clients blocked on the queue's server: waiters whose attempt waits there.
@@ -130,6 +137,12 @@ impl Place {
             Place::Quorum(quorum) => quorum.node_mut(0).restart(),
         }
     }
+}
+
+fn queue_len(server: &RedisServer) -> usize {
+    server
+        .try_query::<usize>(&["ZCARD", &companion_key("job", "queue")])
+        .unwrap_or(0)
 }
 
 fn now_micros() -> u64 {
@@ -344,7 +357,7 @@ fn bounded(way: Way) {
     holder.expect_line("ready");
     let frozen = contender().spawn();
     wait_until("the waiter to queue", Duration::from_secs(15), || {
-        (place.queue_len() == 1).then_some(())
+        (place.queued_everywhere() == 1).then_some(())
     });
     frozen.signal(libc::SIGSTOP);
     wait_until("the waiter to stop", Duration::from_secs(5), || {
