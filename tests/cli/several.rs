@@ -93,6 +93,21 @@ fn while_the_set_is_held_each_key_alone_is_busy_and_status_shows_the_holder_on_e
         let counter = server.get(&companion_key(key, "fence")).expect("fence");
         assert_eq!(counter, *fence);
     }
+    // A replacer of one key does not ask a run over several to stop: it is a plain busy run,
+    // and the set's command goes on.
+    Redlock::new(&server)
+        .args([
+            "run",
+            "--key",
+            "b",
+            "--ttl",
+            "5s",
+            "--replace",
+            "--wait",
+            "1s",
+        ])
+        .args(["--", "true"])
+        .exits_with(75);
     holder.close_stdin();
     holder.exits_with(0);
     no_key_taken(&server, &["a", "b"]);
@@ -311,6 +326,20 @@ fn bad_several_key_lines_are_refused_with_64_and_write_nothing() {
             "--metrics-file",
         ),
         (&["--key", "a", "--key", "{a}:redlock:fence"], "fence"),
+        (
+            &[
+                "--key",
+                "a",
+                "--key",
+                "b",
+                "--wait",
+                "1m",
+                "--max-waiters",
+                "1",
+            ],
+            "--max-waiters",
+        ),
+        (&["--key", "a", "--key", "b", "--replace"], "--replace"),
     ];
     for (flags, named) in cases {
         let out = Redlock::new(&server)
