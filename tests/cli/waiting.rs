@@ -20,6 +20,9 @@
 //! quorum): the holder hears the request (on its stop list, or at its next renewal on a
 //! Cluster), stops its tree and exits 79, and the replacer's section follows the old one.
 //!
+//! Every cell is played twice: for a claim of one key, and of two keys at once (`--key job
+//! --key {job}:second`, all or none, the waiters asking in alternating orders; [`Claim`]).
+//!
 //! A new way of waiting, or a new fault a waiter can meet, adds its row or column here: a
 //! variant and its arm in `Place`/`apply`, and one test per new cell (ARCHITECTURE.md,
 //! "Seams").
@@ -151,14 +154,39 @@ fn now_micros() -> u64 {
         .map_or(0, |d| d.as_micros() as u64)
 }
 
-/// A waiter on `job` running a stamped section; returns once the queue counts `place`.
-fn queue_up(place: &Place, log: &Path, place_in_line: usize) -> Running {
+/// What a cell's holder and waiters ask for: `job` alone, or `job` and a second key in its
+/// hash slot (all or none), the waiters asking in alternating orders.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Claim {
+    One,
+    Two,
+}
+
+/// The second key of [`Claim::Two`]: its hash tag puts it in `job`'s slot on a Cluster.
+const SECOND: &str = "{job}:second";
+
+impl Claim {
+    /// The `--key` arguments; `turn` alternates the order of two keys.
+    fn keys(self, turn: usize) -> Vec<&'static str> {
+        match (self, turn % 2) {
+            (Claim::One, _) => vec!["--key", "job"],
+            (Claim::Two, 0) => vec!["--key", "job", "--key", SECOND],
+            (Claim::Two, _) => vec!["--key", SECOND, "--key", "job"],
+        }
+    }
+}
+
+/// A waiter on `job` (and, for [`Claim::Two`], the second key) running a stamped section;
+/// returns once `job`'s queue counts `place`.
+fn queue_up(place: &Place, claim: Claim, log: &Path, place_in_line: usize) -> Running {
     let waiter = place
         .redlock()
         .env("STRESS_LOG", log)
         .env("TICKS", "3")
         .env("TICK", "0.05")
-        .args(["run", "--key", "job", "--ttl", "10s", "--wait", "60s", "--"])
+        .arg("run")
+        .args(claim.keys(place_in_line))
+        .args(["--ttl", "10s", "--wait", "60s", "--"])
         .args(SECTION)
         .spawn();
     wait_until(
@@ -172,17 +200,24 @@ fn queue_up(place: &Place, log: &Path, place_in_line: usize) -> Running {
 /// Holds `job`, queues three waiters, applies `fault` to the first (or to all of them, or to
 /// the servers), releases, and checks the cell's promises.
 fn cell(way: Way, fault: Fault) {
+    cell_of(way, fault, Claim::One);
+}
+
+/// [`cell`] for a claim of one key or two.
+fn cell_of(way: Way, fault: Fault, claim: Claim) {
     let mut place = Place::start(way);
     let scratch = TempDir::new("waiting");
     let log = scratch.join("sections.log");
     let mut holder = place
         .redlock()
-        .args(["run", "--key", "job", "--ttl", "10s", "-c", child::HOLD])
+        .arg("run")
+        .args(claim.keys(0))
+        .args(["--ttl", "10s", "-c", child::HOLD])
         .spawn();
     holder.expect_line("ready");
-    let mut head = queue_up(&place, &log, 1);
-    let second = queue_up(&place, &log, 2);
-    let third = queue_up(&place, &log, 3);
+    let mut head = queue_up(&place, claim, &log, 1);
+    let second = queue_up(&place, claim, &log, 2);
+    let third = queue_up(&place, claim, &log, 3);
     if matches!(way, Way::Server | Way::Sentinel) {
         // Each waiter's next attempt waits on the server behind its grant list.
         wait_until(
@@ -212,7 +247,7 @@ fn cell(way: Way, fault: Fault) {
     // After a restart the holder's key is gone: its lease is lost (76), or it released first.
     assert!(
         held.code() == Some(0) || fault == Fault::Restart && held.code() == Some(76),
-        "{way:?} × {fault:?}: the holder\n{held}"
+        "{way:?} × {fault:?} × {claim:?}: the holder\n{held}"
     );
     let released = now_micros();
     second.exits_with(0);
@@ -235,7 +270,7 @@ fn cell(way: Way, fault: Fault) {
     assert_eq!(
         sections.len(),
         survivors,
-        "{way:?} × {fault:?}: {sections:?}"
+        "{way:?} × {fault:?} × {claim:?}: {sections:?}"
     );
     // Every fault: the queue goes on within the bound of the release. After a restart or a
     // dropped connection, too: a waiter that reconnects learns at once where it stands, rather
@@ -248,7 +283,7 @@ fn cell(way: Way, fault: Fault) {
         let waited = Duration::from_micros(first.saturating_sub(released));
         assert!(
             waited <= BOUND + SLACK,
-            "{way:?} × {fault:?}: the first command started {waited:?} after the release"
+            "{way:?} × {fault:?} × {claim:?}: the first command started {waited:?} after the release"
         );
     }
 }
@@ -331,6 +366,86 @@ fn in_a_quorum_waiters_whose_connections_drop() {
 #[test]
 fn in_a_quorum_waiters_whose_node_restarts() {
     cell(Way::Quorum, Fault::Restart);
+}
+
+#[test]
+fn on_one_server_a_killed_head_waiter_for_two_keys() {
+    cell_of(Way::Server, Fault::Kill, Claim::Two);
+}
+
+#[test]
+fn on_one_server_a_frozen_head_waiter_for_two_keys() {
+    cell_of(Way::Server, Fault::Freeze, Claim::Two);
+}
+
+#[test]
+fn on_one_server_waiters_whose_connections_drop_for_two_keys() {
+    cell_of(Way::Server, Fault::Disconnect, Claim::Two);
+}
+
+#[test]
+fn on_one_server_waiters_whose_redis_restarts_for_two_keys() {
+    cell_of(Way::Server, Fault::Restart, Claim::Two);
+}
+
+#[test]
+fn through_sentinel_a_killed_head_waiter_for_two_keys() {
+    cell_of(Way::Sentinel, Fault::Kill, Claim::Two);
+}
+
+#[test]
+fn through_sentinel_a_frozen_head_waiter_for_two_keys() {
+    cell_of(Way::Sentinel, Fault::Freeze, Claim::Two);
+}
+
+#[test]
+fn through_sentinel_waiters_whose_connections_drop_for_two_keys() {
+    cell_of(Way::Sentinel, Fault::Disconnect, Claim::Two);
+}
+
+#[test]
+fn through_sentinel_waiters_whose_master_restarts_for_two_keys() {
+    cell_of(Way::Sentinel, Fault::Restart, Claim::Two);
+}
+
+#[test]
+fn on_a_cluster_a_killed_head_waiter_for_two_keys() {
+    cell_of(Way::Cluster, Fault::Kill, Claim::Two);
+}
+
+#[test]
+fn on_a_cluster_a_frozen_head_waiter_for_two_keys() {
+    cell_of(Way::Cluster, Fault::Freeze, Claim::Two);
+}
+
+#[test]
+fn on_a_cluster_waiters_whose_connections_drop_for_two_keys() {
+    cell_of(Way::Cluster, Fault::Disconnect, Claim::Two);
+}
+
+#[test]
+fn on_a_cluster_waiters_whose_node_restarts_for_two_keys() {
+    cell_of(Way::Cluster, Fault::Restart, Claim::Two);
+}
+
+#[test]
+fn in_a_quorum_a_killed_head_waiter_for_two_keys() {
+    cell_of(Way::Quorum, Fault::Kill, Claim::Two);
+}
+
+#[test]
+fn in_a_quorum_a_frozen_head_waiter_for_two_keys() {
+    cell_of(Way::Quorum, Fault::Freeze, Claim::Two);
+}
+
+#[test]
+fn in_a_quorum_waiters_whose_connections_drop_for_two_keys() {
+    cell_of(Way::Quorum, Fault::Disconnect, Claim::Two);
+}
+
+#[test]
+fn in_a_quorum_waiters_whose_node_restarts_for_two_keys() {
+    cell_of(Way::Quorum, Fault::Restart, Claim::Two);
 }
 
 /// `--max-waiters 1` on `way`: a frozen waiter fills the queue until its entry lapses (at the
