@@ -75,14 +75,19 @@ pub fn release(ctx: &Context, args: ReleaseArgs) -> Result<Exit> {
         log::info("released", &format!("released {}", keys.names()), &[]);
         Ok(Exit::Success)
     } else {
-        log::warn(
-            "not_released",
-            &format!(
+        // Several keys: each is released where the token holds it, so some may have been.
+        let what = if keys.also.is_empty() {
+            format!(
                 "{} is free or held with another token; nothing released",
+                keys.lock
+            )
+        } else {
+            format!(
+                "not every one of {} was held with this token; those that were are released",
                 keys.names()
-            ),
-            &[],
-        );
+            )
+        };
+        log::warn("not_released", &what, &[]);
         Ok(Exit::No)
     }
 }

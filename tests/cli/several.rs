@@ -407,7 +407,8 @@ fn acquire_extend_and_release_take_the_same_keys() {
         .exits_with(1);
     Redlock::new(&server)
         .args(["release", "a", "b", "--token", &token])
-        .exits_with(1);
+        .exits_with(1)
+        .error_mentions(&["not every one of", "those that were are released"]);
     assert!(
         !server.exists("a") && !server.exists("b"),
         "a key was left taken"
