@@ -44,10 +44,11 @@ pub fn acquire(ctx: &Context, args: AcquireArgs) -> Result<Exit> {
     // Inside a run that holds this key: that run's token is the answer.
     if let Some((token, lease)) = crate::lock::nested::confirm(&mut nodes, &keys, shape)? {
         let left = lease.pttl_ms.max(0);
+        let fences = crate::lock::nested::outer_fences(&keys).unwrap_or_else(|| vec![lease.fence]);
         let text = lease_text(
             &keys,
             &token,
-            &[lease.fence],
+            &fences,
             std::env::var("REDLOCK_SLOT")
                 .ok()
                 .and_then(|s| s.parse().ok()),

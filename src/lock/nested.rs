@@ -62,6 +62,26 @@ pub fn outer_token(keys: &Keys) -> Option<String> {
         .filter(|t| !t.is_empty())
 }
 
+/// The fence of each of `keys`, in order, as the outer run of several keys put them in its
+/// command's environment (`REDLOCK_KEYS`, `REDLOCK_FENCES`, one a line); `None` for one key,
+/// or when a key or its fence is missing there. A hold's fences do not change while it lasts.
+pub fn outer_fences(keys: &Keys) -> Option<Vec<i64>> {
+    if keys.also.is_empty() {
+        return None;
+    }
+    let names = std::env::var("REDLOCK_KEYS").ok()?;
+    let fences = std::env::var("REDLOCK_FENCES").ok()?;
+    let outer: Vec<(&str, &str)> = names.lines().zip(fences.lines()).collect();
+    keys.each()
+        .map(|k| {
+            outer
+                .iter()
+                .find(|(name, _)| *name == k.name)
+                .and_then(|(_, fence)| fence.parse().ok())
+        })
+        .collect()
+}
+
 /// The outer token and its lease when this is a nested run of `shape` whose outer run still
 /// holds the lock in that shape; `None` otherwise (then acquire as usual).
 pub fn confirm(nodes: &mut Nodes, keys: &Keys, shape: Shape) -> Result<Option<(String, Held)>> {

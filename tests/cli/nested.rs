@@ -293,3 +293,23 @@ echo "outer=$REDLOCK_TOKEN $REDLOCK_FENCE""#
         );
     }
 }
+
+#[test]
+fn a_nested_acquire_of_several_keys_prints_the_outer_token_and_each_keys_fence() {
+    let server = RedisServer::start();
+    // `acquire` prints the token, then the fences in the order asked: here b's, then a's.
+    let script = format!(
+        r#"set -- $REDLOCK_FENCES
+echo "outer=$REDLOCK_TOKEN $2 $1"
+echo "inner=$("{BIN}" acquire --key b --key a --ttl 5s | tr '\n' ' ' | sed 's/ $//')""#
+    );
+    let outcome = Redlock::new(&server)
+        .env("REDLOCK_URL", server.url())
+        .args(["run", "--key", "a", "--key", "b", "--ttl", "10s", "-c", &script])
+        .exits_with(0);
+    assert_eq!(
+        outcome.printed("inner"),
+        outcome.printed("outer"),
+        "{outcome}"
+    );
+}
