@@ -54,15 +54,6 @@
 -- paused key are not asked: the replacer is a plain busy run. A replacer that asked (or found
 -- the holder already asked) queues ahead of every plain waiter, behind earlier replacers: its
 -- arrival is moved 2^52 back (scores stay exact doubles).
--- paused(key, now): the pause record `key` holds while it is in force (its until, ms, is 0
--- or still ahead), else nil.
-local function paused(key, now)
-  local p = redis.pcall('HMGET', key, 'host', 'pid', 'user', 'reason', 'since', 'until')
-  if p.err or not p[5] then return nil end
-  local u = tonumber(p[6]) or 0
-  if u ~= 0 and u <= now then return nil end
-  return p
-end
 -- confirmed(record): a --once-per window's record says its run is running (no longer only
 -- 'granted').
 local RUNNING = 'running'

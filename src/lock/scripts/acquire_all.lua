@@ -20,13 +20,6 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local now_text = string.format('%d', now)
 local token, ticket, n = ARGV[1], ARGV[5], tonumber(ARGV[9])
 local function key(i, j) return KEYS[(i - 1) * 13 + j] end
-local function paused(name, now)
-  local p = redis.pcall('HMGET', name, 'host', 'pid', 'user', 'reason', 'since', 'until')
-  if p.err or not p[5] then return nil end
-  local u = tonumber(p[6]) or 0
-  if u ~= 0 and u <= now then return nil end
-  return p
-end
 -- Every lock is read first: nothing is taken until all can be.
 local locks, blocked, headed = {}, nil, false
 for i = 1, n do
