@@ -51,6 +51,27 @@
  *   NO_NOTICE       a lock that comes free leaves the front's entries their long life (the
  *                   one they have while the lock is held), instead of putting them on notice.
  *
+ * With -DREPLACE (one server) holder 1 is a replacer (`--replace`): its refused acquire asks
+ * the holder to stop (acquire.lua marks the holder record), the holder's renewals are refused
+ * from then on (extend.lua), and its heartbeat may hear the request on its stop list at once
+ * (heartbeat.rs); either way the holder stops its tree as on a lost lease and releases once it
+ * is gone, or, frozen, renews no more and its keeper kills at the kill point. The replacer
+ * waits and takes the lock only once it is free. Exclusion, fences and lease as above, with
+ * holders frozen at any step, and:
+ *   replaced   the asked holder's key is gone once the lease the request found has run out
+ *              (the replacer waits no longer: docs/guide.md, --replace).
+ * Its switches:
+ *   NO_RENEW_REFUSAL    the asked holder's renewals still succeed: one that does not hear the
+ *                       request (frozen between, its listen failed) keeps the key past the
+ *                       lease the request found;
+ *   REPLACE_TAKES_OVER  the replacer takes the lock at once when it asks.
+ *
+ * With -DSEVERAL the model is another world: several keys, all or none (acquire_all.lua), two
+ * locks and two or three waiting contenders asking for them in opposite orders; described
+ * where it is defined, below. Its properties: exclusion on each key, and no deadlock. Its
+ * switches: NO_ONE_ARRIVAL (each queue its own arrival) and ONE_BY_ONE (the keys taken one at
+ * a time, the first held while the second is awaited).
+ *
  * The constants and the code they come from are listed in docs/design.md ("The safety model").
  */
 
@@ -117,6 +138,7 @@
 #define YES 1
 #define MISSING 2
 #define TAKEN 3
+#define STOPPED 4        /* -DREPLACE: the holder was asked to stop; not renewed */
 
 /* Requests a stalled server runs late. */
 #define P_ACQ 1          /* acquire, with the caller's undo queued behind it (lock::abandon) */
@@ -125,7 +147,10 @@
 #define P_REL 4
 #define P_ACQ_KEEP 5     /* acquire of a quorum that was taken: the key is left for us */
 
-#ifndef QUEUE
+#if !defined(QUEUE) && !defined(SEVERAL)
+#if defined(REPLACE) && NODES > 1
+#error "--replace is one server's (several --url are refused)"
+#endif
 /* Time is kept as ages and countdowns, which the clock moves: no absolute time, so the
    search covers runs of any length. */
 byte server_clock = 1;   /* the servers' clocks in "microseconds": they agree, and move on
@@ -184,6 +209,30 @@ inline acknowledged(acked) {
 #endif
 #endif
 
+#ifdef REPLACE
+/* --replace (-DREPLACE): holder 1 is a replacer. Its refused acquire asks the holder to stop
+   (acquire.lua): the holder record gets 'stop', which its renewals then refuse (extend.lua),
+   and the request is pushed to the holder's stop list, which its heartbeat may hear at once
+   (heartbeat.rs). */
+#define REPLACER(t) (t > TURNS)   /* holder 1's tokens */
+byte stop_tok;           /* the token whose holder record says 'stop', 0 when none */
+byte asked_left;         /* ticks the asked holder's key had left when the request came: the
+                            lease the request found */
+#ifdef NO_RENEW_REFUSAL
+#define REFUSED(t) false
+#else
+#define REFUSED(t) (stop_tok == t)
+#endif
+#ifdef REPLACE_TAKES_OVER
+#define TAKES_OVER(n, t) (REPLACER(t) && key[n] != t)
+#else
+#define TAKES_OVER(n, t) false
+#endif
+#else
+#define REFUSED(t) false
+#define TAKES_OVER(n, t) false
+#endif
+
 byte pend_op[H * NODES]; /* a request a stalled node runs late, per holder and node */
 byte pend_tok[H * NODES];
 byte pend_fence[H * NODES];
@@ -193,7 +242,7 @@ byte pend_fence[H * NODES];
 /* acquire.lua: SET NX PX; fence = max(counter + 1, TIME in microseconds). f: fence, 0 busy */
 inline acquire(n, t, f) {
   if
-  :: key[n] == 0 ->
+  :: key[n] == 0 || TAKES_OVER(n, t) ->
      f = ctr[n] + 1;
 #ifndef NO_FENCE_FLOOR
      if
@@ -204,15 +253,26 @@ inline acquire(n, t, f) {
      ctr[n] = f;
      key[n] = t;
      left[n] = TTL - FAST
-  :: else -> f = 0
+  :: else ->
+     f = 0;
+#ifdef REPLACE
+     /* --replace: a refused replacer asks the holder to stop, once per holder */
+     if
+     :: REPLACER(t) && key[n] != t && stop_tok != key[n] ->
+        stop_tok = key[n]; asked_left = left[n]
+     :: else
+     fi
+#endif
   fi;
   server_clock++
 }
 
-/* extend.lua: compare-and-pexpire, never shortening. r: YES, MISSING or TAKEN */
+/* extend.lua: compare-and-pexpire, never shortening. r: YES, MISSING, TAKEN or STOPPED (a
+   holder asked to stop is not renewed) */
 inline extend(n, t, r) {
   if
-  :: key[n] == t ->
+  :: key[n] == t && REFUSED(t) -> r = STOPPED
+  :: key[n] == t && !REFUSED(t) ->
      if
      :: left[n] < TTL - FAST -> left[n] = TTL - FAST
      :: else
@@ -344,6 +404,15 @@ end:
        :: else -> break
        od;
        n = 0;
+#ifdef REPLACE
+       /* replaced: the request only shortens the asked holder's life; its key is gone once
+          the lease the request found has run out (the replacer waits no longer) */
+       if
+       :: stop_tok != 0 && key[0] == stop_tok -> asked_left--; assert(asked_left > 0)
+       :: stop_tok != 0 && key[0] != stop_tok -> stop_tok = 0; asked_left = 0
+       :: else
+       fi;
+#endif
 #ifdef REPLICA
        if
        :: rkey != 0 ->
@@ -491,12 +560,18 @@ end:
 proctype Holder(byte h) {
   byte turn, tok, stop, got, yes, refused, answered, i, o, r, fence, f;
   bool hblost;
+  byte waitfor;            /* -DREPLACE: the asked holder's token the replacer waits out */
   byte res[NODES];
   byte acq[NODES];
 
   do
   :: turn == TURNS -> break
   :: turn < TURNS ->
+#ifdef REPLACE
+     /* a replacer that asked waits until the asked holder's key is gone (released, or
+        expired): its attempts meanwhile are refused and change nothing */
+     atomic { waitfor == 0 || key[0] != waitfor -> waitfor = 0 }
+#endif
      /* ---- acquire (nodes.rs Nodes::acquire): one request to every node ---- */
      atomic {
        tok = h * TURNS + turn + 1;
@@ -594,7 +669,16 @@ proctype Holder(byte h) {
              i++
           :: else -> break
           od;
-          cur[h] = 0; turn++
+          cur[h] = 0;
+#ifdef REPLACE
+          if
+          :: REPLACER(tok) && stop_tok != 0 && key[0] == stop_tok ->
+             waitfor = stop_tok   /* asked: it waits and tries again, in the same turn */
+          :: else -> turn++
+          fi
+#else
+          turn++
+#endif
        fi;
        i = 0; o = 0; f = 0; r = 0; got = 0;
        acq[0] = 0;
@@ -707,7 +791,7 @@ proctype Holder(byte h) {
           :: i < NODES ->
              if
              :: res[i] == YES -> yes++
-             :: res[i] == MISSING || res[i] == TAKEN -> refused++
+             :: res[i] == MISSING || res[i] == TAKEN || res[i] == STOPPED -> refused++
              :: else
              fi;
              i++
@@ -739,6 +823,14 @@ proctype Holder(byte h) {
           age[h] = psage[h];   /* a newer timeline; the keeper's kill point moves with it */
           ps[h] = 0; psage[h] = 0
         }
+#ifdef REPLACE
+     :: atomic {
+          /* heartbeat: the request on its stop list, heard between renewals (or never: a
+             frozen or starved heartbeat, a listen that failed; then a renewal is refused):
+             the tree is stopped as on a lost lease */
+          !hblost && stop_tok == tok -> hblost = 1
+        }
+#endif
      :: atomic {
           /* supervisor: lease news, term_at, kill_at (run.rs supervise) */
           stop == STOP_RUNNING && (hblost || age[h] >= TERM_AGE) ->
@@ -801,7 +893,7 @@ init {
 }
 #endif
 
-#ifdef QUEUE
+#if defined(QUEUE) && !defined(SEVERAL)
 /* ---- the fair queue's hand-off (-DQUEUE) ----
    One tick is lock::QUEUE_REFRESH (0.5 s). A holder releases at any moment; the head waiter
    H, queued first, and the next waiter N, queued behind it. H's attempt waits on the server
@@ -995,5 +1087,243 @@ end:
      }
   :: atomic { n_running -> n_running = 0; qkey = 0 }
   od
+}
+#endif
+
+#ifdef SEVERAL
+/* ---- several keys, all or none (-DSEVERAL) ----
+   Two locks, A and B, on one server, and SC contenders for TURNS runs each, all with --wait:
+   contender 0 asks for A and B, contender 1 for B and A, contender 2 (SC 3) for B alone (a
+   taker that finds B free while its queue's head waits for A must not take it). One attempt
+   is one acquire_all.lua: every lock is read first; the set is taken only if every key is free
+   and the contender heads every queue that has a head, and it then leaves every queue;
+   otherwise nothing is taken and the contender joins every queue with one arrival: the
+   earliest it already has in any of them (kept when it rejoins a queue whose entry lapsed),
+   else the server's clock. A
+   waiter's attempt waits on the server and runs again when a release wakes it, and a refused
+   attempt changes nothing once the waiter stands in every queue: so a waiter that cannot take
+   the set and is queued everywhere takes no step, and a state in which nobody can take a step
+   while a contender has runs left is a deadlock. An entry may lapse at any moment (a waiter
+   frozen or starved past its entry's life), up to MAXLAPSES times; the waiter rejoins at its
+   next attempt. A command ends at any moment and releases every key (or its leases lapse: the
+   same here). Its properties:
+     exclusion  no two commands that share a key run at once (each key's users), and a
+                command runs only while its contender holds every key it asked for;
+     progress   the search stops only with every contender's runs done: no deadlock.
+   Its switches:
+     NO_ONE_ARRIVAL  a waiter's entries keep their own arrivals: one rejoined after a lapse
+                     gets the server's clock of the moment, while its other entries keep older
+                     ones (ZADD NX per queue, as one key does);
+     ONE_BY_ONE      the keys are taken one at a time in the asked order, holding the first
+                     while waiting for the second (without a queue). */
+#ifndef SC
+#define SC 3              /* contenders */
+#endif
+#ifndef MAXLAPSES
+#define MAXLAPSES 2       /* queue entries that lapse */
+#endif
+#define SK 2              /* locks: A 0, B 1 */
+
+byte owner[SK];           /* who holds each lock: contender + 1, 0 free */
+byte arr[SK * SC];        /* each lock's queue: the contender's arrival, 0 when not queued */
+byte head[SK];            /* who heads each queue: contender + 1, 0 empty (from arr) */
+byte server_time = 1;     /* the server's clock, for arrivals */
+byte users[SK];           /* commands running under each key */
+bool swaiting[SC];        /* the contender was refused and waits for the set */
+bool sdone[SC];           /* the contender's runs are all done */
+byte lapses;
+
+/* queue order: by arrival (one contender, one arrival per queue) */
+inline heads() {
+  k = 0;
+  do
+  :: k < SK ->
+     head[k] = 0; j = 0;
+     do
+     :: j < SC ->
+        if
+        :: arr[k * SC + j] != 0 && (head[k] == 0 || arr[k * SC + j] < arr[k * SC + head[k] - 1]) ->
+           head[k] = j + 1
+        :: else
+        fi;
+        j++
+     :: else -> break
+     od;
+     k++
+  :: else -> break
+  od;
+  k = 0; j = 0
+}
+
+#define WANTS(c, k) (c < 2 || k == 1)     /* the keys contender c asks for */
+#define FIRST(c) (c > 0)                  /* the key it names first: B for 1 and 2 */
+
+/* acquire_all.lua would take the set: every key free, and the contender heads every queue
+   that has a head */
+#define FREE_FOR(c, k) (!WANTS(c, k) || (owner[k] == 0 && (head[k] == 0 || head[k] == c + 1)))
+#define GRANTABLE(c) (FREE_FOR(c, 0) && FREE_FOR(c, 1))
+#define QUEUED(c) ((!WANTS(c, 0) || arr[c] != 0) && (!WANTS(c, 1) || arr[SC + c] != 0))
+/* a waiter that stands in every queue and cannot take the set takes no step until something
+   changes; when every contender is such a waiter or done, nothing ever will */
+#define STUCK(c) (sdone[c] || (swaiting[c] && QUEUED(c) && !GRANTABLE(c)))
+#if SC == 2
+#define DEADLOCK (!(sdone[0] && sdone[1]) && STUCK(0) && STUCK(1))
+#elif SC == 3
+#define DEADLOCK (!(sdone[0] && sdone[1] && sdone[2]) && STUCK(0) && STUCK(1) && STUCK(2))
+#else
+#error "SC is 2 or 3"
+#endif
+
+/* acquire_all.lua, taken: every key, and the contender leaves every queue */
+inline take_all(c) {
+  k = 0;
+  do
+  :: k < SK -> if :: WANTS(c, k) -> owner[k] = c + 1; arr[k * SC + c] = 0 :: else fi; k++
+  :: else -> break
+  od;
+  swaiting[c] = 0;
+  heads()
+}
+
+/* acquire_all.lua, refused: the contender joins every queue, with one arrival */
+inline join_all(c) {
+#ifdef NO_ONE_ARRIVAL
+  /* each queue its own: an entry kept keeps its arrival, a new one gets the clock's */
+  k = 0;
+  do
+  :: k < SK ->
+     if
+     :: WANTS(c, k) && arr[k * SC + c] == 0 -> arr[k * SC + c] = server_time
+     :: else
+     fi;
+     k++
+  :: else -> break
+  od;
+#else
+  /* the earliest it already has in any queue, else the server's clock */
+  a = 0; k = 0;
+  do
+  :: k < SK ->
+     if
+     :: arr[k * SC + c] != 0 && (a == 0 || arr[k * SC + c] < a) -> a = arr[k * SC + c]
+     :: else
+     fi;
+     k++
+  :: else -> break
+  od;
+  if
+  :: a == 0 -> a = server_time
+  :: else
+  fi;
+  k = 0;
+  do
+  :: k < SK -> if :: WANTS(c, k) -> arr[k * SC + c] = a :: else fi; k++
+  :: else -> break
+  od;
+  a = 0;
+#endif
+  server_time++;
+  swaiting[c] = 1;
+  heads()
+}
+
+proctype Contender(byte c) {
+  byte turn, k, j, a;
+  bool held;
+  do
+  :: turn == TURNS -> break
+  :: turn < TURNS ->
+#ifdef ONE_BY_ONE
+     /* one key at a time, in the asked order, the first held while the second is awaited */
+     atomic { owner[FIRST(c)] == 0 -> owner[FIRST(c)] = c + 1 }
+     atomic { !WANTS(c, 1 - FIRST(c)) || owner[1 - FIRST(c)] == 0 ->
+              if :: WANTS(c, 1 - FIRST(c)) -> owner[1 - FIRST(c)] = c + 1 :: else fi }
+#else
+     /* the first attempt: taken, or refused and queued */
+     atomic {
+       if
+       :: GRANTABLE(c) -> take_all(c); held = 1
+       :: else -> join_all(c)
+       fi
+     }
+     do
+     :: held -> break
+     :: atomic {
+          /* woken by a release: its attempt waiting on the server runs again */
+          !held && GRANTABLE(c) -> take_all(c); held = 1
+        }
+     :: atomic {
+          /* an entry lapsed: its next attempt is refused and rejoins */
+          !held && !GRANTABLE(c) && !QUEUED(c) -> join_all(c)
+        }
+     od;
+#endif
+     atomic {
+       /* exclusion: it holds every key it asked for, and no other command runs under one */
+       k = 0;
+       do
+       :: k < SK ->
+          if
+          :: WANTS(c, k) -> assert(owner[k] == c + 1 && users[k] == 0); users[k]++
+          :: else
+          fi;
+          k++
+       :: else -> break
+       od;
+       k = 0
+     }
+     /* the command ends (or its leases lapse): every key is released */
+     atomic {
+       k = 0;
+       do
+       :: k < SK -> if :: WANTS(c, k) -> users[k]--; owner[k] = 0 :: else fi; k++
+       :: else -> break
+       od;
+       k = 0; held = 0; turn++
+     }
+  od;
+  sdone[c] = 1
+}
+
+/* a waiter's entry in one queue lapses: it was not refreshed in time */
+#define LAPSE(i) :: atomic { lapses < MAXLAPSES && arr[i] != 0 -> arr[i] = 0; lapses++; heads() }
+active proctype Lapse() {
+  byte k, j;
+end:
+  do
+  LAPSE(0)
+  LAPSE(1)
+  LAPSE(2)
+  LAPSE(3)
+#if SC > 2
+  LAPSE(4)
+  LAPSE(5)
+#endif
+  od
+}
+
+/* progress: no state in which the waiters left are all stuck; and the search stops (nobody
+   can take a step) only once every contender is done */
+active proctype Stuck() {
+  assert(!DEADLOCK)
+}
+
+active proctype Watch() {
+#if SC == 2
+  timeout -> assert(sdone[0] && sdone[1])
+#else
+  timeout -> assert(sdone[0] && sdone[1] && sdone[2])
+#endif
+}
+
+init {
+  byte c;
+  atomic {
+    do
+    :: c < SC -> run Contender(c); c++
+    :: else -> break
+    od;
+    c = 0
+  }
 }
 #endif
