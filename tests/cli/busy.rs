@@ -333,3 +333,56 @@ fn shared_and_slotted_holders_are_not_replaced() {
         holder.exits_with(0);
     }
 }
+
+/// A holder record that outlived its lock (a foreign client deleted the key while a replacer's
+/// stop request stood in it) lends the next holder none of its fields: that run renews and
+/// ends 0, not 79, and its record names it alone.
+#[test]
+fn a_stop_request_left_in_a_stale_record_does_not_stop_the_next_holder() {
+    let server = RedisServer::start();
+    let holder = companion_key("job", "holder");
+    // As a holder's record is: the fields every record has, and those a run may add.
+    let fields = [
+        ("started", "1"),
+        ("renewed", "1"),
+        ("ttl", "60000"),
+        ("fence", "1"),
+        ("finished", "0"),
+        ("host", "gone"),
+        ("stop", "someone else"),
+        ("label", "stale"),
+        ("replace", "no"),
+    ];
+    for (field, value) in fields {
+        let _: i64 = server.query(&["HSET", &holder, field, value]);
+    }
+    let _: i64 = server.query(&["PEXPIRE", &holder, "60000"]);
+    // Renewed every 300 ms: the renewals meet the record.
+    let outcome = Redlock::new(&server)
+        .args([
+            "run", "--key", "job", "--ttl", "900ms", "--", "sleep", "1.5",
+        ])
+        .exits_with(0);
+    assert!(!outcome.stderr.contains("replaced"), "{outcome}");
+    let mut held = Redlock::new(&server)
+        .args([
+            "run",
+            "--key",
+            "job",
+            "--ttl",
+            "10s",
+            "-c",
+            crate::support::child::HOLD,
+        ])
+        .spawn();
+    held.expect_line("ready");
+    let fields: Vec<String> = server.query(&["HKEYS", &holder]);
+    for stale in ["stop", "label", "replace"] {
+        assert!(
+            !fields.iter().any(|f| f == stale),
+            "{stale} left: {fields:?}"
+        );
+    }
+    held.close_stdin();
+    held.exits_with(0);
+}
