@@ -305,7 +305,9 @@ echo "inner=$("{BIN}" acquire --key b --key a --ttl 5s | tr '\n' ' ' | sed 's/ $
     );
     let outcome = Redlock::new(&server)
         .env("REDLOCK_URL", server.url())
-        .args(["run", "--key", "a", "--key", "b", "--ttl", "10s", "-c", &script])
+        .args([
+            "run", "--key", "a", "--key", "b", "--ttl", "10s", "-c", &script,
+        ])
         .exits_with(0);
     assert_eq!(
         outcome.printed("inner"),
