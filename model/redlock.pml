@@ -38,7 +38,7 @@
  *                   renewal, and the key lapses on the new master before the kill point.
  *
  * With -DQUEUE the model is another world instead: the fair queue's hand-off on one server
- * (src/lock/wait.rs, scripts/acquire.lua, queue.lua), where the head waiter's next attempt
+ * (src/lock/wait/, scripts/acquire.lua, queue.lua), where the head waiter's next attempt
  * waits on the server behind its grant list and the release runs it; the head may be dead
  * (its host gone, its connection left open; or killed, its waiting attempt dropped with its
  * connection) or frozen. Its property:
@@ -551,7 +551,7 @@ end:
   od
 }
 
-/* ---- a holder: redlock run (commands/run.rs, heartbeat.rs, nodes.rs) ---- */
+/* ---- a holder: redlock run (commands/run/, heartbeat.rs, nodes/majority.rs) ---- */
 
 #define STOP_RUNNING 0
 #define STOP_TERM 1      /* SIGTERM sent; SIGKILL to follow */
@@ -572,7 +572,7 @@ proctype Holder(byte h) {
         expired): its attempts meanwhile are refused and change nothing */
      atomic { waitfor == 0 || key[0] != waitfor -> waitfor = 0 }
 #endif
-     /* ---- acquire (nodes.rs Nodes::acquire): one request to every node ---- */
+     /* ---- acquire (nodes/majority.rs Nodes::acquire): one request to every node ---- */
      atomic {
        tok = h * TURNS + turn + 1;
        cur[h] = tok; overridden[h] = 0;
@@ -640,7 +640,7 @@ proctype Holder(byte h) {
           assert(fence > last_granted);
           last_granted = fence;
           settled = 0;
-          /* a node that took the key late holds it for us (nodes.rs) */
+          /* a node that took the key late holds it for us (nodes/majority.rs) */
           i = 0;
           do
           :: i < NODES ->

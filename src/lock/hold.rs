@@ -274,8 +274,8 @@ pub fn leave(con: &mut dyn ConnectionLike, keys: &Keys, ticket: &str) -> Result<
     Ok(())
 }
 
-/// Quorum fencing: raises this node's counter to at least the fence handed out (see nodes.rs),
-/// and records that fence in our holder record if we hold the lock here.
+/// Quorum fencing: raises this node's counter to at least the fence handed out (see
+/// `nodes/majority.rs`), and records that fence in our holder record if we hold the lock here.
 static RAISE_FENCE: Lua = lua!(crate::lock::scripts::RAISE_FENCE);
 
 pub fn raise_fence(

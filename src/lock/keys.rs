@@ -11,7 +11,7 @@
 //!   and the last finished run) and `audit` (a list: the audit log; see `scripts/audit.lua`);
 //!   `fence`, `stats` and `audit` expire [`RECORD_TTL`] after their last write, so nothing of an
 //!   idle lock outlives it. What the hashes hold is `record/`. The waiters' queue is `queue`,
-//!   `alive` and `waiters` (see `wait.rs`); `paused` (hash: who paused the lock, why, until
+//!   `alive` and `waiters` (see `wait/`); `paused` (hash: who paused the lock, why, until
 //!   when; see `commands/pause.rs`). `last` (hash) and `log` (stream) are where an earlier
 //!   version kept the last run and the audit log: read, never written, until they expire.
 //! * The pause of every lock under a prefix P is the `paused` companion of the empty key under

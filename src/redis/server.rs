@@ -266,7 +266,7 @@ impl Server {
 
     /// `err` in plain words when it is a TLS handshake this server (or cluster seed) refused,
     /// as a 69; otherwise as it is. For callers that talk to a connection themselves (doctor);
-    /// `nodes.rs` does the same for the lock's operations.
+    /// `nodes/mod.rs` does the same for the lock's operations.
     pub fn explained(&self, err: anyhow::Error) -> anyhow::Error {
         match self
             .tls

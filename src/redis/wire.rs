@@ -431,7 +431,7 @@ impl ConnectionLike for Wire {
     /// A pipeline's replies, read until the first transport failure. The redis crate reads
     /// every reply even after one timed out, so on a server that stopped answering a pipeline
     /// of N commands would wait out the timeout N times. After a failure the connection is out
-    /// of step and is dropped by its owner (`nodes.rs`). Error replies from the server are
+    /// of step and is dropped by its owner (`nodes/mod.rs`). Error replies from the server are
     /// values here, as in the crate (the pipeline decides what they mean). No MULTI
     /// pipelines are sent.
     fn req_packed_commands(

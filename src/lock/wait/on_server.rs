@@ -1,0 +1,333 @@
+//! Waiting on one server: the path `--wait` takes where the lock lives on a single Redis (not a
+//! cluster, not a quorum). Apart from the queue protocol in the parent module because it is a
+//! different way of waiting, with its own connection handling, signal polling and undoing; the
+//! notified wait there is the fallback when this one cannot run.
+//!
+//! A waiter's next attempt waits *on the server*, queued behind `BLPOP` of the waiter's grant
+//! list, which the release that makes this waiter the head pushes to, so the server runs it in
+//! the same pass as the release; the main thread waits for the answer and its signals at once,
+//! so the answer wakes the thread that starts the command ([`wait_for_grant`]). It waits on the
+//! connection its first attempt used: one connection per waiter.
+
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::time::{Duration, Instant};
+
+use anyhow::Result;
+
+use super::{Request, Spent, Taken, moved, outcome};
+use crate::lock::nodes::Nodes;
+use crate::lock::{self, Acquire, Busy, QUEUE_REFRESH, Queueing};
+use crate::redis::wire::Wire;
+use crate::report::error::{is_server_reply, is_timeout};
+use crate::supervise::lease::Moment;
+use crate::supervise::signals::{self, Event, Signals};
+
+/// Waits on one server for this waiter's turn. One attempt at a time waits on the server,
+/// queued behind `BLPOP` of the waiter's grant list (`lock::send_after_grant`), on the
+/// connection the first attempt used: the release that makes this waiter the head pushes to
+/// the list, and the server runs the attempt in the same pass, so the waiter learns it holds
+/// the lock one network trip after the release. A refused attempt is the queue entry's refresh;
+/// how long the next one waits on the server follows from the refusal ([`block_after`]). A
+/// grant to a queued waiter is provisional and counted from its confirmation, so a long wait
+/// on the server costs the lease nothing.
+///
+/// The main thread waits for the answer and for its signals at once (`poll` on the socket and
+/// a signalfd), so the answer wakes the very thread that starts the command. A waiter that
+/// gives up leaves the queue at once, which lets its attempt through, then reads that attempt
+/// (a round trip): one that took the lock meanwhile is undone before redlock goes on. An
+/// attempt unanswered its block plus `--timeout` after it was sent is a timeout, abandoned
+/// behind itself on its connection. `None`: the server refused the blocking pop, and the
+/// caller waits the notified way instead.
+pub(super) fn wait_for_grant(
+    nodes: &mut Nodes,
+    req: &Request,
+    signals: &Signals,
+    queue: &Queueing,
+    busy: &mut Busy,
+    place: &mut usize,
+    until: Instant,
+) -> Option<Result<Taken>> {
+    let keys = req.claim.keys;
+    let server = nodes.servers().next().cloned()?;
+    let doorbell = signals.readable().ok()?;
+    // The pace at the front of a free lock: at most a tenth of the TTL, so that a waiter whose
+    // TTL is short still tries again well within it.
+    let fast = (req.claim.ttl / 10)
+        .min(req.timeout / 2)
+        .clamp(Duration::from_millis(10), QUEUE_REFRESH);
+    let read_timeout = req.timeout + lock::QUEUE_FAR_REFRESH;
+    // `--replicas`: WAIT follows each attempt, and makes a refused one no slower than its block.
+    let ack = nodes.ack(req.claim.ttl);
+    let mut con: Option<Wire> = nodes.lend();
+    if let Some(c) = &con
+        && c.set_timeouts(read_timeout).is_err()
+    {
+        con = None;
+    }
+    // The attempt on `con` whose answer is still to be read: when it was sent (for the lease,
+    // and for its timeout), and how long it waits on the server.
+    let mut in_flight: Option<(Moment, Instant, Duration)> = None;
+    // Since when the server has been out of reach (no connection, or a connection lost): for
+    // `--timeout` it is retried, then the wait ends with the failure (69), as on the notified
+    // path, rather than waiting out `--wait` to report a busy lock it can no longer see.
+    let mut unreachable_since: Option<Instant> = None;
+    // The next attempt is to run at once, waiting on the server for no push: on a connection
+    // made anew (the last one was lost), what this waiter knew of the queue may be gone with it
+    // — a failover, a restart or a FLUSHALL loses the queue and the lock with it —; and after
+    // an attempt the server could not run (it did not know the script, as after a restart).
+    let mut at_once = false;
+    let ended = loop {
+        let now = Instant::now();
+        if now >= until {
+            break Ok(Taken::Busy(busy.clone()));
+        }
+        let c = match con.as_mut() {
+            Some(c) => c,
+            None => match server.connect_direct(req.timeout) {
+                Ok(c) => {
+                    let _ = c.set_timeouts(read_timeout);
+                    at_once = true;
+                    con.insert(c)
+                }
+                Err(e) => {
+                    let since = *unreachable_since.get_or_insert(now);
+                    if now.duration_since(since) >= req.timeout {
+                        break Err(e);
+                    }
+                    match wait_for(signals, &doorbell, None, fast.min(until - now)) {
+                        Waited::Interrupted(sig) => break Ok(Taken::Interrupted(sig)),
+                        Waited::Stop => crate::supervise::child::stop_self(),
+                        Waited::Nothing => {}
+                    }
+                    continue;
+                }
+            },
+        };
+        let (sent, sent_at, block) = match in_flight {
+            Some(sent) => sent,
+            None => {
+                let block = if std::mem::take(&mut at_once) {
+                    AT_ONCE
+                } else {
+                    block_after(busy, fast)
+                };
+                let sent = (Moment::now(), Instant::now(), block);
+                let capped = ack.map(|a| a.at_most(block));
+                if lock::send_after_grant(c, &req.claim, queue, block, capped).is_err() {
+                    unreachable_since.get_or_insert(now);
+                    con = None;
+                    continue;
+                }
+                *in_flight.insert(sent)
+            }
+        };
+        let answer_due = sent_at + block + req.timeout;
+        let limit = until.min(answer_due).saturating_duration_since(now);
+        let mut ready = c.reply_ready();
+        if !ready {
+            match wait_for(signals, &doorbell, Some(c.fd()), limit) {
+                Waited::Interrupted(sig) => break Ok(Taken::Interrupted(sig)),
+                // Stopped with an attempt queued on the server, the waiter could be granted
+                // the lock while it cannot run, and hold it up to the TTL: out of the queue
+                // first (its attempt read, and undone if it took the lock); once continued,
+                // its next attempt joins at the back.
+                Waited::Stop => {
+                    step_out(nodes, req, queue, &mut con, true);
+                    in_flight = None;
+                    crate::supervise::child::stop_self();
+                    continue;
+                }
+                Waited::Nothing => {}
+            }
+            ready = c.reply_ready();
+        }
+        if !ready {
+            if Instant::now() < answer_due {
+                continue;
+            }
+            // No answer: abandoned behind itself, as for any timed-out acquire.
+            if let Some(mut lost) = con.take() {
+                lock::abandon_single(&mut lost, keys, req.claim.token);
+            }
+            in_flight = None;
+            break Err(
+                anyhow::Error::new(redis::RedisError::from(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    "no answer",
+                )))
+                .context(format!("cannot acquire {}", keys.lock)),
+            );
+        }
+        in_flight = None;
+        match lock::grant_reply(c, &req.claim, queue, ack) {
+            Ok(answer) => {
+                unreachable_since = None;
+                match answer {
+                    None => at_once = true,
+                    Some(Acquire::Busy(b)) if b.full.is_some() => break Ok(Taken::Busy(b)),
+                    Some(Acquire::Busy(b)) => {
+                        *busy = b;
+                        moved(keys, busy, place);
+                    }
+                    // A provisional grant is confirmed on this same connection, handed back
+                    // for it; one that lapsed before its confirmation is busy again.
+                    Some(attempt) => {
+                        if let Some(c) = con.take() {
+                            nodes.give_back(c);
+                        }
+                        match outcome(nodes, attempt, &req.claim, sent, busy) {
+                            Ok(Taken::Busy(_)) => con = nodes.lend(),
+                            other => break other,
+                        }
+                    }
+                }
+            }
+            Err(e) if is_server_reply(&e) => {
+                if let Some(c) = con.take() {
+                    nodes.give_back(c);
+                }
+                return None;
+            }
+            // A grant too few replicas acknowledged was given back: the wait ends with why.
+            Err(e) if lock::replicas::is_unacknowledged(&e) => break Err(e),
+            // A timed-out attempt may still run on the server (a stalled one runs what is
+            // queued when it resumes): its undoing goes behind it on the same connection, and
+            // the wait ends with the timeout, as for any acquire.
+            Err(e) if is_timeout(&e) => {
+                if let Some(mut lost) = con.take() {
+                    lock::abandon_single(&mut lost, keys, req.claim.token);
+                }
+                break Err(e);
+            }
+            // A lost connection: a new one, and the next attempt.
+            Err(_) => {
+                unreachable_since.get_or_insert(now);
+                con = None;
+            }
+        }
+    };
+    let mut ended = ended;
+    match &mut ended {
+        Ok(Taken::Acquired { spent, .. }) => {
+            *spent = Spent {
+                _doorbell: Some(doorbell),
+            };
+        }
+        _ => step_out(nodes, req, queue, &mut con, in_flight.is_some()),
+    }
+    // What is left of the connection goes back: nothing of it is left to read.
+    if let Some(c) = con.take() {
+        nodes.give_back(c);
+    }
+    if matches!(ended, Ok(Taken::Busy(_))) {
+        nodes.count_busy(keys, req.claim.holder);
+    }
+    Some(ended)
+}
+
+/// The block of an attempt that is to run at once: the shortest a blocking pop takes.
+const AT_ONCE: Duration = Duration::from_millis(1);
+
+/// How long a waiter's next attempt waits on the server for a push, after `busy`: at the
+/// front of a free lock (others ahead, none holding), `fast`, the front's pace (queue.lua);
+/// at the front of a held lock, until it expires, so that a holder that died without a
+/// release is followed at once; otherwise `lock::QUEUE_FAR_REFRESH`, since a release, a
+/// forced one, a resume and a waiter that finds the lock free all wake the front.
+fn block_after(busy: &Busy, fast: Duration) -> Duration {
+    let far = lock::QUEUE_FAR_REFRESH;
+    // Several keys: at the front of one that is free, the front's pace, whatever holds another.
+    if busy.hurry {
+        return fast;
+    }
+    if busy.ahead >= lock::QUEUE_NEAR || busy.pause.is_some() {
+        return far;
+    }
+    match busy.pttl_ms {
+        -2 => fast,
+        ms if ms >= 0 => Duration::from_millis(ms as u64 + 1).clamp(fast.min(far), far),
+        _ => far,
+    }
+}
+
+/// Takes a waiter out of the queue at once, so the next one is not held up by it, then reads
+/// its attempt still on the server (`in_flight`): one that took the lock meanwhile holds it for
+/// nobody and is undone; one that was refused joined the queue again and is taken out again;
+/// one that does not answer is abandoned behind itself.
+fn step_out(
+    nodes: &mut Nodes,
+    req: &Request,
+    queue: &Queueing,
+    con: &mut Option<Wire>,
+    in_flight: bool,
+) {
+    let keys = req.claim.keys;
+    nodes.leave(keys, queue.ticket);
+    let Some(c) = con.as_mut().filter(|_| in_flight) else {
+        return;
+    };
+    match lock::grant_reply(c, &req.claim, queue, nodes.ack(req.claim.ttl)) {
+        Ok(Some(Acquire::Acquired { .. })) => {
+            let _ = nodes.release(keys, req.claim.token, None, None, None);
+        }
+        Ok(Some(Acquire::Busy(_))) => nodes.leave(keys, queue.ticket),
+        Err(e) if is_timeout(&e) => {
+            if let Some(mut lost) = con.take() {
+                lock::abandon_single(&mut lost, keys, req.claim.token);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// What a wait for the socket or a signal came to.
+enum Waited {
+    /// The socket is readable, `limit` passed, or a signal that changes nothing came.
+    Nothing,
+    /// A signal ends the wait (INT, TERM, …).
+    Interrupted(libc::c_int),
+    /// Ctrl-Z (SIGTSTP): the waiter is to stop, once nothing of it can be granted the lock.
+    Stop,
+}
+
+/// Waits until `socket` is readable, a signal arrives, or `limit` passes. Job-control signals
+/// other than SIGTSTP, and children (reaped), do not end the wait.
+fn wait_for(
+    signals: &Signals,
+    doorbell: &OwnedFd,
+    socket: Option<RawFd>,
+    limit: Duration,
+) -> Waited {
+    let mut fds = [
+        libc::pollfd {
+            fd: doorbell.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        },
+        libc::pollfd {
+            fd: socket.unwrap_or(-1),
+            events: libc::POLLIN,
+            revents: 0,
+        },
+    ];
+    let limit = limit.min(Duration::from_secs(24 * 3600));
+    let ts = libc::timespec {
+        tv_sec: limit.as_secs() as libc::time_t,
+        tv_nsec: limit.subsec_nanos() as libc::c_long,
+    };
+    // SAFETY: `fds` and `ts` outlive the call; a null sigmask leaves the mask as it is. A
+    // negative fd is ignored by ppoll.
+    unsafe { libc::ppoll(fds.as_mut_ptr(), 2, &ts, std::ptr::null()) };
+    if fds[0].revents == 0 {
+        return Waited::Nothing;
+    }
+    match signals.poll() {
+        Event::Signal(libc::SIGTSTP) => Waited::Stop,
+        Event::Signal(sig) if signals::JOB_CONTROL.contains(&sig) => Waited::Nothing,
+        Event::Signal(sig) => Waited::Interrupted(sig),
+        Event::Child => {
+            crate::supervise::child::reap(0);
+            Waited::Nothing
+        }
+        Event::Wake | Event::Timeout => Waited::Nothing,
+    }
+}
