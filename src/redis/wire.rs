@@ -376,7 +376,15 @@ impl Wire {
         self.start = 0;
         let len = self.read.len();
         self.read.resize(len + 8192, 0);
-        let got = self.io.read(&mut self.read[len..]);
+        // A read that a signal interrupted is read again: on Linux a socket read with a timeout
+        // fails with EINTR when the process was stopped (SIGSTOP, a frozen VM) and continued,
+        // even without a handler (signal(7)), and a frozen redlock must go on where it was.
+        let got = loop {
+            match self.io.read(&mut self.read[len..]) {
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                got => break got,
+            }
+        };
         self.read.truncate(len + *got.as_ref().unwrap_or(&0));
         match got {
             Ok(0) => Err(io::Error::new(

@@ -128,3 +128,40 @@ fn a_command_that_reads_the_terminal_is_lent_it() {
     );
     assert!(!server.exists("job"));
 }
+
+/// A redlock stopped (SIGSTOP: a frozen VM, a debugger) while it waits for Redis's answer goes
+/// on when it is continued: on Linux its socket read, which has a timeout, then fails with EINTR
+/// even without a signal handler (signal(7)), and that read is simply read again.
+#[test]
+fn a_redlock_stopped_while_it_waits_for_an_answer_goes_on_when_continued() {
+    let server = RedisServer::start();
+    // The server takes the connection (the kernel does) and the acquire, and answers nothing.
+    server.pause();
+    let mut run = Redlock::new(&server)
+        .args(["--timeout", "30s", "run", "--key", "job", "--ttl", "10s"])
+        .args(["--", "true"])
+        .spawn();
+    let pid = run.pid();
+    // Its main thread blocked in recvfrom(2) or read(2) on the acquire's answer.
+    let reads: &[&str] = if cfg!(target_arch = "aarch64") {
+        &["207", "63"]
+    } else {
+        &["45", "0"]
+    };
+    wait_until("redlock to wait in a read", Duration::from_secs(10), || {
+        std::fs::read_to_string(format!("/proc/{pid}/syscall"))
+            .ok()
+            .filter(|s| {
+                s.split_whitespace()
+                    .next()
+                    .is_some_and(|n| reads.contains(&n))
+            })
+    });
+    run.signal(libc::SIGSTOP);
+    wait_until("redlock to stop", Duration::from_secs(5), || {
+        (state(pid as i32).as_deref() == Some("T")).then_some(())
+    });
+    server.resume();
+    run.signal(libc::SIGCONT);
+    run.exits_with(0);
+}
