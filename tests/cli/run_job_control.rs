@@ -137,7 +137,7 @@ fn a_redlock_stopped_while_it_waits_for_an_answer_goes_on_when_continued() {
     let server = RedisServer::start();
     // The server takes the connection (the kernel does) and the acquire, and answers nothing.
     server.pause();
-    let mut run = Redlock::new(&server)
+    let run = Redlock::new(&server)
         .args(["--timeout", "30s", "run", "--key", "job", "--ttl", "10s"])
         .args(["--", "true"])
         .spawn();
@@ -159,7 +159,7 @@ fn a_redlock_stopped_while_it_waits_for_an_answer_goes_on_when_continued() {
     });
     run.signal(libc::SIGSTOP);
     wait_until("redlock to stop", Duration::from_secs(5), || {
-        (state(pid as i32).as_deref() == Some("T")).then_some(())
+        (state(pid).as_deref() == Some("T")).then_some(())
     });
     server.resume();
     run.signal(libc::SIGCONT);
