@@ -32,6 +32,25 @@ fn section(server: &RedisServer, log: &Path, ticks: u32) -> Redlock {
         .env("TICK", "0.05")
 }
 
+/// A run of `job` with `ttl` whose section runs 50 s unless stopped; returns once the section
+/// started.
+fn long_section(server: &RedisServer, log: &Path, ttl: &str) -> Running {
+    let holder = section(server, log, 1000)
+        .args(["run", "--key", "job", "--ttl", ttl, "--"])
+        .args(SECTION)
+        .spawn();
+    wait_until(
+        "the holder's command to start",
+        Duration::from_secs(10),
+        || {
+            std::fs::read_to_string(log)
+                .is_ok_and(|t| t.contains("start"))
+                .then_some(())
+        },
+    );
+    holder
+}
+
 /// A holder of `job` running a section until its stdin is closed: it prints `ready` once its
 /// section started.
 fn holding(server: &RedisServer, log: &Path) -> Running {
@@ -201,19 +220,7 @@ fn a_replaced_holder_stops_its_command_records_it_and_exits_79() {
     let server = RedisServer::start();
     let scratch = TempDir::new("replace");
     let log = scratch.join("sections.log");
-    let holder = section(&server, &log, 1000)
-        .args(["run", "--key", "job", "--ttl", "10s", "--"])
-        .args(SECTION)
-        .spawn();
-    wait_until(
-        "the holder's command to start",
-        Duration::from_secs(10),
-        || {
-            std::fs::read_to_string(&log)
-                .is_ok_and(|t| t.contains("start"))
-                .then_some(())
-        },
-    );
+    let holder = long_section(&server, &log, "10s");
     replacer(&server, &log, 2, &[]).exits_with(0);
     holder
         .exits_with(79)
@@ -238,19 +245,7 @@ fn a_frozen_holder_is_replaced_only_once_its_keeper_killed_the_command() {
     let server = RedisServer::start();
     let scratch = TempDir::new("replace-frozen");
     let log = scratch.join("sections.log");
-    let holder = section(&server, &log, 1000)
-        .args(["run", "--key", "job", "--ttl", "2s", "--"])
-        .args(SECTION)
-        .spawn();
-    wait_until(
-        "the holder's command to start",
-        Duration::from_secs(10),
-        || {
-            std::fs::read_to_string(&log)
-                .is_ok_and(|t| t.contains("start"))
-                .then_some(())
-        },
-    );
+    let holder = long_section(&server, &log, "2s");
     holder.signal(libc::SIGSTOP);
     wait_until("the holder to stop", Duration::from_secs(5), || {
         is_stopped(holder.pid()).then_some(())
