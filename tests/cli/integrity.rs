@@ -198,14 +198,7 @@ fn records_an_earlier_version_left_are_read_and_its_fences_stay_below_new_ones()
     assert_eq!(lock.str("last_run.host"), host_name());
     assert_eq!(lock.int("counters.runs"), 2);
     // Both logs, merged by time: the earlier version's two entries, then this run's.
-    let log = Redlock::new(&server)
-        .args(["log", "job", "--json"])
-        .exits_with(0);
-    let events: Vec<Json> = log
-        .stdout
-        .lines()
-        .map(|l| Json::parse(l).unwrap_or_else(|e| log.fail(&e)))
-        .collect();
+    let (log, events) = log_events(&server);
     let names: Vec<&str> = events.iter().map(|e| e.str("event")).collect();
     assert_eq!(
         names,
@@ -214,6 +207,19 @@ fn records_an_earlier_version_left_are_read_and_its_fences_stay_below_new_ones()
     );
     let times: Vec<i64> = events.iter().map(|e| e.int("time_ms")).collect();
     assert!(times.windows(2).all(|w| w[0] <= w[1]), "{log}");
+}
+
+/// `log job --json`: its outcome, and each line parsed.
+fn log_events(server: &RedisServer) -> (Outcome, Vec<Json>) {
+    let log = Redlock::new(server)
+        .args(["log", "job", "--json"])
+        .exits_with(0);
+    let events = log
+        .stdout
+        .lines()
+        .map(|l| Json::parse(l).unwrap_or_else(|e| log.fail(&e)))
+        .collect();
+    (log, events)
 }
 
 /// The scripts the earlier release ran, exactly (their SHA1s are the ones it sent:
@@ -384,14 +390,7 @@ fn a_lock_held_by_the_earlier_release_stays_its_own_then_passes_on_with_a_higher
     assert_eq!(lock.int("counters.runs"), 2, "both runs counted");
     assert_eq!(lock.int("last_run.fence"), fence);
     // Both logs, merged by time: the earlier release's stream, then this release's list.
-    let log = Redlock::new(&server)
-        .args(["log", "job", "--json"])
-        .exits_with(0);
-    let events: Vec<Json> = log
-        .stdout
-        .lines()
-        .map(|l| Json::parse(l).unwrap_or_else(|e| log.fail(&e)))
-        .collect();
+    let (log, events) = log_events(&server);
     let names: Vec<&str> = events.iter().map(|e| e.str("event")).collect();
     assert_eq!(
         names,
