@@ -975,9 +975,6 @@ fn listing_run(url: &str, args: &str) -> Res<(Duration, u64)> {
 }
 
 // ---------------------------------------------------------------------------------------------
-// 4. Hand-off latency
-
-// ---------------------------------------------------------------------------------------------
 // 9. The server's bill
 
 /// What the shared Redis pays for redlock, beside the floor: server CPU per run, memory per
@@ -1321,6 +1318,9 @@ fn dead_head(server: &Server) -> Res<f64> {
     );
     Ok(worst)
 }
+
+// ---------------------------------------------------------------------------------------------
+// 4. Hand-off latency
 
 fn handoff(server: &Server) -> Res<f64> {
     let url = server.url();
@@ -1685,7 +1685,7 @@ fn contend(server: &Server, lockfile: &Path, tool: &str, work: &str) -> Res<Cont
 }
 
 // ---------------------------------------------------------------------------------------------
-// 9. --replicas 1
+// 11. --replicas 1
 
 const REPLICA_ROUNDS: usize = 400;
 
