@@ -14,7 +14,7 @@ pub const ACQUIRE: &str = concat!(
     include_str!("scripts/queue.lua"),
     include_str!("scripts/shapes.lua"),
     include_str!("scripts/audit.lua"),
-    include_str!("scripts/paused.lua"),
+    include_str!("scripts/taking.lua"),
     include_str!("scripts/acquire.lua")
 );
 pub const EXTEND: &str = concat!(
@@ -33,9 +33,9 @@ const SHAPES_PRELUDE: &str = include_str!("scripts/shapes.lua");
 /// write it.
 #[cfg(test)]
 const AUDIT_PRELUDE: &str = include_str!("scripts/audit.lua");
-/// `paused(key, now)`: the pause record in force, put in front of the acquire scripts.
+/// `paused(key, now)` and `write_holder(…)`, put in front of the acquire scripts.
 #[cfg(test)]
-const PAUSED_PRELUDE: &str = include_str!("scripts/paused.lua");
+const TAKING_PRELUDE: &str = include_str!("scripts/taking.lua");
 pub const RELEASE: &str = concat!(
     include_str!("scripts/queue.lua"),
     include_str!("scripts/shapes.lua"),
@@ -83,7 +83,7 @@ macro_rules! queue_for {
 pub const ACQUIRE_ALL: &str = concat!(
     include_str!("scripts/shapes.lua"),
     include_str!("scripts/audit.lua"),
-    include_str!("scripts/paused.lua"),
+    include_str!("scripts/taking.lua"),
     queue_for!(),
     include_str!("scripts/acquire_all.lua")
 );
@@ -294,7 +294,7 @@ mod tests {
             let own = source.strip_prefix(QUEUE_PRELUDE).unwrap_or(source);
             let own = own.strip_prefix(SHAPES_PRELUDE).unwrap_or(own);
             let own = own.strip_prefix(AUDIT_PRELUDE).unwrap_or(own);
-            let own = own.strip_prefix(PAUSED_PRELUDE).unwrap_or(own);
+            let own = own.strip_prefix(TAKING_PRELUDE).unwrap_or(own);
             let own = own.strip_prefix(queue_for!()).unwrap_or(own);
             assert!(own.starts_with(&format!("-- {name}")), "{name}");
         }

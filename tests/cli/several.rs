@@ -414,3 +414,31 @@ fn acquire_extend_and_release_take_the_same_keys() {
         "a key was left taken"
     );
 }
+
+/// A holder record that outlived its lock (a foreign client deleted the key while a replacer's
+/// stop request stood in it) lends a run over several keys none of its fields either: it
+/// renews and ends 0.
+#[test]
+fn a_stale_holder_record_lends_a_run_over_several_keys_nothing() {
+    let server = RedisServer::start();
+    let holder = companion_key("a", "holder");
+    for (field, value) in [
+        ("started", "1"),
+        ("renewed", "1"),
+        ("ttl", "60000"),
+        ("fence", "1"),
+        ("finished", "0"),
+        ("host", "gone"),
+        ("stop", "someone else"),
+    ] {
+        let _: i64 = server.query(&["HSET", &holder, field, value]);
+    }
+    let _: i64 = server.query(&["PEXPIRE", &holder, "60000"]);
+    // Renewed every 300 ms: the renewals meet the record.
+    Redlock::new(&server)
+        .args([
+            "run", "--key", "a", "--key", "b", "--ttl", "900ms", "--", "sleep", "1.5",
+        ])
+        .exits_with(0);
+    no_key_taken(&server, &["a", "b"]);
+}

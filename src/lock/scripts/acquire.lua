@@ -182,18 +182,7 @@ if free and not pause then
     redis.call('SET', KEYS[2], fence_text, 'PX', ARGV[4])
     local slot = -1
     if shape == '' then
-      -- A record that outlived its lock (a foreign client deleted the key) must not lend the
-      -- new holder its fields, a stop request (--replace) above all: HSET counts the fields it
-      -- added, and fewer than written means some were there; the record is then written anew.
-      local function record()
-        return redis.call('HSET', KEYS[3], 'started', now_text, 'renewed', now_text, 'ttl', ttl,
-          'fence', fence_text, 'finished', '0', unpack(ARGV, 16))
-      end
-      if record() < 5 + (#ARGV - 15) / 2 then
-        redis.call('DEL', KEYS[3])
-        record()
-      end
-      redis.call('PEXPIRE', KEYS[3], ttl)
+      write_holder(KEYS[3], ttl, now_text, fence_text, 16)
       redis.call('SET', KEYS[1], ARGV[1], 'PX', ttl)
     else
       if shape ~= 'shared' then slot = free_slot(KEYS[8], KEYS[9], tonumber(shape)) end

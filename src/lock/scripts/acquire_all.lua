@@ -63,9 +63,7 @@ if not blocked then
         tonumber(t[1]) * 1000000 + tonumber(t[2]))
       local fence_text = string.format('%d', fence)
       redis.call('SET', key(i, 2), fence_text, 'PX', ARGV[4])
-      redis.call('HSET', key(i, 3), 'started', now_text, 'renewed', now_text, 'ttl', ttl,
-        'fence', fence_text, 'finished', '0', unpack(ARGV, 16 + n))
-      redis.call('PEXPIRE', key(i, 3), ttl)
+      write_holder(key(i, 3), ttl, now_text, fence_text, 16 + n)
       redis.call('SET', key(i, 1), token, 'PX', ttl)
       audit(key(i, 13), now_text, 'acquired', 'fence=' .. fence_text .. '\31' .. ARGV[13])
       fences[i] = fence
