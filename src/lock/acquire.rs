@@ -625,7 +625,6 @@ pub fn abandon_single(single: &mut Wire, keys: &Keys, token: &str) {
             .arg(keys.of_an_ending().len())
             .arg(&keys.of_an_ending()[..])
             .arg(token)
-            .arg(&keys.channel)
             .arg(0)
             .arg("");
     }

@@ -214,29 +214,7 @@ pub fn release(
             .iter()
             .find(|(k, _)| std::ptr::eq(*k, keys))
             .and_then(|(_, r)| r.as_ref());
-        let mut call = ending(&RELEASE, keys);
-        call.arg(token)
-            .arg(&keys.channel)
-            .arg(keep.map_or(0, |d| d.as_millis().max(1) as u64));
-        match record {
-            Some(r) => {
-                let who = [
-                    ("host", r.host.clone().unwrap_or_default()),
-                    ("pid", r.pid.map_or(String::new(), |p| p.to_string())),
-                ];
-                call.arg(r.outcome.as_str())
-                    .arg(RECORD_TTL.as_millis() as u64)
-                    .arg(if r.once_per_ms.is_some() { "1" } else { "" })
-                    .arg(crate::lock::record::audit_pairs(&who));
-                for (name, value) in r.fields() {
-                    call.arg(name).arg(value);
-                }
-            }
-            None => {
-                call.arg("");
-            }
-        }
-        call
+        release_call(keys, token, keep, record)
     });
     let released: Value = call
         .invoke(con)
@@ -245,15 +223,42 @@ pub fn release(
     Ok(replies(keys, released).iter().all(|r| int(r) == 1))
 }
 
+/// The release script's call for one lock (release.lua): the window's record of `--once-per`
+/// only for a run that may have one (an undoing, which knows no run, gives its window back).
+fn release_call<'a>(
+    keys: &Keys,
+    token: &str,
+    keep: Option<Duration>,
+    record: Option<&LastRun>,
+) -> Invocation<'a> {
+    let mut call = RELEASE.prepare_invoke();
+    let names = keys.of_an_ending();
+    let once = record.is_none_or(|r| r.once_per_ms.is_some());
+    for key in &names[..if once { names.len() } else { names.len() - 1 }] {
+        call.key(*key);
+    }
+    call.arg(token)
+        .arg(keep.map_or(0, |d| d.as_millis().max(1) as u64));
+    match record {
+        Some(r) => {
+            for value in r.release_args() {
+                call.arg(value);
+            }
+        }
+        None => {
+            call.arg("");
+        }
+    }
+    call
+}
+
 /// Takes back what an acquire attempt that did not win a majority took on this node. Unlike
 /// a release it wakes nobody: the lock was never held, and a waiter woken by its own undoing
 /// would try again at once, holding the node again and again (and keeping a holder from
 /// re-establishing the key there).
 pub fn undo(con: &mut dyn ConnectionLike, keys: &Keys, token: &str) -> Result<()> {
     per_lock(keys, &RELEASE_EACH, |keys| {
-        let mut call = ending(&RELEASE, keys);
-        call.arg(token).arg("").arg(0).arg("");
-        call
+        release_call(keys, token, None, None)
     })
     .invoke::<Value>(con)
     .with_context(|| format!("cannot undo the attempt on {}", keys.names()))?;

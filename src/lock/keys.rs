@@ -26,8 +26,8 @@
 //!   whose deadline has passed as gone. An exclusive taker checks `leases` (one EXISTS when
 //!   there is none), so the shapes exclude one another; a foreign `SET NX` client sees only
 //!   L, and does not see shared holds.
-//! * A release publishes on channel `{L}:redlock:released` (same naming rule) so waiters wake at
-//!   once instead of polling.
+//! * A release wakes the head of the queue on channel `{L}:redlock:released:TICKET` (same
+//!   naming rule) so waiters wake at once instead of polling.
 //!
 //! Locks are found by their fence counters (SCAN, never KEYS); on a cluster, every master is
 //! scanned.
@@ -74,8 +74,9 @@ pub struct Keys {
     pub holders: String,
     /// The `--once-per` window's record.
     pub once: String,
-    /// Where a release wakes waiters: this channel when nobody is queued, else this channel
-    /// followed by `:TICKET` for the waiter at the head of the queue.
+    /// Where a release wakes waiters: this channel followed by `:TICKET` for the waiter at the
+    /// head of the queue (an earlier version also published on the channel itself when nobody
+    /// was queued).
     pub channel: String,
     /// The other locks of a claim over several keys (`--key A --key B …`, [`Keys::all`]),
     /// taken, renewed and given back with this one, all or none, in each script call; empty
@@ -189,14 +190,15 @@ pub fn slot(key: &str) -> u16 {
 
 impl Keys {
     /// The keys of every script that ends or leaves a hold (release, undo, leave, force a
-    /// release), in the order their KEYS list them: lock, holder record, last-run record,
-    /// counters, queue, queue liveness, waiters, shared leases, shared holders, the `--once-per`
-    /// window's record, the audit log.
-    pub fn of_an_ending(&self) -> [&str; 11] {
+    /// release), in the order their KEYS list them: lock, holder record, audit log, the lock's
+    /// record (counters and last run), queue, queue liveness, waiters, shared leases, shared
+    /// holders, the `--once-per` window's record. A release leaves the last out unless the run
+    /// may have one (each key a script names costs the server).
+    pub fn of_an_ending(&self) -> [&str; 10] {
         [
             &self.lock,
             &self.holder,
-            &self.last,
+            &self.log,
             &self.stats,
             &self.queue,
             &self.alive,
@@ -204,7 +206,6 @@ impl Keys {
             &self.leases,
             &self.holders,
             &self.once,
-            &self.log,
         ]
     }
 }

@@ -53,7 +53,7 @@ fn the_lock_user_can_run_wait_and_record() {
         .exits_with(0);
     assert_eq!(
         server
-            .hgetall("{jobs:report}:redlock:stats")
+            .lock_record("jobs:report")
             .get("outcome")
             .map(String::as_str),
         Some("ok")

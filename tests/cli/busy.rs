@@ -228,7 +228,7 @@ fn a_replaced_holder_stops_its_command_records_it_and_exits_79() {
     let sections = expect_exclusive_sections(&log);
     assert_eq!(sections.len(), 2, "{sections:?}");
     assert!(!sections[0].ended, "the replaced command ran to its end");
-    let stats = server.hgetall(&companion_key("job", "stats"));
+    let stats = server.lock_record("job");
     assert_eq!(stats.get("outcome").map(String::as_str), Some("ok"));
     let audit = audit_log(&server).join("\n");
     assert!(audit.contains("\u{1f}replacing\u{1f}"), "{audit}");

@@ -551,7 +551,7 @@ fn a_lease_lost_between_renewals_ends_in_76_and_is_recorded_as_lost() {
         holder.close_stdin();
         let outcome = holder.exits_with(76);
         outcome.error_mentions(says::LEASE_LOST);
-        let stats = server.hgetall(&companion_key("job", "stats"));
+        let stats = server.lock_record("job");
         assert_eq!(
             stats.get("outcome").map(String::as_str),
             Some("lease lost"),
@@ -649,7 +649,7 @@ fn records_keep_no_secrets_and_a_label_replaces_the_command() {
     assert!(held.stdout.contains("PGPASSWORD=***"), "{held}");
     holder.close_stdin();
     holder.exits_with(0);
-    let last = server.hgetall(&companion_key("job", "stats"));
+    let last = server.lock_record("job");
     assert!(!format!("{last:?}").contains("hunter2"), "{last:?}");
     let log: Vec<String> = server.query(&["LRANGE", &companion_key("job", "audit"), "0", "-1"]);
     assert!(!format!("{log:?}").contains("hunter2"), "{log:?}");

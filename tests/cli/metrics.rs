@@ -262,7 +262,7 @@ fn a_metrics_file_that_cannot_be_written_is_a_warning_not_a_new_status() {
     // The run itself went on as usual.
     wait_until("the run's record", Duration::from_secs(5), || {
         server
-            .hgetall("{job}:redlock:stats")
+            .lock_record("job")
             .get("exit")
             .filter(|e| *e == "5")
             .map(|_| ())

@@ -74,7 +74,7 @@ fn only_the_first_run_of_a_window_runs_and_the_next_says_who_ran_it() {
     quiet.error_mentions(&["already ran in the window"]);
 
     // Skips are counted, and the window's record expires on its own, after twice the window.
-    let stats = server.hgetall(&companion_key("daily", "stats"));
+    let stats = server.lock_record("daily");
     assert_eq!(
         stats.get("skipped").map(String::as_str),
         Some("2"),

@@ -56,7 +56,7 @@ fn a_paused_key_refuses_new_runs_and_acquires_naming_who_why_and_until_when() {
         .error_mentions(&["paused"]);
     assert!(!server.exists("job"), "a paused key was taken");
     // Each refusal counts as busy; nothing ran.
-    let stats = server.hgetall(&companion_key("job", "stats"));
+    let stats = server.lock_record("job");
     assert_eq!(
         stats.get("busy").map(String::as_str),
         Some("3"),

@@ -25,7 +25,7 @@ while :; do sleep 1; done"#;
 
 /// The record of lock `key`: its counters and its last run.
 fn last_run(server: &RedisServer, key: &str) -> std::collections::HashMap<String, String> {
-    server.hgetall(&companion_key(key, "stats"))
+    server.lock_record(key)
 }
 
 /// Watches, until stopped, whether the lock key was ever seen gone while `pid` still ran
@@ -103,7 +103,7 @@ fn a_command_that_outlives_max_runtime_is_stopped_whole_and_exits_124() {
             Some("timed out"),
             "[{room}] {record:?}"
         );
-        let counters = server.hgetall(&companion_key("job", "stats"));
+        let counters = server.lock_record("job");
         assert_eq!(
             counters.get("failed").map(String::as_str),
             Some("1"),

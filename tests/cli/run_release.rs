@@ -4,7 +4,10 @@ use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::time::Duration;
 
-use crate::support::{LockKeys, RedisServer, Redlock, TempDir, says, wait_until_gone};
+use crate::support::{
+    LockKeys, RedisServer, Redlock, TempDir, child, companion_key, says, wait_until,
+    wait_until_gone,
+};
 
 #[test]
 fn lock_is_released_after_the_command_succeeds() {
@@ -87,25 +90,51 @@ fn background_process_left_by_the_command_is_stopped() {
     assert!(!server.exists("job"), "the lock outlived the run");
 }
 
+/// A release tells the head of the queue on its own channel, `{L}:redlock:released:TICKET`;
+/// with nobody queued it publishes nothing at all.
 #[test]
-fn release_is_published_on_the_released_channel() {
+fn a_release_wakes_the_queued_waiter_on_its_channel_and_tells_nobody_else() {
     let server = RedisServer::start();
     let keys = LockKeys::of("job");
-    let mut subscriber = server.client();
-    let mut pubsub = subscriber.as_pubsub();
-    pubsub
-        .subscribe(&keys.released_channel)
-        .expect("subscribe to the release channel");
-    pubsub
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .expect("set read timeout");
+    let _: () = server.query(&["CONFIG", "RESETSTAT"]);
     Redlock::new(&server)
         .args(["run", "--key", "job", "--ttl", "30s", "--", "true"])
         .exits_with(0);
+    let commands = server.info("commandstats");
+    assert!(commands.get("cmdstat_publish").is_none(), "{commands:?}");
+
+    let mut subscriber = server.client();
+    let mut pubsub = subscriber.as_pubsub();
+    pubsub
+        .psubscribe(format!("{}:*", keys.released_channel))
+        .expect("subscribe to the waiters' channels");
+    pubsub
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .expect("set read timeout");
+    let mut holder = Redlock::new(&server)
+        .args(["run", "--key", "job", "--ttl", "30s", "-c", child::HOLD])
+        .spawn();
+    holder.expect_line("ready");
+    let mut waiter = Redlock::new(&server)
+        .args([
+            "run", "--key", "job", "--ttl", "30s", "--wait", "30s", "--", "true",
+        ])
+        .spawn();
+    let queue = companion_key("job", "queue");
+    wait_until("the waiter's queue entry", Duration::from_secs(10), || {
+        (server.query::<i64>(&["ZCARD", &queue]) == 1).then_some(())
+    });
+    holder.close_stdin();
+    holder.exits_with(0);
     let message = pubsub
         .get_message()
-        .unwrap_or_else(|e| panic!("nothing published on {}: {e}", keys.released_channel));
-    assert_eq!(message.get_channel_name(), keys.released_channel);
+        .unwrap_or_else(|e| panic!("nothing published to the waiter: {e}"));
+    let channel = message.get_channel_name().to_string();
+    assert!(
+        channel.starts_with(&format!("{}:", keys.released_channel)),
+        "{channel}"
+    );
+    waiter.exits_with(0);
 }
 
 #[test]

@@ -116,8 +116,7 @@ fn while_the_set_is_held_each_key_alone_is_busy_and_status_shows_the_holder_on_e
         let log = Redlock::new(&server).args(["log", key]).exits_with(0);
         assert!(log.stdout.contains("acquired"), "{}", log.stdout);
         assert!(log.stdout.contains("released"), "{}", log.stdout);
-        let recorded: Option<String> =
-            server.query(&["HGET", &companion_key(key, "stats"), "fence"]);
+        let recorded = server.lock_record(key).remove("fence");
         assert_eq!(recorded.as_ref(), Some(fence));
     }
 }

@@ -226,7 +226,7 @@ pub struct Waiter {
     pub command: Option<String>,
 }
 
-const SEPARATOR: char = '\u{1f}';
+pub(super) const SEPARATOR: char = '\u{1f}';
 
 impl Waiter {
     /// Who waits, as the acquire script stores it after the time of joining.
@@ -458,12 +458,27 @@ mod tests {
             Duration::from_millis(250),
             3,
         );
-        let written: Vec<(String, String)> = run
-            .fields()
-            .into_iter()
-            .map(|(k, v)| (k.to_string(), v))
-            .collect();
-        assert_eq!(LastRun::decode(&written), Some(run));
+        // What release.lua writes of the run it is given.
+        let [outcome, _ended, last, host, pid, user, cmd, _audit, _by] = run.release_args();
+        let written: Vec<(String, String)> = [
+            ("last", format!("{outcome}\u{1f}{last}")),
+            ("host", host),
+            ("pid", pid),
+            ("user", user),
+            ("cmd", cmd),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
+        assert_eq!(LastRun::decode(&written), Some(run.clone()));
+        // Beside an earlier version's fields of an older run, the newer run is the last.
+        let mut mixed = written.clone();
+        mixed.extend(pairs(&[
+            ("outcome", "ok"),
+            ("started", "10"),
+            ("duration_ms", "1"),
+        ]));
+        assert_eq!(LastRun::decode(&mixed), Some(run));
         assert!(
             written
                 .iter()

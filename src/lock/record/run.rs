@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use super::{Fields, Holder, get, num, text};
+use super::{Fields, Holder, SEPARATOR, get, num, text};
 use crate::report::json::Json;
 
 /// How a run ended.
@@ -78,9 +78,11 @@ pub struct LastRun {
 /// value would turn the hash from Redis's compact encoding into a table several times larger.
 const RECORDED_COMMAND: usize = 60;
 
-/// The last-run record's fields (an earlier version's `ended` and `once_per` included).
+/// The last-run record's fields (an earlier version's `outcome`, `exit`, `started`,
+/// `duration_ms`, `fence`, `ended` and `once_per` included).
 #[cfg(test)]
-pub(super) const LAST_RUN_FIELDS: [&str; 12] = [
+pub(super) const LAST_RUN_FIELDS: [&str; 13] = [
+    "last",
     "replaced_by",
     "once_per",
     "outcome",
@@ -123,50 +125,73 @@ impl LastRun {
         }
     }
 
-    /// The fields as the release script stores them in the lock's record. Each value stays
-    /// under Redis's 64-byte limit for a compact hash (the command is cut to fit: the audit log
-    /// keeps it whole), which keeps an idle lock under a kilobyte; the end is the start plus
-    /// the duration.
-    pub fn fields(&self) -> Vec<(&'static str, String)> {
-        let mut out = vec![("outcome", self.outcome.as_str().to_string())];
-        let nums = [
-            ("exit", self.exit),
-            ("pid", self.pid),
-            ("started", self.started_ms),
-            ("duration_ms", self.duration_ms),
-            ("fence", self.fence),
-        ];
+    /// The run as the release script takes it (release.lua's ARGV[3..11]): the outcome, when
+    /// it ended (the start plus the duration; '' when unknown), the rest of `last` (exit,
+    /// started, duration, fence, separated by 0x1F), host, pid, user, the command, the audit
+    /// entry's fields after the outcome, and who replaced it ('' for none). The lock's record
+    /// keeps `outcome` and `last` as `last`, and the identity in fields of its own: each value
+    /// stays under Redis's 64-byte limit for a compact hash (the command is cut to fit: the audit
+    /// log keeps it whole), which keeps an idle lock under a kilobyte.
+    pub fn release_args(&self) -> [String; 9] {
+        let num = |n: Option<i64>| n.map_or(String::new(), |n| n.to_string());
+        let sep = SEPARATOR.to_string();
+        let last = [
+            num(self.exit),
+            num(self.started_ms),
+            num(self.duration_ms),
+            num(self.fence),
+        ]
+        .join(&sep);
         let command = self
             .command
             .as_deref()
-            .map(|c| super::who::truncate(c, RECORDED_COMMAND));
-        let texts = [
-            ("host", &self.host),
-            ("user", &self.user),
-            ("cmd", &command),
-            ("replaced_by", &self.replaced_by),
+            .map_or(String::new(), |c| super::who::truncate(c, RECORDED_COMMAND));
+        let mut audit = vec![
+            ("exit", num(self.exit)),
+            ("duration_ms", num(self.duration_ms)),
+            ("fence", num(self.fence)),
         ];
-        out.extend(
-            nums.into_iter()
-                .filter_map(|(k, v)| v.map(|v| (k, v.to_string()))),
-        );
-        out.extend(
-            texts
-                .into_iter()
-                .filter_map(|(k, v)| v.as_ref().map(|v| (k, v.clone()))),
-        );
-        out
+        if let Some(by) = &self.replaced_by {
+            audit.push(("by", by.clone()));
+        }
+        audit.push(("host", self.host.clone().unwrap_or_default()));
+        audit.push(("pid", num(self.pid)));
+        [
+            self.outcome.as_str().to_string(),
+            num(self.ended_ms),
+            last,
+            self.host.clone().unwrap_or_default(),
+            num(self.pid),
+            self.user.clone().unwrap_or_default(),
+            command,
+            super::audit_pairs(&audit),
+            self.replaced_by.clone().unwrap_or_default(),
+        ]
     }
 
-    /// Reads a last-run hash; `None` when it has no outcome (no record).
+    /// Reads the lock's record; `None` when it has no last run. The last run is `last`
+    /// (OUTCOME, EXIT, STARTED, DURATION_MS, FENCE separated by 0x1F) beside the identity;
+    /// an earlier version kept each in a field of its own. Both may be there while versions
+    /// mix: the later run is the last.
     pub fn decode(fields: &Fields) -> Option<LastRun> {
-        Some(LastRun {
-            outcome: Outcome::parse(get(fields, "outcome")?),
+        let packed = get(fields, "last").map(|last| {
+            let mut part = last.split(SEPARATOR);
+            let outcome = Outcome::parse(part.next().unwrap_or_default());
+            let mut next = || part.next().and_then(|v| v.parse::<i64>().ok());
+            let (exit, started, duration, fence) = (next(), next(), next(), next());
+            LastRun {
+                outcome,
+                exit,
+                started_ms: started,
+                ended_ms: started.zip(duration).map(|(s, d)| s + d),
+                duration_ms: duration,
+                fence,
+                ..LastRun::identity(fields)
+            }
+        });
+        let fielded = get(fields, "outcome").map(|outcome| LastRun {
+            outcome: Outcome::parse(outcome),
             exit: num(fields, "exit"),
-            host: text(fields, "host"),
-            pid: num(fields, "pid"),
-            user: text(fields, "user"),
-            command: text(fields, "cmd"),
             started_ms: num(fields, "started"),
             // An earlier version wrote the end; it is the start plus the duration.
             ended_ms: num(fields, "ended")
@@ -174,9 +199,33 @@ impl LastRun {
             duration_ms: num(fields, "duration_ms"),
             fence: num(fields, "fence"),
             once_per_ms: num(fields, "once_per"),
-            replaced_by: text(fields, "replaced_by"),
+            ..LastRun::identity(fields)
+        });
+        match (packed, fielded) {
+            (Some(p), Some(f)) if f.ended_ms > p.ended_ms => Some(f),
+            (Some(p), _) => Some(p),
+            (None, f) => f,
+        }
+    }
+
+    /// The identity fields of a lock's record, the rest unknown.
+    fn identity(fields: &Fields) -> LastRun {
+        let text = |name| text(fields, name).filter(|v: &String| !v.is_empty());
+        LastRun {
+            outcome: Outcome::Other(String::new()),
+            exit: None,
+            host: text("host"),
+            pid: num(fields, "pid"),
+            user: text("user"),
+            command: text("cmd"),
+            started_ms: None,
+            ended_ms: None,
+            duration_ms: None,
+            fence: None,
+            once_per_ms: None,
+            replaced_by: text("replaced_by"),
             also_fences: Vec::new(),
-        })
+        }
     }
 
     pub fn json(&self) -> Json {

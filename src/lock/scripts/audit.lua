@@ -1,18 +1,25 @@
 -- audit (put in front of every script that writes the audit log): a lock's audit log is a
 -- list (KEYS named by each script) of entries 'MS\31EVENT\31name=value\31...', MS the server's
 -- clock. It keeps its last 1000 entries; as it grows, entries more than 30 days older than the
--- newest go (the oldest is looked at every 32nd entry); and the key expires 30 days after its
--- last entry. A list rather than a stream: a stream's first node takes 4 KB, most of what an
+-- newest go (the oldest is looked at every 32nd entry); and the key expires 30 days (RETAIN)
+-- after its last entry but those that follow a take: the end of a run ('released', 'lost') and
+-- a refusal ('busy', 'skipped') write no expiry unless they create the list, since the take
+-- before them set one 30 days ahead (the audit log of a lock in use lives 30 days after its
+-- last take, and a run's two entries cost the server one expiry). A list rather than a stream: a stream's first node takes 4 KB, most of what an
 -- idle lock would cost the server.
 -- audit(list, now, event, body): appends an entry; now is the server's clock in ms (a number,
 -- or text written with %d), body '' or name=value pairs separated by '\31'.
 -- Every number the scripts give redis.call is text written with %d (NUMBERS below): Redis
 -- would write a Lua number with %.17g, many times slower, and Lua's own conversion writes a
 -- fence as 1.79e+15.
+-- RETAIN: how long a lock's records (the fence counter, the lock's record, the audit log) are
+-- kept after their last write, in ms (keys.rs's RECORD_TTL).
+local RETAIN = '2592000000'
 local function audit(list, now, event, body)
   if type(now) == 'number' then now = string.format('%d', now) end
-  local entry = now .. '\31' .. event
-  if body ~= '' then entry = entry .. '\31' .. body end
+  local entry
+  if body ~= '' then entry = now .. '\31' .. event .. '\31' .. body
+  else entry = now .. '\31' .. event end
   local n = redis.call('RPUSH', list, entry)
   if n > 1000 then
     redis.call('LTRIM', list, '-1000', '-1')
@@ -24,5 +31,8 @@ local function audit(list, now, event, body)
       redis.call('LPOP', list)
     end
   end
-  redis.call('PEXPIRE', list, '2592000000')
+  if n == 1 or not (event == 'released' or event == 'lost' or event == 'busy'
+      or event == 'skipped') then
+    redis.call('PEXPIRE', list, RETAIN)
+  end
 end

@@ -1,9 +1,8 @@
 -- force_release (release --force): delete the lock whoever holds it, every shared holder too.
--- KEYS[1] lock   KEYS[2] holder record   KEYS[3] unused   KEYS[4] the lock's record (counters)
+-- KEYS[1] lock   KEYS[2] holder record   KEYS[3] the audit log (see audit.lua): one 'forced'
+--         entry per holder removed   KEYS[4] the lock's record (counters)
 -- KEYS[5] queue   KEYS[6] queue liveness   KEYS[7] waiters (see acquire.lua)
--- KEYS[8] shared leases   KEYS[9] shared holders (see shapes.lua)
--- KEYS[10] once-per record (unused)   KEYS[11] the audit log (see audit.lua): one 'forced' entry
---          per holder removed
+-- KEYS[8] shared leases   KEYS[9] shared holders (see shapes.lua)   KEYS[10] unused
 -- ARGV[1] release channel   ARGV[2] record ttl (ms)   ARGV[3] who forced it (host, user)
 -- Reply: false when there was no lock; otherwise {token ('' when none), {host, pid, user,
 -- started, fence} of the holder it removed (the fields record::BRIEF names, in its order),
@@ -26,13 +25,13 @@ wake(ARGV[1])
 redis.call('HINCRBY', KEYS[4], 'forced', '1')
 redis.call('PEXPIRE', KEYS[4], ARGV[2])
 if token then
-  audit(KEYS[11], now, 'forced', 'host=' .. (h[1] or '') .. '\31pid=' .. (h[2] or '') ..
+  audit(KEYS[3], now, 'forced', 'host=' .. (h[1] or '') .. '\31pid=' .. (h[2] or '') ..
     '\31user=' .. (h[3] or '') .. '\31fence=' .. (h[5] or '') .. '\31by=' .. ARGV[3])
 end
 for _, v in ipairs(sharers) do
   local p = {}
   for part in string.gmatch(v .. '\31', '(.-)\31') do p[#p + 1] = part end
-  audit(KEYS[11], now, 'forced', 'slot=' .. (p[1] or '') .. '\31fence=' .. (p[2] or '') ..
+  audit(KEYS[3], now, 'forced', 'slot=' .. (p[1] or '') .. '\31fence=' .. (p[2] or '') ..
     '\31host=' .. (p[5] or '') .. '\31pid=' .. (p[6] or '') .. '\31user=' .. (p[7] or '') ..
     '\31by=' .. ARGV[3])
 end

@@ -45,14 +45,17 @@ local function notice(now, channel, woken)
   end
 end
 -- wake(channel): the lock may be free: the live head of the queue and the front behind it are
--- put on notice or, with nobody queued, whoever listens on the plain channel is told.
+-- put on notice. With nobody queued nobody is told: every waiter of this version is queued
+-- (an earlier version's listener on the plain channel tries again at its own pace). channel:
+-- the lock's release channel; nil for the one named after KEYS[5] (`{L}:redlock:released`).
 local function wake(channel)
   local head = redis.call('ZRANGE', KEYS[5], '0', '0')[1]
   if head then
     local t = redis.call('TIME')
     local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
     head = live_head(now)
-    if head then return notice(now, channel, true) end
+    if head then
+      return notice(now, channel or (string.sub(KEYS[5], 1, -6) .. 'released'), true)
+    end
   end
-  redis.call('PUBLISH', channel, 'released')
 end

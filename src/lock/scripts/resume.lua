@@ -1,12 +1,12 @@
 -- resume: lifts a lock's pause (deletes its pause record) and, when the lock is free, wakes
 -- the head of its queue at once instead of at its next refresh.
--- KEYS[1..11] as in release.lua (KEYS[11] the audit log)   KEYS[12] the pause record (hash)
+-- KEYS[1..10] as in release.lua (KEYS[3] the audit log)   KEYS[11] the pause record (hash)
 -- ARGV[1] release channel   ARGV[2] who resumes it, as the audit log writes it
 -- Reply: 1 when a pause record was deleted, 0 when there was none.
-local removed = redis.call('DEL', KEYS[12])
+local removed = redis.call('DEL', KEYS[11])
 if removed == 1 then
   local t = redis.call('TIME')
-  audit(KEYS[11], tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000), 'resumed', ARGV[2])
+  audit(KEYS[3], tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000), 'resumed', ARGV[2])
 end
 if removed == 1 and not redis.pcall('GET', KEYS[1]) then wake(ARGV[1]) end
 return removed

@@ -39,7 +39,8 @@
 //!
 //! A waiter is *notified*, not polling: it subscribes (on a second connection, in a small
 //! thread) to its own channel, `{L}:redlock:released:TICKET`, on which a release wakes the head
-//! of the queue and nobody else, and to the plain release channel, used when nobody is queued.
+//! of the queue and nobody else, and to the plain release channel, on which an earlier version's
+//! release told whoever listened when nobody was queued (this version's waiters always are).
 //! It tries again the moment a message arrives — about a network round trip after the holder's
 //! release. Once subscribed it tries once more, closing the window in which a release could
 //! have slipped between the refusal and the subscription. The refresh covers what sends no

@@ -207,6 +207,20 @@ impl RedisServer {
         self.query(&["HGETALL", key])
     }
 
+    /// The lock's record (`{L}:redlock:stats`): its counters, last_ok, the last run's identity,
+    /// and the last run's `last` (OUTCOME, EXIT, STARTED, DURATION_MS, FENCE separated by 0x1F)
+    /// read into fields of those names, as the design's data layout describes it.
+    pub fn lock_record(&self, lock: &str) -> HashMap<String, String> {
+        let mut record = self.hgetall(&super::companion_key(lock, "stats"));
+        if let Some(last) = record.get("last").cloned() {
+            let names = ["outcome", "exit", "started", "duration_ms", "fence"];
+            for (name, value) in names.iter().zip(last.split('\u{1f}')) {
+                record.insert((*name).to_string(), value.to_string());
+            }
+        }
+        record
+    }
+
     /// `INFO section` as field → value.
     pub fn info(&self, section: &str) -> HashMap<String, String> {
         let text: String = self.query(&["INFO", section]);
