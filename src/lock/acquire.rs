@@ -274,64 +274,96 @@ fn acquire_call(
         shape,
         once,
     } = *claim;
+    let count = if refusal == Refusal::Count { "1" } else { "0" };
+    let ticket = queue.map_or(String::new(), |q| q.ticket.to_string());
+    let arrival = queue
+        .and_then(|q| q.arrival_us)
+        .map_or(String::new(), |a| a.to_string());
+    let waiting = if queue.is_some() || shape != Shape::Exclusive {
+        crate::lock::record::Waiter::who(holder)
+    } else {
+        String::new()
+    };
+    let grant = queue.map_or(String::new(), |_| {
+        ttl.min(PROVISIONAL).as_millis().to_string()
+    });
+    if !keys.also.is_empty() {
+        // acquire_all.lua: every lock's keys, the number of locks, and each release channel.
+        let mut names = Vec::new();
+        for each in keys.each() {
+            names.extend(lock_names(each, cluster));
+        }
+        let mut args = vec![
+            token.to_string(),
+            ttl.as_millis().to_string(),
+            count.to_string(),
+            RECORD_TTL.as_millis().to_string(),
+            ticket,
+            arrival,
+            waiting,
+            String::new(),
+            (keys.also.len() + 1).to_string(),
+            String::new(),
+            "0".to_string(),
+            grant,
+            holder.audit(),
+            String::new(),
+            String::new(),
+        ];
+        args.extend(keys.each().map(|k| k.channel.clone()));
+        return (names, args);
+    }
+    // acquire.lua: a run that neither waits, shares, runs once per window nor replaces sends
+    // only what every run needs (each key and argument a script is given costs the server).
     let mut names = lock_names(keys, cluster);
+    names.remove(11); // the --once-per window's record goes last, with the stop lists
     let mut args = vec![
         token.to_string(),
         ttl.as_millis().to_string(),
-        if refusal == Refusal::Count { "1" } else { "0" }.to_string(),
-        RECORD_TTL.as_millis().to_string(),
-        queue.map_or(String::new(), |q| q.ticket.to_string()),
-        queue
-            .and_then(|q| q.arrival_us)
-            .map_or(String::new(), |a| a.to_string()),
-        if queue.is_some() || shape != Shape::Exclusive {
-            crate::lock::record::Waiter::who(holder)
-        } else {
-            String::new()
-        },
-        shape.as_arg(),
-        keys.channel.clone(),
-        once.map_or(String::new(), |o| o.every.as_millis().to_string()),
-        if once.is_some_and(|o| o.retry_failed) {
-            "1"
-        } else {
-            "0"
-        }
-        .to_string(),
-        queue.map_or(String::new(), |_| {
-            ttl.min(PROVISIONAL).as_millis().to_string()
-        }),
+        count.to_string(),
         holder.audit(),
-        queue
-            .and_then(|q| q.max_waiters)
-            .map_or(String::new(), |n| n.to_string()),
-        queue
-            .and_then(|q| q.replace)
-            .map_or(String::new(), str::to_string),
+        if holder.irreplaceable { "no" } else { "" }.to_string(),
     ];
-    if keys.also.is_empty() {
-        // acquire.lua's KEYS[14]: the base of the holders' stop lists (`--replace`).
+    let replacer = queue.and_then(|q| q.replace);
+    if queue.is_some() || shape != Shape::Exclusive || once.is_some() {
+        args.extend([
+            ticket,
+            arrival,
+            waiting,
+            shape.as_arg(),
+            once.map_or(String::new(), |o| o.every.as_millis().to_string()),
+            if once.is_some_and(|o| o.retry_failed) {
+                "1"
+            } else {
+                "0"
+            }
+            .to_string(),
+            grant,
+            queue
+                .and_then(|q| q.max_waiters)
+                .map_or(String::new(), |n| n.to_string()),
+            replacer.map_or(String::new(), str::to_string),
+        ]);
+    }
+    if once.is_some() || replacer.is_some() {
+        names.push(keys.once.clone());
         names.push(keys.stop_lists());
-    } else {
-        // acquire_all.lua: the number of locks, every lock's keys and release channel.
-        args[8] = (keys.also.len() + 1).to_string();
-        for other in &keys.also {
-            names.extend(lock_names(other, cluster));
+    }
+    if once.is_some() {
+        for (name, value) in holder.identity() {
+            args.push(name.to_string());
+            args.push(value);
         }
-        args.extend(keys.each().map(|k| k.channel.clone()));
-    }
-    for (name, value) in holder.identity() {
-        args.push(name.to_string());
-        args.push(value);
-    }
-    if holder.irreplaceable {
-        args.push("replace".to_string());
-        args.push("no".to_string());
+        if holder.irreplaceable {
+            args.push("replace".to_string());
+            args.push("no".to_string());
+        }
     }
     (names, args)
 }
 
-/// The keys the acquire script takes for one lock (acquire.lua's KEYS but the last).
+/// The keys acquire_all.lua takes for each lock (acquire.lua takes them with the `--once-per`
+/// window's record moved to the end, after the audit log).
 fn lock_names(keys: &Keys, cluster: bool) -> Vec<String> {
     vec![
         keys.lock.clone(),

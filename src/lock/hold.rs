@@ -167,8 +167,9 @@ pub fn heal(
             .arg(fence.map_or(String::new(), |f| f.to_string()))
             .arg(RECORD_TTL.as_millis() as u64);
         if let Some(holder) = &standing.holder {
-            for (name, value) in holder.identity() {
-                call.arg(name).arg(value);
+            call.arg("who").arg(holder.audit());
+            if holder.irreplaceable {
+                call.arg("replace").arg("no");
             }
             if let Some(fence) = fence {
                 call.arg("fence").arg(fence);

@@ -143,10 +143,8 @@ fn holder_record_describes_the_running_command() {
     let child_pid = holder.expect_pid("child");
     holder.expect_line("ready");
 
-    let record = server.hgetall(&keys.holder);
-    for field in [
-        "host", "pid", "user", "cmd", "started", "renewed", "ttl", "fence",
-    ] {
+    let record = server.holder_record("job");
+    for field in ["host", "pid", "user", "cmd", "started", "ttl", "fence"] {
         assert!(
             record.contains_key(field),
             "holder record lacks {field}: {record:?}"

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use crate::support::monitor::Monitor;
 use crate::support::process::{Pid, is_running};
-use crate::support::{RedisServer, Redlock, companion_key};
+use crate::support::{RedisServer, Redlock};
 
 const ROOMS: [&str; 2] = ["auto", "descendants"];
 

@@ -101,7 +101,7 @@ fn a_release_wakes_the_queued_waiter_on_its_channel_and_tells_nobody_else() {
         .args(["run", "--key", "job", "--ttl", "30s", "--", "true"])
         .exits_with(0);
     let commands = server.info("commandstats");
-    assert!(commands.get("cmdstat_publish").is_none(), "{commands:?}");
+    assert!(!commands.contains_key("cmdstat_publish"), "{commands:?}");
 
     let mut subscriber = server.client();
     let mut pubsub = subscriber.as_pubsub();
@@ -115,7 +115,7 @@ fn a_release_wakes_the_queued_waiter_on_its_channel_and_tells_nobody_else() {
         .args(["run", "--key", "job", "--ttl", "30s", "-c", child::HOLD])
         .spawn();
     holder.expect_line("ready");
-    let mut waiter = Redlock::new(&server)
+    let waiter = Redlock::new(&server)
         .args([
             "run", "--key", "job", "--ttl", "30s", "--wait", "30s", "--", "true",
         ])

@@ -649,10 +649,7 @@ fn recorded_user_of_uid_4242(server: &RedisServer, key: &str, env: &[(&str, &str
         "acquire as uid 4242: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    server
-        .hgetall(&LockKeys::of(key).holder)
-        .remove("user")
-        .unwrap_or_default()
+    server.holder_record(key).remove("user").unwrap_or_default()
 }
 
 #[test]

@@ -22,7 +22,8 @@
 //! * **permissions**: a real probe lock, `PREFIX + "redlock:doctor:" + random id` with a 2 s TTL,
 //!   goes through what `run` and `status` do — acquire, a refused second contender (which
 //!   counts), extend, the status read pipeline, release with a run record — through the same
-//!   `lock.rs` functions, plus one short SCAN and a SUBSCRIBE to its release channel. When the
+//!   `lock.rs` functions, plus the PUBLISH a release wakes a waiter with (the probe has none
+//!   queued), one short SCAN and a SUBSCRIBE to its release channel. When the
 //!   server refuses one of them for want of a permission, every command, key pattern and
 //!   channel pattern redlock uses is tried directly on the probe's keys, so the `fail` line can
 //!   name exactly what to grant (inside a script Redis 7 does not say which command was

@@ -346,6 +346,14 @@ fn probe(
                 .push(format!("{} was gone before release (evicted?)", keys.lock));
         }
     }
+    // A release wakes the head of the queue on its own channel; with nobody queued (the probe's
+    // case) it publishes nothing, so the permission is asked for directly.
+    let wake = redis::cmd("PUBLISH")
+        .arg(format!("{}:{token}", keys.channel))
+        .arg("doctor")
+        .query::<i64>(con)
+        .context("cannot wake a waiter (PUBLISH)");
+    probe.step("wake a waiter", wake)?;
     let scan = redis::cmd("SCAN")
         .arg(0)
         .arg("MATCH")

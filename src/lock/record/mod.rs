@@ -103,16 +103,17 @@ pub struct Holder {
     pub irreplaceable: bool,
 }
 
-/// The holder record's fields; the scripts may name no others.
+/// The holder record's fields (an earlier version's host, pid, user and cmd, now in `who`,
+/// included); the scripts may name no others.
 #[cfg(test)]
-const HOLDER_FIELDS: [&str; 11] = [
-    "host", "pid", "user", "cmd", "started", "renewed", "ttl", "fence", "finished", "replace",
-    "stop",
+const HOLDER_FIELDS: [&str; 12] = [
+    "who", "host", "pid", "user", "cmd", "started", "renewed", "ttl", "fence", "finished",
+    "replace", "stop",
 ];
 
 /// The holder fields a refusal (and `release --force`) reads back, in the order the scripts
-/// list them in their HMGET.
-pub const BRIEF: [&str; 5] = ["host", "pid", "user", "started", "fence"];
+/// list them in their HMGET: `who` for this version's record, the others for an earlier one's.
+pub const BRIEF: [&str; 6] = ["host", "pid", "user", "started", "fence", "who"];
 
 impl Holder {
     /// This process, about to take a lock for `command`; the records keep `label` when given,
@@ -148,15 +149,28 @@ impl Holder {
         audit_pairs(&self.identity())
     }
 
-    /// Reads a holder hash; `None` when it names no host (no record, or not one of ours).
+    /// Reads a holder hash; `None` when it names no host (no record, or not one of ours). The
+    /// identity is `who` (host=…, pid=…, user=…, cmd=… as the audit log writes it), or an
+    /// earlier version's fields of their own. Until its first renewal a holder was last
+    /// renewed when it started.
     pub fn decode(fields: &Fields) -> Option<Holder> {
+        let mut who: Vec<(String, String)> = get(fields, "who")
+            .map(|w| {
+                w.split(SEPARATOR)
+                    .filter_map(|pair| pair.split_once('='))
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect()
+            })
+            .unwrap_or_default();
+        who.extend(fields.iter().cloned());
+        let fields = &who[..];
         Some(Holder {
             host: text(fields, "host")?,
             pid: num(fields, "pid").and_then(|p| u32::try_from(p).ok()),
             user: text(fields, "user"),
             command: text(fields, "cmd"),
             started_ms: num(fields, "started"),
-            renewed_ms: num(fields, "renewed"),
+            renewed_ms: num(fields, "renewed").or_else(|| num(fields, "started")),
             ttl_ms: num(fields, "ttl"),
             fence: num(fields, "fence"),
             finished: get(fields, "finished") == Some("1"),

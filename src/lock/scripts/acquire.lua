@@ -7,30 +7,39 @@
 -- KEYS[9] shared holders (hash: 'shape' -> 'shared' | N; token -> the holder, see shapes.lua)
 -- KEYS[10] the lock's pause record (hash)   KEYS[11] the prefix-wide pause record (hash; the same
 --         key as KEYS[10] where it cannot share the lock's slot)
--- KEYS[13] the audit log (a list; see audit.lua): a take, a counted busy refusal and a skip
+-- KEYS[12] the audit log (a list; see audit.lua): a take, a counted busy refusal and a skip
 --         (--once-per) are logged
--- ARGV[1] token   ARGV[2] ttl (ms)   ARGV[3] '1' to count a busy refusal   ARGV[4] record ttl (ms)
--- ARGV[5] the waiter's ticket ('' when not waiting)   ARGV[6] its arrival ('' for the server's
---         clock in µs)   ARGV[7] who waits or holds a shared lease (record.rs writes it; ''
+-- KEYS[13] the record of the current --once-per window (hash; see below)   KEYS[14] the holders'
+--         stop lists, named KEYS[14]:FENCE (a list each; see below): given by a run with
+--         --once-per or --replace only
+-- ARGV[1] token   ARGV[2] ttl (ms)   ARGV[3] '1' to count a busy refusal
+-- ARGV[4] who takes it, as the audit log writes it (name=value pairs; record.rs writes them);
+--         the holder record keeps it as 'who'
+-- ARGV[5] 'no' when --replace may not ask this holder to stop (--no-replace, `redlock
+--         acquire`), '' otherwise
+-- ARGV[6..14], given by a run that waits, shares, runs once per window or replaces (none
+-- otherwise, which is read as ''):
+-- ARGV[6] the waiter's ticket ('' when not waiting)   ARGV[7] its arrival ('' for the server's
+--         clock in µs)   ARGV[8] who waits or holds a shared lease (record.rs writes it; ''
 --         when neither)
--- ARGV[8] the shape: '' exclusive (the lock key), 'shared', or a number of slots (>= 2)
--- ARGV[9] release channel (a shared taker at the head of the queue wakes the next waiter)
+-- ARGV[9] the shape: '' exclusive (the lock key), 'shared', or a number of slots (>= 2)
 -- ARGV[10] --once-per's window length (ms; '' without it)   ARGV[11] '1' with --retry-failed
 -- ARGV[12] the provisional lease (ms) a waiter that heads the queue is granted ('' for none; see
 --          below)
--- ARGV[13] who takes it, as the audit log writes it (name=value pairs; record.rs writes them)
--- ARGV[14] --max-waiters N: a waiter joins the queue only while fewer than N live entries are
+-- ARGV[13] --max-waiters N: a waiter joins the queue only while fewer than N live entries are
 --          queued ('' for no limit; one already queued keeps its place)
--- ARGV[15] --replace: who asks the holder to stop, as its redlock reports it ('' when not
+-- ARGV[14] --replace: who asks the holder to stop, as its redlock reports it ('' when not
 --          replacing; see below)
--- ARGV[16..] the holder's identity as field/value pairs (record.rs writes them); the script
---          adds started, renewed, ttl, fence and finished.
--- KEYS[12] the record of the current --once-per window (hash; see below)
--- KEYS[14] the holders' stop lists, named KEYS[14]:FENCE (a list each; see below)
+-- ARGV[15..] (--once-per) the holder's identity as field/value pairs (record.rs writes them),
+--          for the window's record
+-- The holder record is started, ttl, fence, who (and replace=no); a renewal adds renewed, a
+-- kept release finished, a replacer stop. The release channel is the queue's key with
+-- 'released' for 'queue' (`{L}:redlock:released`).
+-- The retention of the records (RETAIN) is audit.lua's.
 -- Reply: {1, fence, server time (ms), slot (-1: none), 1 when the lease is provisional} when
 --        taken;
 --        {0, pttl (ms; -2 when free but others are queued), server time (ms),
---         {host, pid, user, started, fence}, waiters ahead of us, queue length,
+--         {host, pid, user, started, fence, who}, waiters ahead of us, queue length,
 --         shared holders' shape ('' when none), shared holders, pause, full} when refused
 --        (the holder record's fields record::BRIEF names, in its order; pause: false, or
 --        {host, pid, user, reason, since, until, scope} of the pause in force, the fields
@@ -64,8 +73,10 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 -- Numbers go to redis.call as text written with %d (see audit.lua).
 local now_text = string.format('%d', now)
-local ticket = ARGV[5]
-local shape = ARGV[8]
+-- The options of a rare run (ARGV[6..14]); a run without them sends none.
+local ticket, arrival, waiting, shape = ARGV[6] or '', ARGV[7] or '', ARGV[8] or '', ARGV[9] or ''
+local every_text, retry_failed, grant = ARGV[10] or '', ARGV[11] or '', ARGV[12] or ''
+local max_waiters, replacer = ARGV[13] or '', ARGV[14] or ''
 -- The lock key, pauses, shared holders and waiters: a free lock finds none of them, in the
 -- common case, with one EXISTS, and the script looks closer only at what is there. The queue is
 -- counted in it, so a free lock with nobody queued needs no look at the queue; a queue that is
@@ -80,8 +91,8 @@ if current == ARGV[1] then
   -- An earlier attempt landed but its reply was lost: ours, renewed (the waiter that asks
   -- again is alive, which confirms a provisional grant too).
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  if ARGV[10] ~= '' and redis.call('HMGET', KEYS[12], 'token')[1] == ARGV[1] then
-    confirmed(KEYS[12])
+  if every_text ~= '' and redis.call('HMGET', KEYS[13], 'token')[1] == ARGV[1] then
+    confirmed(KEYS[13])
   end
   local h = redis.call('HMGET', KEYS[3], 'fence', 'started')
   return {1, tonumber(h[1]) or tonumber(redis.call('GET', KEYS[2])) or 0, tonumber(h[2]) or now, -1}
@@ -115,8 +126,8 @@ if shape ~= '' then
   if mine then
     -- An earlier attempt landed but its reply was lost: ours, renewed.
     redis.call('ZADD', KEYS[8], 'GT', now + tonumber(ARGV[2]), ARGV[1])
-    if ARGV[10] ~= '' and redis.call('HMGET', KEYS[12], 'token')[1] == ARGV[1] then
-      confirmed(KEYS[12])
+    if every_text ~= '' and redis.call('HMGET', KEYS[13], 'token')[1] == ARGV[1] then
+      confirmed(KEYS[13])
     end
     sharers_expire(KEYS[8], KEYS[9], now)
     local slot, fence, started = sharer(KEYS[9], ARGV[1])
@@ -129,11 +140,11 @@ end
 -- firing the same schedule land in one window. The window's first taker records itself; a later
 -- run of the same window is skipped, unless it may retry (--retry-failed) a run that failed,
 -- timed out, lost its lease, or died without a release (still 'running' but no longer holding).
-local every = tonumber(ARGV[10])
+local every = tonumber(every_text)
 local window
 if every then
   window = math.floor((now + every / 2) / every)
-  local r = redis.call('HMGET', KEYS[12], 'window', 'every', 'outcome', 'token',
+  local r = redis.call('HMGET', KEYS[13], 'window', 'every', 'outcome', 'token',
     'host', 'pid', 'user', 'started', 'ended', 'exit')
   -- A window 'granted' to a waiter that has not confirmed it is not taken: while that grant
   -- lives the lock is busy anyway, and once it lapsed the window is the next run's.
@@ -145,11 +156,11 @@ if every then
     end
     local failed = outcome == 'failed' or outcome == 'killed' or outcome == 'timed out'
       or outcome == 'lease lost' or outcome == 'vanished' or outcome == 'replaced'
-    if not (failed and ARGV[11] == '1') then
+    if not (failed and retry_failed == '1') then
       if ARGV[3] == '1' then
         redis.call('HINCRBY', KEYS[4], 'skipped', '1')
-        redis.call('PEXPIRE', KEYS[4], ARGV[4])
-        audit(KEYS[13], now, 'skipped', ARGV[13])
+        redis.call('PEXPIRE', KEYS[4], RETAIN)
+        audit(KEYS[12], now, 'skipped', ARGV[4])
       end
       return {-2, window * every - math.floor(every / 2), every, r[5] or '', r[6] or '',
         r[7] or '', r[8] or '', r[9] or '', r[10] or '', outcome or ''}
@@ -164,62 +175,74 @@ if free and not pause then
   if head and head ~= ticket then
     head = live_head(now)
     -- Free, and someone else heads the queue: the front is put on notice (queue.lua).
-    if head and head ~= ticket then notice(now, ARGV[9], false) end
+    if head and head ~= ticket then notice(now, string.sub(KEYS[5], 1, -6) .. 'released', false) end
   end
   if not head or head == ticket then
     local ttl = ARGV[2]
-    local provisional = head ~= nil and ARGV[12] ~= ''
-    if provisional then ttl = ARGV[12] end
+    local provisional = head ~= nil and grant ~= ''
+    if provisional then ttl = grant end
     -- The fence is above every fence handed out before, even when the counter was lost (a
     -- restart without persistence, a flush, a failover to a lagging replica): it is at least
     -- the server's clock in microseconds (below 2^53 until the year 2255, so JSON readers keep
-    -- it exact).
-    local fence = math.max((tonumber(redis.call('GET', KEYS[2])) or 0) + 1,
-      tonumber(t[1]) * 1000000 + tonumber(t[2]))
-    -- The counter lives as long as the records (ARGV[4]) after the last take: a fence handed
-    -- out after it expired is still above every earlier one, floored by the clock above.
+    -- it exact). The counter lives as long as the records (RETAIN) after the last take: a fence
+    -- handed out after it expired is still above every earlier one, floored by the clock.
+    -- The clock is written first and the counter read in the same command (SET ... GET, Redis
+    -- 6.2); one at or above it is raised by one, which the clock makes rare. Before 6.2 the
+    -- counter is read, then written.
+    local fence = tonumber(t[1]) * 1000000 + tonumber(t[2])
     local fence_text = string.format('%d', fence)
-    redis.call('SET', KEYS[2], fence_text, 'PX', ARGV[4])
+    local old = redis.pcall('SET', KEYS[2], fence_text, 'PX', RETAIN, 'GET')
+    if type(old) == 'table' then
+      old = redis.call('GET', KEYS[2])
+      if (tonumber(old) or 0) < fence then
+        redis.call('SET', KEYS[2], fence_text, 'PX', RETAIN)
+      end
+    end
+    if (tonumber(old) or 0) >= fence then
+      fence = tonumber(old) + 1
+      fence_text = string.format('%d', fence)
+      redis.call('SET', KEYS[2], fence_text, 'PX', RETAIN)
+    end
     local slot = -1
     if shape == '' then
-      write_holder(KEYS[3], ttl, now_text, fence_text, 16)
+      write_holder(KEYS[3], ttl, now_text, fence_text, ARGV[4], ARGV[5])
       redis.call('SET', KEYS[1], ARGV[1], 'PX', ttl)
     else
       if shape ~= 'shared' then slot = free_slot(KEYS[8], KEYS[9], tonumber(shape)) end
       local own = ''
       if slot >= 0 then own = slot end
       redis.call('HSET', KEYS[9], 'shape', shape,
-        ARGV[1], string.format('%s\31%d\31%d\31%s\31%s', own, fence, now, ttl, ARGV[7]))
+        ARGV[1], string.format('%s\31%d\31%d\31%s\31%s', own, fence, now, ttl, waiting))
       redis.call('ZADD', KEYS[8], string.format('%d', now + tonumber(ttl)), ARGV[1])
       sharers_expire(KEYS[8], KEYS[9], now)
     end
     if every then
       local taken = RUNNING
       if provisional then taken = 'granted' end
-      redis.call('HSET', KEYS[12], 'window', string.format('%d', window), 'every', ARGV[10],
+      redis.call('HSET', KEYS[13], 'window', string.format('%d', window), 'every', every_text,
         'token', ARGV[1], 'fence', fence_text, 'started', now_text, 'outcome', taken, 'ended', '',
-        'exit', '', unpack(ARGV, 16))
-      redis.call('PEXPIRE', KEYS[12], string.format('%d', 2 * every))
+        'exit', '', unpack(ARGV, 15))
+      redis.call('PEXPIRE', KEYS[13], string.format('%d', 2 * every))
     end
     if shape == '' then
-      audit(KEYS[13], now_text, 'acquired', 'fence=' .. fence_text .. '\31' .. ARGV[13])
+      audit(KEYS[12], now_text, 'acquired', 'fence=' .. fence_text .. '\31' .. ARGV[4])
     elseif slot >= 0 then
-      audit(KEYS[13], now, 'acquired',
-        string.format('fence=%d\31shape=%s\31slot=%d\31%s', fence, shape, slot, ARGV[13]))
+      audit(KEYS[12], now, 'acquired',
+        string.format('fence=%d\31shape=%s\31slot=%d\31%s', fence, shape, slot, ARGV[4]))
     else
-      audit(KEYS[13], now, 'acquired',
-        string.format('fence=%d\31shape=%s\31%s', fence, shape, ARGV[13]))
+      audit(KEYS[12], now, 'acquired',
+        string.format('fence=%d\31shape=%s\31%s', fence, shape, ARGV[4]))
     end
     -- A quorum waiter (its arrival given) stays queued here until a majority granted it the
     -- lock (it then leaves every node's queue): taken out here alone, it would lose its place
     -- on this node whenever the other nodes refused it, and two waiters could take turns at
     -- heading different nodes for ever.
-    if head and ARGV[6] == '' then
+    if head and arrival == '' then
       redis.call('ZREM', KEYS[5], ticket)
       redis.call('ZREM', KEYS[6], ticket)
       redis.call('HDEL', KEYS[7], ticket)
       -- A shared taker leaves room: the next waiter may be one too.
-      if shape ~= '' then wake(ARGV[9]) end
+      if shape ~= '' then wake() end
     end
     if provisional then return {1, fence, now, slot, 1} end
     return {1, fence, now, slot, 0}
@@ -232,53 +255,53 @@ if pttl == -2 and sharers > 0 then
 end
 if ARGV[3] == '1' then
   redis.call('HINCRBY', KEYS[4], 'busy', '1')
-  redis.call('PEXPIRE', KEYS[4], ARGV[4])
+  redis.call('PEXPIRE', KEYS[4], RETAIN)
   if pause then
-    audit(KEYS[13], now, 'busy', 'reason=paused\31' .. ARGV[13])
+    audit(KEYS[12], now, 'busy', 'reason=paused\31' .. ARGV[4])
   else
-    audit(KEYS[13], now, 'busy', ARGV[13])
+    audit(KEYS[12], now, 'busy', ARGV[4])
   end
 end
 local replacing = 0
-if ARGV[15] ~= '' and current and not pause then
+if replacer ~= '' and current and not pause then
   local r = redis.call('HMGET', KEYS[3], 'fence', 'replace', 'stop')
   if r[1] and r[2] ~= 'no' then
     replacing = 1
     if not r[3] then
-      redis.call('HSET', KEYS[3], 'stop', ARGV[15])
+      redis.call('HSET', KEYS[3], 'stop', replacer)
       local stop = KEYS[14] .. ':' .. r[1]
-      redis.call('LPUSH', stop, ARGV[15])
+      redis.call('LPUSH', stop, replacer)
       redis.call('PEXPIRE', stop, string.format('%d', math.max(pttl, 1000)))
-      audit(KEYS[13], now, 'replacing', 'fence=' .. r[1] .. '\31' .. ARGV[13])
+      audit(KEYS[12], now, 'replacing', 'fence=' .. r[1] .. '\31' .. ARGV[4])
     end
   end
 end
 local ahead, full = 0, 0
 -- --max-waiters N: a waiter not yet queued joins only while fewer than N live entries (not
 -- lapsed: a frozen waiter counts until its entry does) are queued.
-if ticket ~= '' and ARGV[14] ~= '' and not redis.call('ZSCORE', KEYS[5], ticket) then
+if ticket ~= '' and max_waiters ~= '' and not redis.call('ZSCORE', KEYS[5], ticket) then
   -- ZRANGEBYSCORE, which the queue already needs, rather than ZCOUNT, which a least-privilege
   -- user may not be granted; at most N entries are read.
-  local waiting = #redis.call('ZRANGEBYSCORE', KEYS[6], '(' .. now_text, '+inf', 'LIMIT', '0', ARGV[14])
-  if waiting >= tonumber(ARGV[14]) then
-    ticket, full = '', waiting
+  local queued = #redis.call('ZRANGEBYSCORE', KEYS[6], '(' .. now_text, '+inf', 'LIMIT', '0', max_waiters)
+  if queued >= tonumber(max_waiters) then
+    ticket, full = '', queued
   end
 end
 if ticket ~= '' then
-  local arrival = ARGV[6]
-  if arrival == '' then arrival = string.format('%d', tonumber(t[1]) * 1000000 + tonumber(t[2])) end
-  if replacing == 1 then arrival = string.format('%d', tonumber(arrival) - 4503599627370496) end
-  redis.call('ZADD', KEYS[5], 'NX', arrival, ticket)
+  local at = arrival
+  if at == '' then at = string.format('%d', tonumber(t[1]) * 1000000 + tonumber(t[2])) end
+  if replacing == 1 then at = string.format('%d', tonumber(at) - 4503599627370496) end
+  redis.call('ZADD', KEYS[5], 'NX', at, ticket)
   ahead = redis.call('ZRANK', KEYS[5], ticket)
   -- An entry lives QUEUE_LIFE unrefreshed at the front of a lock that is free (the waiters
   -- there try again at that pace), ten times as long elsewhere (queue.lua).
   local life = QUEUE_FAR_LIFE
   if free and not pause and ahead < QUEUE_NEAR then life = QUEUE_LIFE end
   redis.call('ZADD', KEYS[6], string.format('%d', now + life), ticket)
-  redis.call('HSETNX', KEYS[7], ticket, now_text .. '\31' .. ARGV[7])
+  redis.call('HSETNX', KEYS[7], ticket, now_text .. '\31' .. waiting)
   for i = 5, 7 do redis.call('PEXPIRE', KEYS[i], QUEUE_KEPT) end
 end
-local h = redis.pcall('HMGET', KEYS[3], 'host', 'pid', 'user', 'started', 'fence')
+local h = redis.pcall('HMGET', KEYS[3], 'host', 'pid', 'user', 'started', 'fence', 'who')
 if h.err then h = {} end
 return {0, pttl, now, h, ahead, redis.call('ZCARD', KEYS[5]), held_shape, sharers, pause or false,
   full, replacing}

@@ -6,10 +6,15 @@
 -- Why waiting this way never deadlocks nor starves: docs/design.md, "Several keys".
 -- KEYS: for each lock in turn, the 13 keys acquire.lua takes (the 12th, the --once-per record,
 --       unused).
--- ARGV[1..7], ARGV[12], ARGV[13] as in acquire.lua   ARGV[8] '' (exclusive)   ARGV[9] n, the
--- number of locks   ARGV[10], ARGV[11], ARGV[14], ARGV[15] '' (unused: no --once-per,
--- --max-waiters or --replace with several keys)   ARGV[16..15+n] each lock's release channel
--- ARGV[16+n..] the holder's identity as field/value pairs (acquire.lua's ARGV[16..])
+-- ARGV[1] token   ARGV[2] ttl (ms)   ARGV[3] '1' to count a busy refusal   ARGV[4] record ttl
+-- (ms)   ARGV[5] the waiter's ticket ('' when not waiting)   ARGV[6] its arrival ('' for the
+-- server's clock in µs)   ARGV[7] who waits (record.rs writes it; '' when not waiting)
+-- ARGV[8], ARGV[10], ARGV[11], ARGV[14], ARGV[15] '' (unused: exclusive holds only, no
+-- --once-per, --max-waiters or --replace with several keys)   ARGV[9] n, the number of locks
+-- ARGV[12] the provisional lease (ms) a waiter that heads the queues is granted ('' for none)
+-- ARGV[13] who takes it, as the audit log writes it; each holder record keeps it as 'who',
+-- with replace=no (a run over several keys is never asked to stop)
+-- ARGV[16..15+n] each lock's release channel
 -- Reply: {1, fence of the first lock, server time (ms), -1, 1 when the grant is provisional,
 --         the fence of every other lock in order} when taken;
 --        {0, then acquire.lua's refusal from pttl to replacing (full and replacing 0) for the
@@ -63,7 +68,7 @@ if not blocked then
         tonumber(t[1]) * 1000000 + tonumber(t[2]))
       local fence_text = string.format('%d', fence)
       redis.call('SET', key(i, 2), fence_text, 'PX', ARGV[4])
-      write_holder(key(i, 3), ttl, now_text, fence_text, 16 + n)
+      write_holder(key(i, 3), ttl, now_text, fence_text, ARGV[13], 'no')
       redis.call('SET', key(i, 1), token, 'PX', ttl)
       audit(key(i, 13), now_text, 'acquired', 'fence=' .. fence_text .. '\31' .. ARGV[13])
       fences[i] = fence
@@ -140,7 +145,7 @@ if ticket ~= '' then
 else
   queued = redis.call('ZCARD', key(blocked, 5))
 end
-local h = redis.pcall('HMGET', key(blocked, 3), 'host', 'pid', 'user', 'started', 'fence')
+local h = redis.pcall('HMGET', key(blocked, 3), 'host', 'pid', 'user', 'started', 'fence', 'who')
 if h.err then h = {} end
 return {0, pttl, now, h, ahead, queued, held_shape, b.sharers, b.pause or false, 0, 0, blocked,
   hurry}

@@ -5,12 +5,12 @@
 -- KEYS[8] shared leases   KEYS[9] shared holders (see shapes.lua)   KEYS[10] unused
 -- ARGV[1] release channel   ARGV[2] record ttl (ms)   ARGV[3] who forced it (host, user)
 -- Reply: false when there was no lock; otherwise {token ('' when none), {host, pid, user,
--- started, fence} of the holder it removed (the fields record::BRIEF names, in its order),
+-- started, fence, who} of the holder it removed (the fields record::BRIEF names, in its order),
 -- {each shared holder it removed, as the holders hash keeps it}}.
 local token = redis.call('GET', KEYS[1])
 local h = {}
 if token then
-  h = redis.call('HMGET', KEYS[2], 'host', 'pid', 'user', 'started', 'fence')
+  h = redis.call('HMGET', KEYS[2], 'host', 'pid', 'user', 'started', 'fence', 'who')
   redis.call('DEL', KEYS[1], KEYS[2])
 end
 local t = redis.call('TIME')
@@ -25,8 +25,12 @@ wake(ARGV[1])
 redis.call('HINCRBY', KEYS[4], 'forced', '1')
 redis.call('PEXPIRE', KEYS[4], ARGV[2])
 if token then
-  audit(KEYS[3], now, 'forced', 'host=' .. (h[1] or '') .. '\31pid=' .. (h[2] or '') ..
-    '\31user=' .. (h[3] or '') .. '\31fence=' .. (h[5] or '') .. '\31by=' .. ARGV[3])
+  -- A holder record keeps the identity in 'who' (an earlier version's in fields of its own).
+  local function field(name, i)
+    return h[i] or string.match('\31' .. (h[6] or ''), '\31' .. name .. '=([^\31]*)') or ''
+  end
+  audit(KEYS[3], now, 'forced', 'host=' .. field('host', 1) .. '\31pid=' .. field('pid', 2) ..
+    '\31user=' .. field('user', 3) .. '\31fence=' .. (h[5] or '') .. '\31by=' .. ARGV[3])
 end
 for _, v in ipairs(sharers) do
   local p = {}

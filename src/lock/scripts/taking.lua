@@ -9,19 +9,22 @@ local function paused(key, now)
   if u ~= 0 and u <= now then return nil end
   return p
 end
--- write_holder(record, ttl, now, fence, from): writes the holder record of a lock just taken
--- (started, renewed, ttl, fence, finished, and the holder's identity pairs from ARGV[from]),
--- living `ttl`. A record that outlived its lock (a foreign client deleted the key) must not lend
--- the new holder its fields, a stop request (--replace) above all: HSET counts the fields it
--- added, and fewer than written means some were there; the record is then written anew.
-local function write_holder(record, ttl, now, fence, from)
-  local function write()
-    return redis.call('HSET', record, 'started', now, 'renewed', now, 'ttl', ttl,
-      'fence', fence, 'finished', '0', unpack(ARGV, from))
-  end
-  if write() < 5 + (#ARGV - from + 1) / 2 then
+-- write_holder(record, ttl, now, fence, who, replace): writes the holder record of a lock just
+-- taken (started, ttl, fence, who: the holder's identity as the audit log writes it, and
+-- replace=no when `replace` is 'no'), living `ttl`. A record that outlived its lock (a foreign
+-- client deleted the key) must not lend the new holder its fields, a stop request (--replace)
+-- above all: HSET counts the fields it added, and fewer than written means some were there;
+-- the record is then written anew.
+local function write_holder(record, ttl, now, fence, who, replace)
+  for _ = 1, 2 do
+    if replace == 'no' then
+      if redis.call('HSET', record, 'started', now, 'ttl', ttl, 'fence', fence, 'who', who,
+          'replace', 'no') == 5 then break end
+    elseif redis.call('HSET', record, 'started', now, 'ttl', ttl, 'fence', fence, 'who', who)
+        == 4 then
+      break
+    end
     redis.call('DEL', record)
-    write()
   end
   redis.call('PEXPIRE', record, ttl)
 end

@@ -207,6 +207,18 @@ impl RedisServer {
         self.query(&["HGETALL", key])
     }
 
+    /// The holder record (`{L}:redlock:holder`), with `who` (host=…, pid=…, user=…, cmd=…
+    /// separated by 0x1F) read into fields of those names.
+    pub fn holder_record(&self, lock: &str) -> HashMap<String, String> {
+        let mut record = self.hgetall(&super::companion_key(lock, "holder"));
+        if let Some(who) = record.get("who").cloned() {
+            for (name, value) in who.split('\u{1f}').filter_map(|pair| pair.split_once('=')) {
+                record.insert(name.to_string(), value.to_string());
+            }
+        }
+        record
+    }
+
     /// The lock's record (`{L}:redlock:stats`): its counters, last_ok, the last run's identity,
     /// and the last run's `last` (OUTCOME, EXIT, STARTED, DURATION_MS, FENCE separated by 0x1F)
     /// read into fields of those names, as the design's data layout describes it.
