@@ -399,6 +399,154 @@ fn a_lock_held_by_the_earlier_release_stays_its_own_then_passes_on_with_a_higher
     );
 }
 
+/// The acquire and release scripts of the release before the holder record kept `who` and the
+/// lock's record kept `last`, exactly (SHA1s f53b878a… and 9b6c1c75…).
+const PREVIOUS_ACQUIRE: &str = include_str!("fixtures/previous/acquire.lua");
+const PREVIOUS_RELEASE: &str = include_str!("fixtures/previous/release.lua");
+
+#[test]
+fn a_lock_held_by_the_previous_release_keeps_its_holder_and_record_through_the_upgrade() {
+    let server = RedisServer::start();
+    let token = "0b6d8f2e-3c41-4f7a-9d2b-5e8c7a1f4d90";
+    let channel = companion_key("job", "released");
+    let who = "host=oldhost\u{1f}pid=7075\u{1f}user=root\u{1f}cmd=sleep 60";
+    // The previous release's `run --key job --ttl 10s`: its acquire, as it sent it.
+    let taken = earlier(
+        &server,
+        PREVIOUS_ACQUIRE,
+        &[
+            "job",
+            "fence",
+            "holder",
+            "stats",
+            "queue",
+            "alive",
+            "waiters",
+            "leases",
+            "holders",
+            "paused",
+            "{}:redlock:paused",
+            "once",
+            "audit",
+            "stop",
+        ],
+        &[
+            token,
+            "10000",
+            "1",
+            "2592000000",
+            "",
+            "",
+            "",
+            "",
+            &channel,
+            "",
+            "0",
+            "",
+            who,
+            "",
+            "",
+            "host",
+            "oldhost",
+            "pid",
+            "7075",
+            "user",
+            "root",
+            "cmd",
+            "sleep 60",
+        ],
+    );
+    let redis::Value::Array(taken) = taken else {
+        panic!("the previous acquire answered {taken:?}");
+    };
+    let old_fence: i64 = redis::from_redis_value_ref(&taken[1]).expect("a fence");
+    assert_eq!(
+        server.hgetall(&LockKeys::of("job").holder)["host"],
+        "oldhost"
+    );
+
+    // This release sees it held, by whom, and leaves it alone.
+    Redlock::new(&server)
+        .args(["run", "--key", "job", "--ttl", "10s", "--", "true"])
+        .exits_with(75);
+    let lock = lock_status(&server, "job");
+    assert_eq!(lock.str("holder.host"), "oldhost");
+    assert_eq!(lock.int("holder.fence"), old_fence);
+
+    // A waiter of this release queues; the previous holder releases and wakes it.
+    let calls = server.script_calls();
+    let waiter = Redlock::new(&server)
+        .args(["run", "--key", "job", "--ttl", "10s", "--wait", "30s"])
+        .args(["-c", child::PRINT_LOCK_ENV])
+        .spawn();
+    wait_for_contender(&server, "job", calls);
+    let started = (server.micros() / 1000 - 1000).to_string();
+    let fence = old_fence.to_string();
+    let released = earlier(
+        &server,
+        PREVIOUS_RELEASE,
+        &[
+            "job", "holder", "last", "stats", "queue", "alive", "waiters", "leases", "holders",
+            "once", "audit",
+        ],
+        &[
+            token,
+            &channel,
+            "0",
+            "ok",
+            "2592000000",
+            "",
+            "host=oldhost\u{1f}pid=7075",
+            "outcome",
+            "ok",
+            "exit",
+            "0",
+            "pid",
+            "7075",
+            "started",
+            &started,
+            "duration_ms",
+            "1000",
+            "fence",
+            &fence,
+            "host",
+            "oldhost",
+            "user",
+            "root",
+            "cmd",
+            "sleep 60",
+        ],
+    );
+    assert_eq!(
+        released,
+        redis::Value::Int(1),
+        "the previous holder's release"
+    );
+    let stats = companion_key("job", "stats");
+    assert_eq!(server.hgetall(&stats)["outcome"], "ok");
+    let fence = waiter.exits_with(0).printed_fence();
+    assert!(fence > old_fence, "fence {fence} after {old_fence}");
+
+    // The record now keeps the last run as `last`; the previous release's fields are gone, and
+    // every reader agrees on the run, the counters and the log.
+    let record = server.hgetall(&stats);
+    assert!(record.contains_key("last"), "{record:?}");
+    assert!(!record.contains_key("outcome"), "{record:?}");
+    let lock = lock_status(&server, "job");
+    assert_eq!(lock.int("counters.runs"), 2, "both runs counted");
+    assert_eq!(lock.int("counters.busy"), 1);
+    assert_eq!(lock.int("last_run.fence"), fence);
+    assert_eq!(lock.str("last_run.outcome"), "ok");
+    assert_eq!(lock.str("last_run.host"), host_name());
+    let (log, events) = log_events(&server);
+    let names: Vec<&str> = events.iter().map(|e| e.str("event")).collect();
+    assert_eq!(
+        names,
+        ["acquired", "busy", "released", "acquired", "released"],
+        "{log}"
+    );
+}
+
 #[test]
 fn quorum_nodes_restarted_one_at_a_time_keep_the_lock_with_its_holder() {
     let mut quorum = RedisQuorum::start(3);
