@@ -246,6 +246,31 @@ fn earlier(server: &RedisServer, script: &str, keys: &[&str], args: &[&str]) -> 
     server.query(&call)
 }
 
+/// The last run of `oldhost`'s `sleep 60` as the earlier releases sent it to their release
+/// script: field/value pairs.
+fn old_last_run<'a>(started: &'a str, fence: &'a str) -> [&'a str; 18] {
+    [
+        "outcome",
+        "ok",
+        "exit",
+        "0",
+        "pid",
+        "7075",
+        "started",
+        started,
+        "duration_ms",
+        "1000",
+        "fence",
+        fence,
+        "host",
+        "oldhost",
+        "user",
+        "root",
+        "cmd",
+        "sleep 60",
+    ]
+}
+
 #[test]
 fn a_lock_held_by_the_earlier_release_stays_its_own_then_passes_on_with_a_higher_fence() {
     let server = RedisServer::start();
@@ -351,30 +376,10 @@ fn a_lock_held_by_the_earlier_release_stays_its_own_then_passes_on_with_a_higher
             "once", "log",
         ],
         &[
-            token,
-            &channel,
-            "0",
-            "ok",
-            "2592000000",
-            "outcome",
-            "ok",
-            "exit",
-            "0",
-            "pid",
-            "7075",
-            "started",
-            &started,
-            "duration_ms",
-            "1000",
-            "fence",
-            &fence,
-            "host",
-            "oldhost",
-            "user",
-            "root",
-            "cmd",
-            "sleep 60",
-        ],
+            &[token, &channel, "0", "ok", "2592000000"][..],
+            &old_last_run(&started, &fence),
+        ]
+        .concat(),
     );
     let outcome = waiter.exits_with(0);
     let fence = outcome.printed_fence();
@@ -490,32 +495,18 @@ fn a_lock_held_by_the_previous_release_keeps_its_holder_and_record_through_the_u
             "once", "audit",
         ],
         &[
-            token,
-            &channel,
-            "0",
-            "ok",
-            "2592000000",
-            "",
-            "host=oldhost\u{1f}pid=7075",
-            "outcome",
-            "ok",
-            "exit",
-            "0",
-            "pid",
-            "7075",
-            "started",
-            &started,
-            "duration_ms",
-            "1000",
-            "fence",
-            &fence,
-            "host",
-            "oldhost",
-            "user",
-            "root",
-            "cmd",
-            "sleep 60",
-        ],
+            &[
+                token,
+                &channel,
+                "0",
+                "ok",
+                "2592000000",
+                "",
+                "host=oldhost\u{1f}pid=7075",
+            ][..],
+            &old_last_run(&started, &fence),
+        ]
+        .concat(),
     );
     assert_eq!(
         released,
