@@ -215,7 +215,7 @@ pub fn release(
             .iter()
             .find(|(k, _)| std::ptr::eq(*k, keys))
             .and_then(|(_, r)| r.as_ref());
-        release_call(keys, token, keep, record)
+        release_call(keys, token, keep, record, false)
     });
     let released: Value = call
         .invoke(con)
@@ -226,11 +226,13 @@ pub fn release(
 
 /// The release script's call for one lock (release.lua): the window's record of `--once-per`
 /// only for a run that may have one (an undoing, which knows no run, gives its window back).
+/// `undoing`: an acquire attempt taken back ([`undo`]), which wakes nobody.
 fn release_call<'a>(
     keys: &Keys,
     token: &str,
     keep: Option<Duration>,
     record: Option<&LastRun>,
+    undoing: bool,
 ) -> Invocation<'a> {
     let mut call = RELEASE.prepare_invoke();
     let names = keys.of_an_ending();
@@ -238,8 +240,12 @@ fn release_call<'a>(
     for key in &names[..if once { names.len() } else { names.len() - 1 }] {
         call.key(*key);
     }
-    call.arg(token)
-        .arg(keep.map_or(0, |d| d.as_millis().max(1) as u64));
+    call.arg(token);
+    if undoing {
+        call.arg("");
+    } else {
+        call.arg(keep.map_or(0, |d| d.as_millis().max(1) as u64));
+    }
     match record {
         Some(r) => {
             for value in r.release_args() {
@@ -259,7 +265,7 @@ fn release_call<'a>(
 /// re-establishing the key there).
 pub fn undo(con: &mut dyn ConnectionLike, keys: &Keys, token: &str) -> Result<()> {
     per_lock(keys, &RELEASE_EACH, |keys| {
-        release_call(keys, token, None, None)
+        release_call(keys, token, None, None, true)
     })
     .invoke::<Value>(con)
     .with_context(|| format!("cannot undo the attempt on {}", keys.names()))?;

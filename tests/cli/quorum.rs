@@ -10,7 +10,7 @@ use crate::support::json::{Document, Json};
 use crate::support::redlock::Running;
 use crate::support::stress::{CRITICAL_SECTION, expect_serial_sections, sections_started};
 use crate::support::{
-    LockKeys, Outcome, RedisQuorum, Redlock, TempDir, child, holds_throughout, says,
+    LockKeys, Outcome, RedisQuorum, Redlock, TempDir, child, companion_key, holds_throughout, says,
     wait_for_contender, wait_until, wait_until_gone,
 };
 
@@ -616,6 +616,41 @@ fn acquire(quorum: &RedisQuorum, key: &str, ttl: &str) -> (String, i64) {
             .args(["acquire", "--key", key, "--ttl", ttl])
             .exits_with(0),
     )
+}
+
+/// A waiter's attempt that wins only a minority of the nodes is taken back there, and the
+/// undoing wakes nobody: woken by its own undoing, the waiter would try again at once, taking
+/// the node again and again (its fence counter and audit log churning) until the holder heals
+/// it.
+#[test]
+fn an_attempt_that_wins_only_a_minority_is_undone_without_waking_anyone() {
+    let quorum = RedisQuorum::start(3);
+    // Held on every node by `acquire`, which does not renew: node 0 stays free once its key is
+    // gone.
+    acquire(&quorum, "job", "60s");
+    let before = quorum.node(0).script_calls();
+    let waiter = quorum
+        .redlock()
+        .args([
+            "run", "--key", "job", "--ttl", "30s", "--wait", "5s", "--", "true",
+        ])
+        .spawn();
+    wait_for_contender(quorum.node(0), "job", before);
+    let _: () = quorum.node(0).query(&["DEL", "job"]);
+    let _: () = quorum.node(0).query(&["CONFIG", "RESETSTAT"]);
+    let audit = companion_key("job", "audit");
+    wait_until(
+        "two attempts taken on node 0 and given back",
+        Duration::from_secs(10),
+        || {
+            let log: Vec<String> = quorum.node(0).query(&["LRANGE", &audit, "0", "-1"]);
+            let taken = log.iter().filter(|e| e.contains("\u{1f}acquired\u{1f}"));
+            (taken.count() >= 3).then_some(())
+        },
+    );
+    let commands = quorum.node(0).info("commandstats");
+    assert!(!commands.contains_key("cmdstat_publish"), "{commands:?}");
+    waiter.exits_with(75);
 }
 
 #[test]

@@ -55,7 +55,7 @@
 -- act on it (its attempt waits on the server behind its grant list, and its host died or it
 -- was frozen meanwhile), and a dead head must not hold the queue for a whole TTL. Its
 -- --once-per window is 'granted' until then: not taken while the grant is unconfirmed.
--- --replace (ARGV[15]): a refused replacer asks the exclusive holder to stop, once per holder:
+-- --replace (ARGV[14]): a refused replacer asks the exclusive holder to stop, once per holder:
 -- the holder record gets 'stop' (who asked), which the holder's renewals then refuse
 -- (extend.lua), and who asked is pushed to the holder's stop list, on which its heartbeat waits
 -- between renewals, so it learns at once. A holder whose record says replace=no (--no-replace,

@@ -4,8 +4,8 @@
 -- ours from an earlier attempt is given back) and a waiter joins every lock's queue with one
 -- arrival. Exclusive holds only (the callers refuse shapes and --once-per with several keys).
 -- Why waiting this way never deadlocks nor starves: docs/design.md, "Several keys".
--- KEYS: for each lock in turn, the 13 keys acquire.lua takes (the 12th, the --once-per record,
---       unused).
+-- KEYS: for each lock in turn, 13 keys: acquire.lua's KEYS[1..11], the --once-per record
+--       (unused) and the audit log.
 -- ARGV[1] token   ARGV[2] ttl (ms)   ARGV[3] '1' to count a busy refusal   ARGV[4] record ttl
 -- (ms)   ARGV[5] the waiter's ticket ('' when not waiting)   ARGV[6] its arrival ('' for the
 -- server's clock in µs)   ARGV[7] who waits (record.rs writes it; '' when not waiting)

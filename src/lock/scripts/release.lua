@@ -4,11 +4,11 @@
 --         is logged, 'released' or 'lost'   KEYS[4] the lock's record (hash: the counters and
 --         the last run)   KEYS[5] queue   KEYS[6] queue liveness   KEYS[7] waiters (see
 --         acquire.lua)
--- KEYS[8] shared leases   KEYS[9] shared holders (see shapes.lua): given by a shared or slotted
---         holder (and with KEYS[10]) only
+-- KEYS[8] shared leases   KEYS[9] shared holders (see shapes.lua)
 -- KEYS[10] the --once-per window's record (see acquire.lua), given by the window's run only: it
 --          records how the run ended there; an acquire undone (no outcome) gives the window back
--- ARGV[1] token   ARGV[2] keep (ms; 0 deletes)   ARGV[3] outcome ('' records nothing)
+-- ARGV[1] token   ARGV[2] keep (ms; 0 deletes; '' deletes and wakes nobody: an acquire
+--         attempt undone, see hold.rs)   ARGV[3] outcome ('' records nothing)
 -- ARGV[4] when the run ended (ms: its start on the server's clock plus its duration, which
 --         costs the server no TIME; '' for the server's clock)
 -- ARGV[5] the last run after its outcome, as the record keeps it: 'EXIT\31STARTED\31DURATION_MS
@@ -28,15 +28,16 @@
 -- ends at the kept time and the holders hash says its command ended (TOKEN:finished).
 -- Reply: 1 released (or kept), 0 the lock was no longer ours.
 local released = 0
+local keep = tonumber(ARGV[2]) or 0
 if redis.pcall('GET', KEYS[1]) == ARGV[1] then
-  if ARGV[2] ~= '0' then
+  if keep > 0 then
     redis.call('PEXPIRE', KEYS[1], ARGV[2])
     if redis.call('PEXPIRE', KEYS[2], ARGV[2]) == 1 then
       redis.call('HSET', KEYS[2], 'finished', '1')
     end
   else
     redis.call('DEL', KEYS[1], KEYS[2])
-    wake()
+    if ARGV[2] ~= '' then wake() end
   end
   released = 1
 elseif KEYS[8] and redis.call('EXISTS', KEYS[8]) == 1 then
@@ -44,7 +45,6 @@ elseif KEYS[8] and redis.call('EXISTS', KEYS[8]) == 1 then
   if deadline then
     local t = redis.call('TIME')
     local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-    local keep = tonumber(ARGV[2])
     if deadline > now and keep > 0 then
       redis.call('ZADD', KEYS[8], 'XX', string.format('%d', now + keep), ARGV[1])
       local finished = ARGV[1] .. ':finished'
@@ -55,7 +55,7 @@ elseif KEYS[8] and redis.call('EXISTS', KEYS[8]) == 1 then
     end
     sharers_expire(KEYS[8], KEYS[9], now)
     if deadline > now then
-      if keep == 0 then wake() end
+      if keep == 0 and ARGV[2] ~= '' then wake() end
       released = 1
     end
   end
