@@ -5,8 +5,9 @@
 --         the last run)   KEYS[5] queue   KEYS[6] queue liveness   KEYS[7] waiters (see
 --         acquire.lua)
 -- KEYS[8] shared leases   KEYS[9] shared holders (see shapes.lua)
--- KEYS[10] the --once-per window's record (see acquire.lua), given by the window's run only: it
---          records how the run ended there; an acquire undone (no outcome) gives the window back
+-- KEYS[10] the --once-per window's record (see acquire.lua), given by a run of a window and by
+--          a release that knows no run: the window's run records how it ended there; an
+--          acquire undone (no outcome) gives the window back
 -- ARGV[1] token   ARGV[2] keep (ms; 0 deletes; '' deletes and wakes nobody: an acquire
 --         attempt undone, see hold.rs)   ARGV[3] outcome ('' records nothing)
 -- ARGV[4] when the run ended (ms: its start on the server's clock plus its duration, which
@@ -17,8 +18,9 @@
 --          pid=; record.rs writes them)   ARGV[11] who replaced the run ('' for none)
 -- The lock's record keeps the last run in few fields ('last' and the identity), each under the
 -- 64 bytes of Redis's compact hash encoding. A record an earlier version wrote has the last run
--- in fields of its own (outcome, exit, started, duration_ms, fence): the first write that
--- creates 'last' deletes them (it also runs on a lock's first record, where it finds none).
+-- in fields of its own (outcome, exit, started, duration_ms, fence): a write that adds a field
+-- (so the first to add 'last') deletes them; it also runs on a lock's first record, and when
+-- last_ok or replaced_by first appear, and then finds none.
 -- A run whose lock was no longer ours at the release was not covered the whole time: its
 -- record says 'lease lost', whatever the caller's outcome, and counts as lost. A run that
 -- ended 'ok' stamps last_ok with when it ended: when a run last succeeded, which the last
