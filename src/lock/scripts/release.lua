@@ -20,7 +20,7 @@
 -- 64 bytes of Redis's compact hash encoding. A record an earlier version wrote has the last run
 -- in fields of its own (outcome, exit, started, duration_ms, fence): a write that adds a field
 -- (so the first to add 'last') deletes them; it also runs on a lock's first record, and when
--- last_ok or replaced_by first appear, and then finds none.
+-- last_ok first appears, and then finds none.
 -- A run whose lock was no longer ours at the release was not covered the whole time: its
 -- record says 'lease lost', whatever the caller's outcome, and counts as lost. A run that
 -- ended 'ok' stamps last_ok with when it ended: when a run last succeeded, which the last
