@@ -316,7 +316,6 @@ fn acquire_call(
     // acquire.lua: a run that neither waits, shares, runs once per window nor replaces sends
     // only what every run needs (each key and argument a script is given costs the server).
     let mut names = lock_names(keys, cluster);
-    names.remove(11); // the --once-per window's record goes last, with the stop lists
     let mut args = vec![
         token.to_string(),
         ttl.as_millis().to_string(),
@@ -362,8 +361,8 @@ fn acquire_call(
     (names, args)
 }
 
-/// The keys acquire_all.lua takes for each lock (acquire.lua takes them with the `--once-per`
-/// window's record moved to the end, after the audit log).
+/// The keys acquire.lua takes from every run, and acquire_all.lua for each lock (the
+/// `--once-per` window's record and the stop lists follow for a run that needs them).
 fn lock_names(keys: &Keys, cluster: bool) -> Vec<String> {
     vec![
         keys.lock.clone(),
@@ -377,7 +376,6 @@ fn lock_names(keys: &Keys, cluster: bool) -> Vec<String> {
         keys.holders.clone(),
         keys.paused.clone(),
         keys.pause_all_for(cluster).to_string(),
-        keys.once.clone(),
         keys.log.clone(),
     ]
 }

@@ -175,7 +175,7 @@ if free and not pause then
   if head and head ~= ticket then
     head = live_head(now)
     -- Free, and someone else heads the queue: the front is put on notice (queue.lua).
-    if head and head ~= ticket then notice(now, string.sub(KEYS[5], 1, -6) .. 'released', false) end
+    if head and head ~= ticket then notice(now, nil, false) end
   end
   if not head or head == ticket then
     local ttl = ARGV[2]

@@ -4,8 +4,7 @@
 -- ours from an earlier attempt is given back) and a waiter joins every lock's queue with one
 -- arrival. Exclusive holds only (the callers refuse shapes and --once-per with several keys).
 -- Why waiting this way never deadlocks nor starves: docs/design.md, "Several keys".
--- KEYS: for each lock in turn, 13 keys: acquire.lua's KEYS[1..11], the --once-per record
---       (unused) and the audit log.
+-- KEYS: for each lock in turn, the 12 keys acquire.lua takes from every run (KEYS[1..12]).
 -- ARGV[1] token   ARGV[2] ttl (ms)   ARGV[3] '1' to count a busy refusal   ARGV[4] record ttl
 -- (ms)   ARGV[5] the waiter's ticket ('' when not waiting)   ARGV[6] its arrival ('' for the
 -- server's clock in µs)   ARGV[7] who waits (record.rs writes it; '' when not waiting)
@@ -24,11 +23,11 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local now_text = string.format('%d', now)
 local token, ticket, n = ARGV[1], ARGV[5], tonumber(ARGV[9])
-local function key(i, j) return KEYS[(i - 1) * 13 + j] end
+local function key(i, j) return KEYS[(i - 1) * 12 + j] end
 -- Every lock is read first: nothing is taken until all can be.
 local locks, blocked, headed = {}, nil, false
 for i = 1, n do
-  local l = {q = queue_for({unpack(KEYS, (i - 1) * 13 + 1, i * 13)})}
+  local l = {q = queue_for({unpack(KEYS, (i - 1) * 12 + 1, i * 12)})}
   local current = redis.call('GET', key(i, 1))
   l.ours = current == token
   if not l.ours then
@@ -70,7 +69,7 @@ if not blocked then
       redis.call('SET', key(i, 2), fence_text, 'PX', ARGV[4])
       write_holder(key(i, 3), ttl, now_text, fence_text, ARGV[13], 'no')
       redis.call('SET', key(i, 1), token, 'PX', ttl)
-      audit(key(i, 13), now_text, 'acquired', 'fence=' .. fence_text .. '\31' .. ARGV[13])
+      audit(key(i, 12), now_text, 'acquired', 'fence=' .. fence_text .. '\31' .. ARGV[13])
       fences[i] = fence
     end
     -- A quorum waiter stays queued until a majority granted it every lock (as in acquire.lua).
@@ -103,9 +102,9 @@ if ARGV[3] == '1' then
       redis.call('HINCRBY', key(i, 4), 'busy', '1')
       redis.call('PEXPIRE', key(i, 4), ARGV[4])
       if locks[i].pause then
-        audit(key(i, 13), now, 'busy', 'reason=paused\31' .. ARGV[13])
+        audit(key(i, 12), now, 'busy', 'reason=paused\31' .. ARGV[13])
       else
-        audit(key(i, 13), now, 'busy', ARGV[13])
+        audit(key(i, 12), now, 'busy', ARGV[13])
       end
     end
   end

@@ -29,7 +29,8 @@ end
 -- every 0.5 s, so a head that does not take it (dead) is skipped within 2 s. The head is also
 -- woken on its own channel (a waiter in a quorum or on a cluster listens there), and, with
 -- `woken`, even when already on notice (a release); without, an entry already on notice is
--- left alone, so that waiters trying at the front do not wake one another for ever.
+-- left alone, so that waiters trying at the front do not wake one another for ever. channel:
+-- the lock's release channel; nil for the one named after KEYS[5] (`{L}:redlock:released`).
 local function notice(now, channel, woken)
   local cutoff = now + QUEUE_LIFE
   for i, w in ipairs(redis.call('ZRANGE', KEYS[5], '0', tostring(QUEUE_NEAR - 1))) do
@@ -40,14 +41,17 @@ local function notice(now, channel, woken)
       local grant = KEYS[5] .. ':' .. w
       redis.call('LPUSH', grant, '1')
       redis.call('PEXPIRE', grant, '2000')
-      if i == 1 then redis.call('PUBLISH', channel .. ':' .. w, 'released') end
+      if i == 1 then
+        channel = channel or (string.sub(KEYS[5], 1, -6) .. 'released')
+        redis.call('PUBLISH', channel .. ':' .. w, 'released')
+      end
     end
   end
 end
 -- wake(channel): the lock may be free: the live head of the queue and the front behind it are
 -- put on notice. With nobody queued nobody is told: every waiter of this version is queued
 -- (an earlier version's listener on the plain channel tries again at its own pace). channel:
--- the lock's release channel; nil for the one named after KEYS[5] (`{L}:redlock:released`).
+-- as notice's.
 local function wake(channel)
   local head = redis.call('ZRANGE', KEYS[5], '0', '0')[1]
   if head then
@@ -55,7 +59,7 @@ local function wake(channel)
     local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
     head = live_head(now)
     if head then
-      return notice(now, channel or (string.sub(KEYS[5], 1, -6) .. 'released'), true)
+      return notice(now, channel, true)
     end
   end
 end
