@@ -297,7 +297,7 @@ fn acquire_call(
             token.to_string(),
             ttl.as_millis().to_string(),
             count.to_string(),
-            RECORD_TTL.as_millis().to_string(),
+            String::new(),
             ticket,
             arrival,
             waiting,
@@ -321,10 +321,13 @@ fn acquire_call(
         ttl.as_millis().to_string(),
         count.to_string(),
         holder.audit(),
-        if holder.irreplaceable { "no" } else { "" }.to_string(),
     ];
     let replacer = queue.and_then(|q| q.replace);
-    if queue.is_some() || shape != Shape::Exclusive || once.is_some() {
+    let rare = queue.is_some() || shape != Shape::Exclusive || once.is_some();
+    if holder.irreplaceable || rare {
+        args.push(if holder.irreplaceable { "no" } else { "" }.to_string());
+    }
+    if rare {
         args.extend([
             ticket,
             arrival,

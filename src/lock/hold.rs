@@ -224,9 +224,10 @@ pub fn release(
     Ok(replies(keys, released).iter().all(|r| int(r) == 1))
 }
 
-/// The release script's call for one lock (release.lua): the window's record of `--once-per`
-/// only for a run that may have one (an undoing, which knows no run, gives its window back).
-/// `undoing`: an acquire attempt taken back ([`undo`]), which wakes nobody.
+/// The release script's call for one lock (release.lua): the shared leases only for a run that
+/// held one, and the window's record of `--once-per` only for a run that may have one (a
+/// release that knows no run names both: an undoing gives its window back). `undoing`: an
+/// acquire attempt taken back ([`undo`]), which wakes nobody.
 fn release_call<'a>(
     keys: &Keys,
     token: &str,
@@ -236,8 +237,12 @@ fn release_call<'a>(
 ) -> Invocation<'a> {
     let mut call = RELEASE.prepare_invoke();
     let names = keys.of_an_ending();
-    let once = record.is_none_or(|r| r.once_per_ms.is_some());
-    for key in &names[..if once { names.len() } else { names.len() - 1 }] {
+    let named = match record {
+        Some(r) if r.once_per_ms.is_none() && r.shared => names.len() - 1,
+        Some(r) if r.once_per_ms.is_none() => names.len() - 3,
+        _ => names.len(),
+    };
+    for key in &names[..named] {
         call.key(*key);
     }
     call.arg(token);
@@ -248,8 +253,12 @@ fn release_call<'a>(
     }
     match record {
         Some(r) => {
-            for value in r.release_args() {
+            let [args @ .., replaced_by] = r.release_args();
+            for value in args {
                 call.arg(value);
+            }
+            if !replaced_by.is_empty() {
+                call.arg(replaced_by);
             }
         }
         None => {

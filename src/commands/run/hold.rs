@@ -522,6 +522,7 @@ impl Hold<'_> {
             self.fence,
         );
         record.once_per_ms = self.plan.once.map(|o| o.every.as_millis() as i64);
+        record.shared = self.plan.shape != Shape::Exclusive;
         record.also_fences = self.also.clone();
         record
     }

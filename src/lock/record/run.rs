@@ -69,6 +69,9 @@ pub struct LastRun {
     pub once_per_ms: Option<i64>,
     /// Who replaced the run (`--replace`), as its redlock reported itself.
     pub replaced_by: Option<String>,
+    /// The run held a shared or slotted lease (`--shared`, `--slots`): its release names the
+    /// leases, which an exclusive holder's need not. Not stored.
+    pub shared: bool,
     /// A run over several keys: the fences of its other locks (`Keys::also`), in order; each
     /// lock's record gets its own fence. Not stored as such.
     pub also_fences: Vec<i64>,
@@ -121,6 +124,7 @@ impl LastRun {
             fence: Some(fence),
             once_per_ms: None,
             replaced_by: None,
+            shared: false,
             also_fences: Vec::new(),
         }
     }
@@ -128,10 +132,10 @@ impl LastRun {
     /// The run as the release script takes it (release.lua's ARGV[3..11]): the outcome, when
     /// it ended (the start plus the duration; '' when unknown), the rest of `last` (exit,
     /// started, duration, fence, separated by 0x1F), host, pid, user, the command, the audit
-    /// entry's fields after the outcome, and who replaced it ('' for none). The lock's record
-    /// keeps `outcome` and `last` as `last`, and the identity in fields of its own: each value
-    /// stays under Redis's 64-byte limit for a compact hash (the command is cut to fit: the audit
-    /// log keeps it whole), which keeps an idle lock under a kilobyte.
+    /// entry's fields after the outcome, and who replaced it ('' for none, which the call leaves
+    /// out). The lock's record keeps `outcome` and `last` as `last`, and the identity in fields
+    /// of its own: each value stays under Redis's 64-byte limit for a compact hash (the command
+    /// is cut to fit: the audit log keeps it whole), which keeps an idle lock under a kilobyte.
     pub fn release_args(&self) -> [String; 9] {
         let num = |n: Option<i64>| n.map_or(String::new(), |n| n.to_string());
         let sep = SEPARATOR.to_string();
@@ -224,6 +228,7 @@ impl LastRun {
             fence: None,
             once_per_ms: None,
             replaced_by: text("replaced_by"),
+            shared: false,
             also_fences: Vec::new(),
         }
     }

@@ -5,8 +5,8 @@
 -- arrival. Exclusive holds only (the callers refuse shapes and --once-per with several keys).
 -- Why waiting this way never deadlocks nor starves: docs/design.md, "Several keys".
 -- KEYS: for each lock in turn, the 12 keys acquire.lua takes from every run (KEYS[1..12]).
--- ARGV[1] token   ARGV[2] ttl (ms)   ARGV[3] '1' to count a busy refusal   ARGV[4] record ttl
--- (ms)   ARGV[5] the waiter's ticket ('' when not waiting)   ARGV[6] its arrival ('' for the
+-- ARGV[1] token   ARGV[2] ttl (ms)   ARGV[3] '1' to count a busy refusal   ARGV[4] '' (unused:
+-- the records' retention is audit.lua's RETAIN)   ARGV[5] the waiter's ticket ('' when not waiting)   ARGV[6] its arrival ('' for the
 -- server's clock in µs)   ARGV[7] who waits (record.rs writes it; '' when not waiting)
 -- ARGV[8], ARGV[10], ARGV[11], ARGV[14], ARGV[15] '' (unused: exclusive holds only, no
 -- --once-per, --max-waiters or --replace with several keys)   ARGV[9] n, the number of locks
@@ -62,11 +62,7 @@ if not blocked then
       fences[i] = tonumber(redis.call('HMGET', key(i, 3), 'fence')[1])
         or tonumber(redis.call('GET', key(i, 2))) or 0
     else
-      -- As in acquire.lua: above every fence handed out before, floored by the server's clock.
-      local fence = math.max((tonumber(redis.call('GET', key(i, 2))) or 0) + 1,
-        tonumber(t[1]) * 1000000 + tonumber(t[2]))
-      local fence_text = string.format('%d', fence)
-      redis.call('SET', key(i, 2), fence_text, 'PX', ARGV[4])
+      local fence, fence_text = new_fence(key(i, 2), t)
       write_holder(key(i, 3), ttl, now_text, fence_text, ARGV[13], 'no')
       redis.call('SET', key(i, 1), token, 'PX', ttl)
       audit(key(i, 12), now_text, 'acquired', 'fence=' .. fence_text .. '\31' .. ARGV[13])
@@ -100,7 +96,7 @@ if ARGV[3] == '1' then
   for i = 1, n do
     if locks[i].refuses then
       redis.call('HINCRBY', key(i, 4), 'busy', '1')
-      redis.call('PEXPIRE', key(i, 4), ARGV[4])
+      redis.call('PEXPIRE', key(i, 4), RETAIN)
       if locks[i].pause then
         audit(key(i, 12), now, 'busy', 'reason=paused\31' .. ARGV[13])
       else

@@ -4,7 +4,9 @@
 --         is logged, 'released' or 'lost'   KEYS[4] the lock's record (hash: the counters and
 --         the last run)   KEYS[5] queue   KEYS[6] queue liveness   KEYS[7] waiters (see
 --         acquire.lua)
--- KEYS[8] shared leases   KEYS[9] shared holders (see shapes.lua)
+-- KEYS[8] shared leases   KEYS[9] shared holders (see shapes.lua): given by a shared or slotted
+--         holder's release, by one that names KEYS[10], and by one that knows no run (an
+--         exclusive holder has no lease there)
 -- KEYS[10] the --once-per window's record (see acquire.lua), given by a run of a window and by
 --          a release that knows no run: the window's run records how it ended there; an
 --          acquire undone (no outcome) gives the window back
@@ -15,7 +17,7 @@
 -- ARGV[5] the last run after its outcome, as the record keeps it: 'EXIT\31STARTED\31DURATION_MS
 --         \31FENCE' (record::LastRun writes it)   ARGV[6..9] its host, pid, user, command
 -- ARGV[10] the audit entry's fields after the outcome (exit=, duration_ms=, fence=, by=, host=,
---          pid=; record.rs writes them)   ARGV[11] who replaced the run ('' for none)
+--          pid=; record.rs writes them)   ARGV[11] who replaced the run (none when nobody did)
 -- The lock's record keeps the last run in few fields ('last' and the identity), each under the
 -- 64 bytes of Redis's compact hash encoding. A record an earlier version wrote has the last run
 -- in fields of its own (outcome, exit, started, duration_ms, fence): a write that adds a field
@@ -29,8 +31,51 @@
 -- slot, or the last shared hold, may have become free. Kept (--hold-at-least), its lease
 -- ends at the kept time and the holders hash says its command ended (TOKEN:finished).
 -- Reply: 1 released (or kept), 0 the lock was no longer ours.
-local released = 0
 local keep = tonumber(ARGV[2]) or 0
+-- finish(released): records the run (when ARGV[3] gives an outcome) and replies.
+local function finish(released)
+  if ARGV[3] ~= '' then
+    local outcome = ARGV[3]
+    if released == 0 then outcome = 'lease lost' end
+    local ended = ARGV[4]
+    if ended == '' then
+      local t = redis.call('TIME')
+      ended = string.format('%d', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
+    end
+    local last = outcome .. '\31' .. ARGV[5]
+    local created
+    if outcome == 'ok' then
+      created = redis.call('HSET', KEYS[4], 'last', last, 'host', ARGV[6], 'pid', ARGV[7], 'user',
+        ARGV[8], 'cmd', ARGV[9], 'last_ok', ended)
+    else
+      created = redis.call('HSET', KEYS[4], 'last', last, 'host', ARGV[6], 'pid', ARGV[7], 'user',
+        ARGV[8], 'cmd', ARGV[9])
+    end
+    if ARGV[11] then redis.call('HSET', KEYS[4], 'replaced_by', ARGV[11]) end
+    if created > 0 then
+      redis.call('HDEL', KEYS[4], 'outcome', 'exit', 'started', 'duration_ms', 'fence', 'ended',
+        'once_per')
+    end
+    redis.call('HINCRBY', KEYS[4], 'runs', '1')
+    if outcome == 'lease lost' then redis.call('HINCRBY', KEYS[4], 'lost', '1') end
+    if outcome == 'failed' or outcome == 'killed' or outcome == 'timed out' then
+      redis.call('HINCRBY', KEYS[4], 'failed', '1')
+    end
+    redis.call('PEXPIRE', KEYS[4], RETAIN)
+    local event = 'released'
+    if released == 0 then event = 'lost' end
+    audit(KEYS[3], ended, event, 'outcome=' .. outcome .. '\31' .. ARGV[10])
+    -- The --once-per window's run records how it ended.
+    if KEYS[10] and redis.call('HMGET', KEYS[10], 'token')[1] == ARGV[1] then
+      redis.call('HSET', KEYS[10], 'outcome', outcome, 'ended', ended, 'exit',
+        string.match(ARGV[5], '^[^\31]*'))
+    end
+  elseif KEYS[10] and redis.call('HMGET', KEYS[10], 'token')[1] == ARGV[1] then
+    redis.call('DEL', KEYS[10])
+  end
+  return released
+end
+local released, head = 0, nil
 if redis.pcall('GET', KEYS[1]) == ARGV[1] then
   if keep > 0 then
     redis.call('PEXPIRE', KEYS[1], ARGV[2])
@@ -39,66 +84,11 @@ if redis.pcall('GET', KEYS[1]) == ARGV[1] then
     end
   else
     redis.call('DEL', KEYS[1], KEYS[2])
-    if ARGV[2] ~= '' then wake() end
+    if ARGV[2] ~= '' then head = redis.call('ZRANGE', KEYS[5], '0', '0')[1] end
   end
   released = 1
-elseif KEYS[8] and redis.call('EXISTS', KEYS[8]) == 1 then
-  local deadline = tonumber(redis.call('ZSCORE', KEYS[8], ARGV[1]))
-  if deadline then
-    local t = redis.call('TIME')
-    local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-    if deadline > now and keep > 0 then
-      redis.call('ZADD', KEYS[8], 'XX', string.format('%d', now + keep), ARGV[1])
-      local finished = ARGV[1] .. ':finished'
-      redis.call('HSET', KEYS[9], finished, '1')
-    else
-      redis.call('ZREM', KEYS[8], ARGV[1])
-      redis.call('HDEL', KEYS[9], ARGV[1])
-    end
-    sharers_expire(KEYS[8], KEYS[9], now)
-    if deadline > now then
-      if keep == 0 and ARGV[2] ~= '' then wake() end
-      released = 1
-    end
-  end
 end
-if ARGV[3] ~= '' then
-  local outcome = ARGV[3]
-  if released == 0 then outcome = 'lease lost' end
-  local ended = ARGV[4]
-  if ended == '' then
-    local t = redis.call('TIME')
-    ended = string.format('%d', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
-  end
-  local last = outcome .. '\31' .. ARGV[5]
-  local created
-  if outcome == 'ok' then
-    created = redis.call('HSET', KEYS[4], 'last', last, 'host', ARGV[6], 'pid', ARGV[7], 'user',
-      ARGV[8], 'cmd', ARGV[9], 'last_ok', ended)
-  else
-    created = redis.call('HSET', KEYS[4], 'last', last, 'host', ARGV[6], 'pid', ARGV[7], 'user',
-      ARGV[8], 'cmd', ARGV[9])
-  end
-  if ARGV[11] ~= '' then redis.call('HSET', KEYS[4], 'replaced_by', ARGV[11]) end
-  if created > 0 then
-    redis.call('HDEL', KEYS[4], 'outcome', 'exit', 'started', 'duration_ms', 'fence', 'ended',
-      'once_per')
-  end
-  redis.call('HINCRBY', KEYS[4], 'runs', '1')
-  if outcome == 'lease lost' then redis.call('HINCRBY', KEYS[4], 'lost', '1') end
-  if outcome == 'failed' or outcome == 'killed' or outcome == 'timed out' then
-    redis.call('HINCRBY', KEYS[4], 'failed', '1')
-  end
-  redis.call('PEXPIRE', KEYS[4], RETAIN)
-  local event = 'released'
-  if released == 0 then event = 'lost' end
-  audit(KEYS[3], ended, event, 'outcome=' .. outcome .. '\31' .. ARGV[10])
-  -- The --once-per window's run records how it ended.
-  if KEYS[10] and redis.call('HMGET', KEYS[10], 'token')[1] == ARGV[1] then
-    redis.call('HSET', KEYS[10], 'outcome', outcome, 'ended', ended, 'exit',
-      string.match(ARGV[5], '^[^\31]*'))
-  end
-elseif KEYS[10] and redis.call('HMGET', KEYS[10], 'token')[1] == ARGV[1] then
-  redis.call('DEL', KEYS[10])
-end
-return released
+-- The common release, of an exclusive hold with nobody queued, ends here: the functions that
+-- wake a waiter or end a shared hold (queue.lua, shapes.lua, release_rest.lua) are defined
+-- only by a release that goes on (see acquire.lua).
+if not head and (released == 1 or not KEYS[8]) then return finish(released) end

@@ -1,0 +1,205 @@
+-- acquire (the rest, after acquire.lua and the preludes its rare paths need): a lock held,
+-- paused, shared or queued for, a retry whose reply was lost, and --once-per.
+-- confirmed(record): a --once-per window's record says its run is running (no longer only
+-- 'granted').
+local RUNNING = 'running'
+local function confirmed(record)
+  redis.call('HSET', record, 'outcome', RUNNING)
+end
+if current == ARGV[1] then
+  -- An earlier attempt landed but its reply was lost: ours, renewed (the waiter that asks
+  -- again is alive, which confirms a provisional grant too).
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  if every_text ~= '' and redis.call('HMGET', KEYS[13], 'token')[1] == ARGV[1] then
+    confirmed(KEYS[13])
+  end
+  local h = redis.call('HMGET', KEYS[3], 'fence', 'started')
+  return {1, tonumber(h[1]) or tonumber(redis.call('GET', KEYS[2])) or 0, tonumber(h[2]) or now, -1}
+end
+local head, queue_read = nil, false
+local rare = shape ~= ''
+if not rare then
+  if found > 0 then
+    head = redis.call('ZRANGE', KEYS[5], '0', '0')[1]
+    rare = not (head and found == 1)
+  end
+  queue_read = true
+end
+local pause
+if rare then
+  pause = paused(KEYS[10], now)
+  if pause then
+    pause[7] = 'key'
+  elseif KEYS[11] ~= KEYS[10] then
+    pause = paused(KEYS[11], now)
+    if pause then pause[7] = 'all' end
+  end
+end
+local sharers, held_shape = 0, ''
+if rare then
+  sharers = sharers_live(KEYS[8], KEYS[9], now)
+  if sharers > 0 then held_shape = redis.call('HMGET', KEYS[9], 'shape')[1] or '' end
+end
+if shape ~= '' then
+  local mine = redis.call('ZSCORE', KEYS[8], ARGV[1])
+  if mine then
+    -- An earlier attempt landed but its reply was lost: ours, renewed.
+    redis.call('ZADD', KEYS[8], 'GT', now + tonumber(ARGV[2]), ARGV[1])
+    if every_text ~= '' and redis.call('HMGET', KEYS[13], 'token')[1] == ARGV[1] then
+      confirmed(KEYS[13])
+    end
+    sharers_expire(KEYS[8], KEYS[9], now)
+    local slot, fence, started = sharer(KEYS[9], ARGV[1])
+    return {1, fence, started, slot}
+  end
+  if held_shape ~= '' and held_shape ~= shape then return {-1, held_shape} end
+end
+-- Once per window (--once-per D): a run belongs to the boundary of the server's clock nearest
+-- its start (window w covers w*D - D/2 .. w*D + D/2), so hosts whose clocks differ by up to D/4
+-- firing the same schedule land in one window. The window's first taker records itself; a later
+-- run of the same window is skipped, unless it may retry (--retry-failed) a run that failed,
+-- timed out, lost its lease, or died without a release (still 'running' but no longer holding).
+local every = tonumber(every_text)
+local window
+if every then
+  window = math.floor((now + every / 2) / every)
+  local r = redis.call('HMGET', KEYS[13], 'window', 'every', 'outcome', 'token',
+    'host', 'pid', 'user', 'started', 'ended', 'exit')
+  -- A window 'granted' to a waiter that has not confirmed it is not taken: while that grant
+  -- lives the lock is busy anyway, and once it lapsed the window is the next run's.
+  if tonumber(r[1]) == window and tonumber(r[2]) == every and r[3] ~= 'granted' then
+    local outcome = r[3]
+    if outcome == 'running' and current ~= r[4] then
+      local deadline = tonumber(redis.call('ZSCORE', KEYS[8], r[4]))
+      if not deadline or deadline <= now then outcome = 'vanished' end
+    end
+    local failed = outcome == 'failed' or outcome == 'killed' or outcome == 'timed out'
+      or outcome == 'lease lost' or outcome == 'vanished' or outcome == 'replaced'
+    if not (failed and retry_failed == '1') then
+      if ARGV[3] == '1' then
+        redis.call('HINCRBY', KEYS[4], 'skipped', '1')
+        redis.call('PEXPIRE', KEYS[4], RETAIN)
+        audit(KEYS[12], now, 'skipped', ARGV[4])
+      end
+      return {-2, window * every - math.floor(every / 2), every, r[5] or '', r[6] or '',
+        r[7] or '', r[8] or '', r[9] or '', r[10] or '', outcome or ''}
+    end
+  end
+end
+local free = not current and sharers == 0
+if shape == 'shared' then free = not current end
+if shape ~= '' and shape ~= 'shared' then free = not current and sharers < tonumber(shape) end
+if free and not pause then
+  if not queue_read then head = redis.call('ZRANGE', KEYS[5], '0', '0')[1] end
+  if head and head ~= ticket then
+    head = live_head(now)
+    -- Free, and someone else heads the queue: the front is put on notice (queue.lua).
+    if head and head ~= ticket then notice(now, nil, false) end
+  end
+  if not head or head == ticket then
+    local ttl = ARGV[2]
+    local provisional = head ~= nil and grant ~= ''
+    if provisional then ttl = grant end
+    local fence, fence_text = new_fence(KEYS[2], t)
+    local slot = -1
+    if shape == '' then
+      write_holder(KEYS[3], ttl, now_text, fence_text, ARGV[4], ARGV[5])
+      redis.call('SET', KEYS[1], ARGV[1], 'PX', ttl)
+    else
+      if shape ~= 'shared' then slot = free_slot(KEYS[8], KEYS[9], tonumber(shape)) end
+      local own = ''
+      if slot >= 0 then own = slot end
+      redis.call('HSET', KEYS[9], 'shape', shape,
+        ARGV[1], string.format('%s\31%d\31%d\31%s\31%s', own, fence, now, ttl, waiting))
+      redis.call('ZADD', KEYS[8], string.format('%d', now + tonumber(ttl)), ARGV[1])
+      sharers_expire(KEYS[8], KEYS[9], now)
+    end
+    if every then
+      local taken = RUNNING
+      if provisional then taken = 'granted' end
+      redis.call('HSET', KEYS[13], 'window', string.format('%d', window), 'every', every_text,
+        'token', ARGV[1], 'fence', fence_text, 'started', now_text, 'outcome', taken, 'ended', '',
+        'exit', '', unpack(ARGV, 15))
+      redis.call('PEXPIRE', KEYS[13], string.format('%d', 2 * every))
+    end
+    if shape == '' then
+      audit(KEYS[12], now_text, 'acquired', 'fence=' .. fence_text .. '\31' .. ARGV[4])
+    elseif slot >= 0 then
+      audit(KEYS[12], now, 'acquired',
+        string.format('fence=%d\31shape=%s\31slot=%d\31%s', fence, shape, slot, ARGV[4]))
+    else
+      audit(KEYS[12], now, 'acquired',
+        string.format('fence=%d\31shape=%s\31%s', fence, shape, ARGV[4]))
+    end
+    -- A quorum waiter (its arrival given) stays queued here until a majority granted it the
+    -- lock (it then leaves every node's queue): taken out here alone, it would lose its place
+    -- on this node whenever the other nodes refused it, and two waiters could take turns at
+    -- heading different nodes for ever.
+    if head and arrival == '' then
+      redis.call('ZREM', KEYS[5], ticket)
+      redis.call('ZREM', KEYS[6], ticket)
+      redis.call('HDEL', KEYS[7], ticket)
+      -- A shared taker leaves room: the next waiter may be one too.
+      if shape ~= '' then wake() end
+    end
+    if provisional then return {1, fence, now, slot, 1} end
+    return {1, fence, now, slot, 0}
+  end
+end
+local pttl = redis.call('PTTL', KEYS[1])
+if pttl == -2 and sharers > 0 then
+  local first = redis.call('ZRANGE', KEYS[8], '0', '0', 'WITHSCORES')
+  pttl = math.max(tonumber(first[2]) - now, 0)
+end
+if ARGV[3] == '1' then
+  redis.call('HINCRBY', KEYS[4], 'busy', '1')
+  redis.call('PEXPIRE', KEYS[4], RETAIN)
+  if pause then
+    audit(KEYS[12], now, 'busy', 'reason=paused\31' .. ARGV[4])
+  else
+    audit(KEYS[12], now, 'busy', ARGV[4])
+  end
+end
+local replacing = 0
+if replacer ~= '' and current and not pause then
+  local r = redis.call('HMGET', KEYS[3], 'fence', 'replace', 'stop')
+  if r[1] and r[2] ~= 'no' then
+    replacing = 1
+    if not r[3] then
+      redis.call('HSET', KEYS[3], 'stop', replacer)
+      local stop = KEYS[14] .. ':' .. r[1]
+      redis.call('LPUSH', stop, replacer)
+      redis.call('PEXPIRE', stop, string.format('%d', math.max(pttl, 1000)))
+      audit(KEYS[12], now, 'replacing', 'fence=' .. r[1] .. '\31' .. ARGV[4])
+    end
+  end
+end
+local ahead, full = 0, 0
+-- --max-waiters N: a waiter not yet queued joins only while fewer than N live entries (not
+-- lapsed: a frozen waiter counts until its entry does) are queued.
+if ticket ~= '' and max_waiters ~= '' and not redis.call('ZSCORE', KEYS[5], ticket) then
+  -- ZRANGEBYSCORE, which the queue already needs, rather than ZCOUNT, which a least-privilege
+  -- user may not be granted; at most N entries are read.
+  local queued = #redis.call('ZRANGEBYSCORE', KEYS[6], '(' .. now_text, '+inf', 'LIMIT', '0', max_waiters)
+  if queued >= tonumber(max_waiters) then
+    ticket, full = '', queued
+  end
+end
+if ticket ~= '' then
+  local at = arrival
+  if at == '' then at = string.format('%d', tonumber(t[1]) * 1000000 + tonumber(t[2])) end
+  if replacing == 1 then at = string.format('%d', tonumber(at) - 4503599627370496) end
+  redis.call('ZADD', KEYS[5], 'NX', at, ticket)
+  ahead = redis.call('ZRANK', KEYS[5], ticket)
+  -- An entry lives QUEUE_LIFE unrefreshed at the front of a lock that is free (the waiters
+  -- there try again at that pace), ten times as long elsewhere (queue.lua).
+  local life = QUEUE_FAR_LIFE
+  if free and not pause and ahead < QUEUE_NEAR then life = QUEUE_LIFE end
+  redis.call('ZADD', KEYS[6], string.format('%d', now + life), ticket)
+  redis.call('HSETNX', KEYS[7], ticket, now_text .. '\31' .. waiting)
+  for i = 5, 7 do redis.call('PEXPIRE', KEYS[i], QUEUE_KEPT) end
+end
+local h = redis.pcall('HMGET', KEYS[3], 'host', 'pid', 'user', 'started', 'fence', 'who')
+if h.err then h = {} end
+return {0, pttl, now, h, ahead, redis.call('ZCARD', KEYS[5]), held_shape, sharers, pause or false,
+  full, replacing}
