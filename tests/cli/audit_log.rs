@@ -144,16 +144,26 @@ fn the_log_is_capped_in_length_and_age_and_expires() {
     let server = RedisServer::start();
     let list = audit_key("job");
     let month_ago = now_ms() - 31 * 24 * 3600 * 1000;
-    // An entry older than 30 days, then 1200 more: a run keeps the last 1000.
+    // An entry older than 30 days, then 1245 more: a run's entries are the 1247th and the
+    // 1248th, a multiple of 32, which trims the log back to its last 1000.
     let _: i64 = server.query(&["RPUSH", &list, &entry(month_ago, "ancient")]);
-    for _ in 0..1200 {
+    for _ in 0..1245 {
         let _: i64 = server.query(&["RPUSH", &list, &entry(now_ms(), "filler")]);
     }
     Redlock::new(&server)
         .args(["run", "--key", "job", "--ttl", "5s", "--", "true"])
         .exits_with(0);
+    let kept: Vec<String> = server.query(&["LRANGE", &list, "0", "-1"]);
+    assert_eq!(kept.len(), 1000, "the log keeps its last 1000 entries");
+    assert!(kept[0].contains("\x1ffiller"), "{}", kept[0]);
+    assert!(kept[999].contains("\x1freleased"), "{}", kept[999]);
+    // Between trims it grows by at most 31: the next run's entries are the 1001st and the
+    // 1002nd, and nothing is trimmed until the 1024th.
+    Redlock::new(&server)
+        .args(["run", "--key", "job", "--ttl", "5s", "--", "true"])
+        .exits_with(0);
     let len: i64 = server.query(&["LLEN", &list]);
-    assert_eq!(len, 1000, "the log keeps its last 1000 entries");
+    assert_eq!(len, 1002, "appends between trims are kept");
     let life = server.pttl(&list).expect("the log expires");
     assert!(life <= Duration::from_secs(30 * 24 * 3600), "{life:?}");
 
@@ -323,9 +333,10 @@ fn skips_and_slots_are_logged() {
 fn releases_that_come_together_keep_the_log_within_its_length_bound() {
     let server = RedisServer::start();
     let list = audit_key("job");
-    // 979 entries, then 20 shared holders: their acquires bring the log to 999, and their 20
-    // releases, ending together, must keep it at 1000.
-    for _ in 0..979 {
+    // 984 entries, then 20 shared holders: their acquires bring the log to 1004, and their
+    // 20 releases, ending together, to 1024, the 32nd entry that trims it back to 1000: it
+    // never holds more than 1023 after a script.
+    for _ in 0..984 {
         let _: i64 = server.query(&["RPUSH", &list, &entry(now_ms(), "filler")]);
     }
     let holders: Vec<_> = (0..20)
@@ -339,16 +350,17 @@ fn releases_that_come_together_keep_the_log_within_its_length_bound() {
         })
         .collect();
     let before: i64 = server.query(&["LLEN", &list]);
-    assert_eq!(before, 999);
+    assert_eq!(before, 1004);
+    let mut most = before;
     for mut run in holders {
         run.close_stdin();
         run.exits_with(0);
+        let len: i64 = server.query(&["LLEN", &list]);
+        most = most.max(len);
     }
+    assert!(most <= 1023, "the log held {most} entries");
     let len: i64 = server.query(&["LLEN", &list]);
-    assert_eq!(
-        len, 1000,
-        "the log holds {len} entries, not its bound of 1000"
-    );
+    assert_eq!(len, 1000, "the log holds {len} entries, not its last 1000");
     let events = events(&server, "job");
     assert_eq!(
         names(&events).iter().filter(|e| **e == "released").count(),

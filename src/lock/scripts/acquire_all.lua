@@ -6,8 +6,9 @@
 -- Why waiting this way never deadlocks nor starves: docs/design.md, "Several keys".
 -- KEYS: for each lock in turn, the 12 keys acquire.lua takes from every run (KEYS[1..12]).
 -- ARGV[1] token   ARGV[2] ttl (ms)   ARGV[3] '1' to count a busy refusal   ARGV[4] '' (unused:
--- the records' retention is audit.lua's RETAIN)   ARGV[5] the waiter's ticket ('' when not waiting)   ARGV[6] its arrival ('' for the
--- server's clock in µs)   ARGV[7] who waits (record.rs writes it; '' when not waiting)
+-- the records' retention is audit.lua's RETAIN)   ARGV[5] the waiter's ticket ('' when not
+-- waiting)   ARGV[6] its arrival ('' for the server's clock in µs)   ARGV[7] who waits
+-- (record.rs writes it; '' when not waiting)
 -- ARGV[8], ARGV[10], ARGV[11], ARGV[14], ARGV[15] '' (unused: exclusive holds only, no
 -- --once-per, --max-waiters or --replace with several keys)   ARGV[9] n, the number of locks
 -- ARGV[12] the provisional lease (ms) a waiter that heads the queues is granted ('' for none)

@@ -1,12 +1,14 @@
--- audit (put in front of every script that writes the audit log): a lock's audit log is a
--- list (KEYS named by each script) of entries 'MS\31EVENT\31name=value\31...', MS the server's
--- clock. It keeps its last 1000 entries; as it grows, entries more than 30 days older than the
--- newest go (the oldest is looked at every 32nd entry); and the key expires 30 days (RETAIN)
--- after its last entry but those that follow a take: the end of a run ('released', 'lost') and
--- a refusal ('busy', 'skipped') write no expiry unless they create the list, since the take
--- before them set one 30 days ahead (the audit log of a lock in use lives 30 days after its
--- last take, and a run's two entries cost the server one expiry). A list rather than a stream: a stream's first node takes 4 KB, most of what an
--- idle lock would cost the server.
+-- audit (put in front of every script that writes the audit log): a lock's audit log is a list
+-- (KEYS named by each script) of entries 'MS\31EVENT\31name=value\31...', MS the server's clock. It
+-- keeps its last 1000 entries, trimmed back to them every 32nd entry (so at most 1023: a trim moves
+-- the rest of the list's first node, which on every append would cost more than the append); as it
+-- grows, entries more than 30 days older than the newest go (the oldest is looked at every 32nd
+-- entry while it holds 1000 or fewer); and the key expires 30 days (RETAIN) after its last entry
+-- but those that follow a take: the end of a run ('released', 'lost') and a refusal ('busy',
+-- 'skipped') write no expiry unless they create the list, since the take before them set one 30
+-- days ahead (the audit log of a lock in use lives 30 days after its last take, and a run's two
+-- entries cost the server one expiry). A list rather than a stream: a stream's first node takes
+-- 4 KB, most of what an idle lock would cost the server.
 -- audit(list, now, event, body): appends an entry; now is the server's clock in ms (a number,
 -- or text written with %d), body '' or name=value pairs separated by '\31'.
 -- Every number the scripts give redis.call is text written with %d (NUMBERS below): Redis
@@ -21,14 +23,16 @@ local function audit(list, now, event, body)
   if body ~= '' then entry = now .. '\31' .. event .. '\31' .. body
   else entry = now .. '\31' .. event end
   local n = redis.call('RPUSH', list, entry)
-  if n > 1000 then
-    redis.call('LTRIM', list, '-1000', '-1')
-  elseif n % 32 == 0 then
-    local cutoff = tonumber(now) - 2592000000
-    for _ = 1, 32 do
-      local oldest = redis.call('LINDEX', list, '0')
-      if not oldest or (tonumber(string.match(oldest, '^(%d+)')) or 0) >= cutoff then break end
-      redis.call('LPOP', list)
+  if n % 32 == 0 then
+    if n > 1000 then
+      redis.call('LTRIM', list, '-1000', '-1')
+    else
+      local cutoff = tonumber(now) - 2592000000
+      for _ = 1, 32 do
+        local oldest = redis.call('LINDEX', list, '0')
+        if not oldest or (tonumber(string.match(oldest, '^(%d+)')) or 0) >= cutoff then break end
+        redis.call('LPOP', list)
+      end
     end
   end
   if n == 1 or not (event == 'released' or event == 'lost' or event == 'busy'
