@@ -91,21 +91,6 @@ impl Io {
     }
 }
 
-/// A connection ends with its FIN when redlock lets it go, not when the last copy of its
-/// descriptor closes: the keeper (`supervise/keeper.rs`), cloned while the connection is open,
-/// holds a copy until redlock has exited. Until the FIN came, the server kept the connection,
-/// and its close cost the server a wake-up of its own where it would otherwise be read with
-/// the release's last reply.
-impl Drop for Io {
-    fn drop(&mut self) {
-        let _ = match self {
-            Io::Tcp(s) => s.shutdown(std::net::Shutdown::Write),
-            Io::Unix(s) => s.shutdown(std::net::Shutdown::Write),
-            Io::Tls(s) => s.sock.shutdown(std::net::Shutdown::Write),
-        };
-    }
-}
-
 impl Read for Io {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         match self {
@@ -570,7 +555,6 @@ fn tcp(host: &str, port: u16, connect: Duration, timeout: Duration) -> io::Resul
 pub(super) mod tests {
     use super::*;
     use std::io::Write;
-    use std::os::fd::{FromRawFd, OwnedFd};
 
     /// A connection whose server is `peer`.
     pub(in crate::redis) fn pair() -> (Wire, UnixStream) {
@@ -650,24 +634,6 @@ pub(super) mod tests {
             Value::Array(vec![Value::BulkString(b"abc".to_vec()), Value::Int(5)])
         );
         assert!(!wire.reply_ready());
-    }
-
-    /// The keeper's copy of the descriptor (a `dup` here) does not keep a connection redlock
-    /// let go of open: the server reads its end.
-    #[test]
-    fn a_connection_let_go_ends_while_a_copy_of_its_descriptor_lives() {
-        let (wire, mut peer) = pair();
-        // SAFETY: dup(2) of a descriptor the wire owns; the copy is owned (and closed) below.
-        let copy = unsafe { OwnedFd::from_raw_fd(libc::dup(wire.io.socket())) };
-        drop(wire);
-        peer.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-        let mut rest = Vec::new();
-        assert_eq!(
-            peer.read_to_end(&mut rest).unwrap(),
-            0,
-            "the peer read its end"
-        );
-        drop(copy);
     }
 
     #[test]
