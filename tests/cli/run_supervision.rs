@@ -113,9 +113,9 @@ fn a_redlock_killed_at_once_takes_the_background_job_with_it() {
     }
 }
 
-/// The keeper holds redlock's connection (so that redlock's exit does not wait for its
-/// closing): the server still sees it end once the run is over, whether redlock exits or is
-/// killed while its command runs.
+/// The keeper closes its copy of redlock's connection as it starts (`keep_only`): the server
+/// sees the connection end once the run is over, whether redlock exits or is killed while its
+/// command runs.
 #[test]
 fn the_server_sees_the_connection_end_once_the_run_is_over() {
     let server = RedisServer::start();
