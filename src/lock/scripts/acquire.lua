@@ -92,3 +92,18 @@ if found == 0 and not current and shape == '' and every_text == '' then
   audit(KEYS[12], now_text, 'acquired', 'fence=' .. fence_text .. '\31' .. ARGV[4])
   return {1, fence, now, -1, 0}
 end
+-- So does the common refusal (a cron run that overlaps, a herd): the lock held by another and
+-- nothing else there, refused to a run that neither waits nor replaces, as the rest would
+-- refuse it (no queue to count, no pause, no shared holder).
+if found == 0 and current and shape == '' and every_text == '' and ticket == ''
+    and replacer == '' and current ~= ARGV[1] then
+  local pttl = redis.call('PTTL', KEYS[1])
+  if ARGV[3] == '1' then
+    redis.call('HINCRBY', KEYS[4], 'busy', '1')
+    redis.call('PEXPIRE', KEYS[4], RETAIN)
+    audit(KEYS[12], now_text, 'busy', ARGV[4])
+  end
+  local h = redis.pcall('HMGET', KEYS[3], 'host', 'pid', 'user', 'started', 'fence', 'who')
+  if h.err then h = {} end
+  return {0, pttl, now, h, 0, 0, '', 0, false, 0, 0}
+end
