@@ -28,7 +28,7 @@
 //! [`SORT_IN_MEMORY`] bytes are sorted in memory; past that each such run goes to an anonymous
 //! temporary file in `$TMPDIR`, and the runs are merged 64 at a time. So redlock's memory is
 //! bounded whatever the number of locks: 8 MiB of lines, 64 read buffers of 64 KiB while
-//! merging, one round trip's replies (32 lists of at most 1000 entries, and an earlier
+//! merging, one round trip's replies (32 lists of at most 1023 entries, and an earlier
 //! version's streams of about as many), and 8 bytes per lock to read each once. The disk holds
 //! at most the output, once or, past 64 runs (512 MiB), once per level of merging. Entries of
 //! the same millisecond come by key; one lock's keep their order. Nothing is printed until
