@@ -92,18 +92,28 @@ if found == 0 and not current and shape == '' and every_text == '' then
   audit(KEYS[12], now_text, 'acquired', 'fence=' .. fence_text .. '\31' .. ARGV[4])
   return {1, fence, now, -1, 0}
 end
+-- counted(event, body): a run turned away ('busy', 'skipped'), when it counts (ARGV[3]): the
+-- lock's record counts it under the event's name and the audit log says who, body first.
+local function counted(event, body)
+  if ARGV[3] == '1' then
+    redis.call('HINCRBY', KEYS[4], event, '1')
+    redis.call('PEXPIRE', KEYS[4], RETAIN)
+    audit(KEYS[12], now_text, event, body .. ARGV[4])
+  end
+end
+-- holder_brief(): the holder record's fields a refusal replies with (record::BRIEF), none
+-- from a record the script may not read (another type of key).
+local function holder_brief()
+  local h = redis.pcall('HMGET', KEYS[3], 'host', 'pid', 'user', 'started', 'fence', 'who')
+  if h.err then return {} end
+  return h
+end
 -- So does the common refusal (a cron run that overlaps, a herd): the lock held by another and
 -- nothing else there, refused to a run that neither waits nor replaces, as the rest would
 -- refuse it (no queue to count, no pause, no shared holder).
 if found == 0 and current and shape == '' and every_text == '' and ticket == ''
     and replacer == '' and current ~= ARGV[1] then
   local pttl = redis.call('PTTL', KEYS[1])
-  if ARGV[3] == '1' then
-    redis.call('HINCRBY', KEYS[4], 'busy', '1')
-    redis.call('PEXPIRE', KEYS[4], RETAIN)
-    audit(KEYS[12], now_text, 'busy', ARGV[4])
-  end
-  local h = redis.pcall('HMGET', KEYS[3], 'host', 'pid', 'user', 'started', 'fence', 'who')
-  if h.err then h = {} end
-  return {0, pttl, now, h, 0, 0, '', 0, false, 0, 0}
+  counted('busy', '')
+  return {0, pttl, now, holder_brief(), 0, 0, '', 0, false, 0, 0}
 end

@@ -76,11 +76,7 @@ if every then
     local failed = outcome == 'failed' or outcome == 'killed' or outcome == 'timed out'
       or outcome == 'lease lost' or outcome == 'vanished' or outcome == 'replaced'
     if not (failed and retry_failed == '1') then
-      if ARGV[3] == '1' then
-        redis.call('HINCRBY', KEYS[4], 'skipped', '1')
-        redis.call('PEXPIRE', KEYS[4], RETAIN)
-        audit(KEYS[12], now, 'skipped', ARGV[4])
-      end
+      counted('skipped', '')
       return {-2, window * every - math.floor(every / 2), every, r[5] or '', r[6] or '',
         r[7] or '', r[8] or '', r[9] or '', r[10] or '', outcome or ''}
     end
@@ -151,15 +147,7 @@ if pttl == -2 and sharers > 0 then
   local first = redis.call('ZRANGE', KEYS[8], '0', '0', 'WITHSCORES')
   pttl = math.max(tonumber(first[2]) - now, 0)
 end
-if ARGV[3] == '1' then
-  redis.call('HINCRBY', KEYS[4], 'busy', '1')
-  redis.call('PEXPIRE', KEYS[4], RETAIN)
-  if pause then
-    audit(KEYS[12], now, 'busy', 'reason=paused\31' .. ARGV[4])
-  else
-    audit(KEYS[12], now, 'busy', ARGV[4])
-  end
-end
+if pause then counted('busy', 'reason=paused\31') else counted('busy', '') end
 local replacing = 0
 if replacer ~= '' and current and not pause then
   local r = redis.call('HMGET', KEYS[3], 'fence', 'replace', 'stop')
@@ -199,7 +187,5 @@ if ticket ~= '' then
   redis.call('HSETNX', KEYS[7], ticket, now_text .. '\31' .. waiting)
   for i = 5, 7 do redis.call('PEXPIRE', KEYS[i], QUEUE_KEPT) end
 end
-local h = redis.pcall('HMGET', KEYS[3], 'host', 'pid', 'user', 'started', 'fence', 'who')
-if h.err then h = {} end
-return {0, pttl, now, h, ahead, redis.call('ZCARD', KEYS[5]), held_shape, sharers, pause or false,
-  full, replacing}
+return {0, pttl, now, holder_brief(), ahead, redis.call('ZCARD', KEYS[5]), held_shape, sharers,
+  pause or false, full, replacing}
