@@ -1,7 +1,7 @@
 -- release (the rest, after release.lua and the preludes it needs): a waiter to wake, or the
 -- lease of a shared or slotted holder.
 if head then
-  wake()
+  wake(nil, head)
 elseif KEYS[8] and redis.call('EXISTS', KEYS[8]) == 1 then
   local deadline = tonumber(redis.call('ZSCORE', KEYS[8], ARGV[1]))
   if deadline then
