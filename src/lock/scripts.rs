@@ -178,8 +178,8 @@ pub const HOLDERS: &str = "holders";
 pub const ONCE: &str = "once";
 /// The audit log (a list of entries `MS\x1fEVENT\x1fname=value…`: acquires, busy refusals,
 /// skips, releases, lost leases, forced releases, pauses and resumes; its last 1000 entries, at
-/// most 1023 between trims, of 30 days; see `audit.lua`). Pauses and resumes of every lock under a prefix go to the empty
-/// key's, `{PREFIX}:redlock:audit`.
+/// most 1023 between trims, of 30 days; see `audit.lua`). Pauses and resumes of every lock
+/// under a prefix go to the empty key's, `{PREFIX}:redlock:audit`.
 pub const AUDIT: &str = "audit";
 /// The audit log as an earlier version kept it (a stream); read, never written, until it
 /// expires.
