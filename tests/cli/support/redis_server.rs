@@ -146,6 +146,11 @@ impl RedisServer {
     /// A new connection for the test's own use, with timeouts so a paused server cannot hang
     /// the test.
     pub fn client(&self) -> redis::Connection {
+        self.try_client()
+            .unwrap_or_else(|e| panic!("cannot connect to {}: {e}", self.url()))
+    }
+
+    fn try_client(&self) -> redis::RedisResult<redis::Connection> {
         let url = match &self.password {
             Some(password) if self.tls_only => format!("{}?pass={password}", self.unix_url()),
             None if self.tls_only => self.unix_url(),
@@ -153,26 +158,39 @@ impl RedisServer {
             None => self.url(),
         };
         let client = redis::Client::open(url.as_str()).expect("valid admin url");
-        let con = client
-            .get_connection_with_timeout(CLIENT_TIMEOUT)
-            .unwrap_or_else(|e| panic!("cannot connect to {}: {e}", self.url()));
-        con.set_read_timeout(Some(CLIENT_TIMEOUT))
-            .expect("set read timeout");
-        con.set_write_timeout(Some(CLIENT_TIMEOUT))
-            .expect("set write timeout");
-        con
+        let con = client.get_connection_with_timeout(CLIENT_TIMEOUT)?;
+        con.set_read_timeout(Some(CLIENT_TIMEOUT))?;
+        con.set_write_timeout(Some(CLIENT_TIMEOUT))?;
+        Ok(con)
     }
 
-    /// Runs one command on the harness's own (cached) connection.
+    /// Runs one command on the harness's own (cached) connection. A cached connection the
+    /// server closed since its last use (a restart, a demotion, Sentinel's `CLIENT KILL TYPE
+    /// normal` after a failover) is made anew and the command sent once more; a timeout is
+    /// not retried: the server is paused, and would keep the test waiting twice.
     pub fn try_query<T: FromRedisValue>(&self, args: &[&str]) -> redis::RedisResult<T> {
         let (name, rest) = args.split_first().expect("a command name");
         let mut admin = self.admin();
+        let cached = admin.is_some();
         let con = admin.get_or_insert_with(|| self.client());
-        let result = redis::cmd(name).arg(rest).query(con);
+        let mut result = redis::cmd(name).arg(rest).query(con);
         if let Err(e) = &result
             && (e.is_io_error() || e.is_connection_dropped() || e.is_timeout())
         {
             *admin = None;
+            if cached && !e.is_timeout() {
+                result = self.try_client().and_then(|mut con| {
+                    let again = redis::cmd(name).arg(rest).query(&mut con);
+                    *admin = Some(con);
+                    again
+                });
+                if result
+                    .as_ref()
+                    .is_err_and(|e| e.is_io_error() || e.is_connection_dropped())
+                {
+                    *admin = None;
+                }
+            }
         }
         result
     }
