@@ -258,6 +258,59 @@ fn a_frozen_holder_is_replaced_only_once_its_keeper_killed_the_command() {
     holder.exits_with(76);
 }
 
+/// While a holder has not yet stopped (its redlock frozen here), `status` and `check` say who
+/// asked it to stop, in text and JSON; continued, it is replaced.
+#[test]
+fn a_pending_stop_request_shows_in_status_and_check() {
+    let server = RedisServer::start();
+    let scratch = TempDir::new("replace-pending");
+    let log = scratch.join("sections.log");
+    let holder = long_section(&server, &log, "30s");
+    holder.signal(libc::SIGSTOP);
+    wait_until("the holder to stop", Duration::from_secs(5), || {
+        is_stopped(holder.pid()).then_some(())
+    });
+    let waiting = replacer(&server, &log, 2, &["--wait", "60s"]).spawn();
+    let asked = wait_until("the stop request", Duration::from_secs(10), || {
+        let status = Redlock::new(&server).args(["status", "job"]).exits_with(0);
+        status
+            .stdout
+            .lines()
+            .find(|l| l.trim_start().starts_with("stopping"))
+            .map(str::to_string)
+    });
+    assert!(
+        asked.contains("asked to stop by") && asked.contains(&format!("pid {}", waiting.pid())),
+        "{asked}"
+    );
+    let json = Redlock::new(&server)
+        .args(["status", "--json", "job"])
+        .exits_with(0);
+    let doc: serde_json::Value = serde_json::from_str(&json.stdout).expect("status --json");
+    let by = doc["locks"][0]["holder"]["stop_asked_by"].as_str();
+    assert!(
+        by.is_some_and(|by| asked.contains(by)),
+        "the JSON's stop_asked_by {by:?} is not the text's: {asked}"
+    );
+    let check = Redlock::new(&server).args(["check", "job"]).exits_with(0);
+    assert!(
+        check.stdout.contains("asked to stop by"),
+        "{}",
+        check.stdout
+    );
+    holder.signal(libc::SIGCONT);
+    holder.exits_with(79);
+    waiting.exits_with(0);
+    expect_exclusive_sections(&log);
+    // Free now (status 1), and the request went with the holder's record.
+    let status = Redlock::new(&server).args(["status", "job"]).exits_with(1);
+    assert!(
+        !status.stdout.contains("asked to stop"),
+        "{}",
+        status.stdout
+    );
+}
+
 #[test]
 fn a_holder_with_no_replace_is_not_asked_and_the_replacer_is_busy() {
     let server = RedisServer::start();

@@ -22,7 +22,9 @@
 //!    "fence": 17 | null,               // the fence counter's current value
 //!    "token": "…",                     // only with --show-token, and only when held
 //!    "holder": null | {"host", "pid", "user", "command", "started_ms", "renewed_ms",
-//!                      "ttl_ms", "fence", "finished", "age_ms", "since_renewal_ms",
+//!                      "ttl_ms", "fence", "finished", "stop_asked_by" (null, or who
+//!                      asked it to stop with --replace: "web-2 (pid 4242, user deploy)"),
+//!                      "age_ms", "since_renewal_ms",
 //!                      "pid_alive": true | false | null (null: not on this host)},
 //!    "last_run": null | {"outcome": "ok"|"failed"|"killed"|"lease lost"|"timed out", "exit", "host", "pid",
 //!                        "user", "command", "started_ms", "ended_ms", "duration_ms", "fence"},
@@ -444,6 +446,12 @@ impl<'a> View<'a> {
                         ));
                     }
                     out.push_str(&format!("  lease     {}\n", self.liveness(h)));
+                    if let Some(by) = &h.stop_asked_by {
+                        out.push_str(&format!(
+                            "  stopping  asked to stop by {by} (--replace): its redlock stops \
+                             the command's tree, then releases\n"
+                        ));
+                    }
                 }
                 None => {
                     out.push_str(&format!(

@@ -101,6 +101,9 @@ pub struct Holder {
     /// `--no-replace` (and every `redlock acquire`): `--replace` does not ask it to stop. The
     /// record says `replace=no`.
     pub irreplaceable: bool,
+    /// Who asked this holder to stop (`--replace`), as the replacer's redlock named itself:
+    /// "web-2 (pid 4242, user deploy)". The record says `stop=…` until the holder is gone.
+    pub stop_asked_by: Option<String>,
 }
 
 /// The holder record's fields (an earlier version's host, pid, user and cmd, now in `who`,
@@ -175,6 +178,7 @@ impl Holder {
             fence: num(fields, "fence"),
             finished: get(fields, "finished") == Some("1"),
             irreplaceable: get(fields, "replace") == Some("no"),
+            stop_asked_by: text(fields, "stop"),
         })
     }
 
@@ -189,7 +193,8 @@ impl Holder {
     }
 
     /// "held by host (pid 12, user bob, fence 7) for 3m 2s"; the age only when the server's
-    /// clock is known.
+    /// clock is known; ", asked to stop by web-2 (pid 4, user deploy)" after it while a
+    /// replacer's request is pending.
     pub fn describe(holder: Option<&Holder>, server_now_ms: Option<i64>) -> String {
         let Some(h) = holder else {
             return "held by a client that left no holder record".to_string();
@@ -204,6 +209,9 @@ impl Holder {
                 " for {}",
                 fmt(Duration::from_millis(age / 1000 * 1000))
             ));
+        }
+        if let Some(by) = &h.stop_asked_by {
+            who.push_str(&format!(", asked to stop by {by}"));
         }
         who
     }
@@ -220,6 +228,10 @@ impl Holder {
             ("ttl_ms", Json::opt_num(self.ttl_ms)),
             ("fence", Json::opt_num(self.fence)),
             ("finished", Json::Bool(self.finished)),
+            (
+                "stop_asked_by",
+                Json::opt_str(self.stop_asked_by.as_deref()),
+            ),
             ("age_ms", Json::opt_num(self.started_ms.map(|s| now_ms - s))),
             (
                 "since_renewal_ms",
