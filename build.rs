@@ -5,7 +5,8 @@
 //! of the binary ended up resident and the peak RSS above its target (docs/performance.md).
 //! `link/startup-symbols.txt` lists the symbols a run executes (recorded with
 //! `scripts/startup-symbols.sh`); lld lays them out first, together. Unknown names are ignored,
-//! and a test fails when too many of them are (tests/cli/startup_symbols.rs).
+//! and a test fails when too many of them are, or when a function of redlock's own that a run
+//! executes is not listed (tests/cli/startup_symbols.rs).
 //!
 //! The flag is lld's: it is passed where rustc links with lld by default, x86-64 Linux (GNU)
 //! from Rust 1.90 on, unless RUSTFLAGS choose a linker. Elsewhere (an older toolchain, another

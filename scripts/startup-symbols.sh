@@ -2,8 +2,9 @@
 # Records which functions a short `redlock run` executes, for build.rs to link them together.
 # Run it after changes to the run path, to dependencies or to the toolchain (symbol names carry
 # hashes that change with each), then commit link/startup-symbols.txt; `cargo test` fails when
-# fewer than 90% of the listed names are left in the release binary
-# (tests/cli/startup_symbols.rs). Needs perf (Debian: linux-perf), valgrind and redis-server.
+# fewer than 90% of the listed names are left in the release binary, or when a function of
+# redlock's own that the exact trace below sees is not listed (tests/cli/startup_symbols.rs).
+# Needs perf (Debian: linux-perf), valgrind and redis-server.
 #
 # Three sources, in this order; nothing of an earlier list is kept:
 # * an exact trace (callgrind) of a run up to the start of its keeper, a process that shares
