@@ -20,7 +20,8 @@ duration, who forced or paused it and why, the command. Pauses and resumes of ev
 (pause --all) are in the prefix-wide log, shown by --all.
 
 --follow keeps printing new entries (it asks every 250ms) until SIGINT or SIGTERM, then exits \
-0. With a quorum each node keeps its own log; log reads the first node that answers. Read-only: \
+0; past 1024 locks, a lock without entries in the last minute is asked 1024 locks at a time, \
+in turn. With a quorum each node keeps its own log; log reads the first node that answers. Read-only: \
 a +@read user can read the log.";
 
 pub(super) const DOCTOR_LONG_ABOUT: &str = "\

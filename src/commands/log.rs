@@ -14,12 +14,16 @@
 //! time, until it expires.
 //!
 //! Read-only (`LRANGE`, `LINDEX`, and `XRANGE` for the older logs), so a `+@read` user can read
-//! the log. The logs of several keys are merged by time. `--follow` then asks every key's log
+//! the log. The logs of several keys are merged by time. `--follow` then asks each key's log
 //! for what came after the newest entry it had, every [`FOLLOW_EVERY`] (one `LINDEX` when
-//! nothing did, a pipeline of them per 256 logs), until SIGINT or SIGTERM (exit 0: the operator
-//! asked it to stop); keys that get a log later are not picked up by a `--follow --all` already
-//! running. With a quorum every node keeps its own log; `log` reads the first node that
-//! answers.
+//! nothing did, a pipeline of them per 256 logs; when something did, the list's last 64
+//! entries, and the whole list only when those do not reach back to what it had), until
+//! SIGINT or SIGTERM (exit 0: the operator asked it to stop); keys that get a log later are
+//! not picked up by a `--follow --all` already running. Past [`FOLLOW_SWEEP`] logs, a poll
+//! asks the logs with entries in the last minute and the next 1024 of the others in turn
+//! ([`Sweep`]): following every lock of a large deployment costs the shared server a bounded
+//! number of commands per poll, and a quiet lock's first new entry shows within one sweep.
+//! With a quorum every node keeps its own log; `log` reads the first node that answers.
 //!
 //! `--all` over many locks, in bounded memory: the logs are found by SCAN (the lists, then the
 //! earlier streams; each lock once, `keys::Seen`) and read [`LOGS_AT_ONCE`] locks per round
@@ -34,9 +38,10 @@
 //! the same millisecond come by key; one lock's keep their order. Nothing is printed until
 //! every log is read, so a failure prints nothing, as before. `--follow` then keeps, per log
 //! it follows, its keys and its newest entry (a few hundred bytes a lock): following 100,000
-//! locks takes that memory and, every 250 ms, 100,000 `LINDEX` (400 round trips).
+//! locks takes that memory and, every 250 ms, 1024 `LINDEX` (4 round trips) and one for each
+//! lock with entries in the last minute; a quiet lock is asked every 25 s.
 
-use std::time::{Duration, UNIX_EPOCH};
+use std::time::{Duration, Instant, UNIX_EPOCH};
 
 use anyhow::{Context as _, Result};
 use redis::Value;
@@ -257,18 +262,88 @@ pub fn log(ctx: &Context, args: LogArgs) -> Result<Exit> {
     };
     // From here on: what came after the newest entry of each list.
     let (logs, mut last): (Vec<Log>, Vec<Option<String>>) = followed.into_iter().unzip();
+    let mut sweep = Sweep::new(logs.len());
     loop {
         match signals.wait(Some(FOLLOW_EVERY)) {
             Event::Signal(sig) if signals::JOB_CONTROL.contains(&sig) => continue,
             Event::Signal(_) => return Ok(Exit::Success),
             _ => {}
         }
-        let fresh = nodes.each(|con| read_after(con, &logs, &last));
-        let mut fresh = first_answer(fresh)?;
+        let due = sweep.due(Instant::now());
+        // Node by node, as the first read: a quorum's other nodes are asked only when the
+        // first fails.
+        let mut fresh = Err(anyhow::anyhow!("no node to read"));
+        for i in 0..nodes.len() {
+            fresh = nodes.on(i, |con| read_after(con, &logs, &last, &due));
+            if fresh.is_ok() {
+                break;
+            }
+        }
+        let mut fresh = fresh?;
         fresh.sort_by_key(|(_, e)| (e.ms, e.seq));
+        let now = Instant::now();
         for (i, entry) in fresh {
             print(&entry, &ctx.prefix, args.json)?;
             last[i].clone_from(&entry.raw);
+            sweep.heard(i, now);
+        }
+    }
+}
+
+/// How many logs `--follow` asks per [`FOLLOW_EVERY`] besides those with recent entries: the
+/// server's bill of following many locks. Up to this many logs, each is asked every time.
+const FOLLOW_SWEEP: usize = 1024;
+
+/// A followed log with an entry this recent is asked every [`FOLLOW_EVERY`].
+const FOLLOW_HOT: Duration = Duration::from_secs(60);
+
+/// Which logs `--follow` asks at each poll: every log when there are at most
+/// [`FOLLOW_SWEEP`]; past that, the logs that had an entry within [`FOLLOW_HOT`], and the next
+/// [`FOLLOW_SWEEP`] of the others in turn, so a quiet log is asked once per sweep of them all
+/// (25 s for 100,000 logs) and the server answers at most [`FOLLOW_SWEEP`] `LINDEX` per poll
+/// for the quiet ones, however many locks there are.
+struct Sweep {
+    len: usize,
+    /// Where the next poll's turn starts.
+    next: usize,
+    /// The logs that had an entry lately, and when.
+    hot: Vec<(usize, Instant)>,
+}
+
+impl Sweep {
+    fn new(len: usize) -> Sweep {
+        Sweep {
+            len,
+            next: 0,
+            hot: Vec::new(),
+        }
+    }
+
+    /// The logs to ask now, each once, in order.
+    fn due(&mut self, now: Instant) -> Vec<usize> {
+        if self.len <= FOLLOW_SWEEP {
+            return (0..self.len).collect();
+        }
+        self.hot
+            .retain(|(_, at)| now.saturating_duration_since(*at) < FOLLOW_HOT);
+        let mut due: Vec<usize> = (0..FOLLOW_SWEEP)
+            .map(|k| (self.next + k) % self.len)
+            .collect();
+        self.next = (self.next + FOLLOW_SWEEP) % self.len;
+        due.extend(self.hot.iter().map(|(i, _)| *i));
+        due.sort_unstable();
+        due.dedup();
+        due
+    }
+
+    /// Log `i` had a new entry at `now`.
+    fn heard(&mut self, i: usize, now: Instant) {
+        if self.len <= FOLLOW_SWEEP {
+            return;
+        }
+        match self.hot.iter_mut().find(|(h, _)| *h == i) {
+            Some((_, at)) => *at = now,
+            None => self.hot.push((i, now)),
         }
     }
 }
@@ -359,19 +434,6 @@ impl Reading<'_> {
 }
 
 /// The first node's answer that is not an error (a quorum's nodes keep their own logs).
-fn first_answer<T>(results: Vec<Result<T>>) -> Result<T> {
-    let mut first_error = None;
-    for r in results {
-        match r {
-            Ok(v) => return Ok(v),
-            Err(e) => {
-                first_error.get_or_insert(e);
-            }
-        }
-    }
-    Err(first_error.expect("at least one node"))
-}
-
 fn print(entry: &Entry, prefix: &str, json: bool) -> Result<()> {
     let line = if json {
         entry.json()
@@ -436,26 +498,28 @@ fn read_logs(
     Ok(out)
 }
 
-/// The entries of `logs`' lists after the one `last` names for each (all of them when that
-/// is not in the list any more, or is `None`), with the index of their log. One `LINDEX` per
-/// log when nothing was added, `LOGS_AT_ONCE * 8` per round trip (one per round trip on a
+/// The entries of the `due` logs' lists after the one `last` names for each (all of them when
+/// that is not in the list any more, or is `None`), with the index of their log. One `LINDEX`
+/// per log when nothing was added, `LOGS_AT_ONCE * 8` per round trip (one per round trip on a
 /// cluster).
 fn read_after(
     con: &mut Conn,
     logs: &[Log],
     last: &[Option<String>],
+    due: &[usize],
 ) -> Result<Vec<(usize, Entry)>> {
     let cluster = matches!(con, Conn::Cluster(_));
     let at_once = if cluster { 1 } else { LOGS_AT_ONCE * 8 };
     let mut out = Vec::new();
-    for (chunk, (logs, last)) in logs.chunks(at_once).zip(last.chunks(at_once)).enumerate() {
+    for chunk in due.chunks(at_once) {
         let mut pipe = redis::pipe();
-        for log in logs {
-            pipe.cmd("LINDEX").arg(&log.list).arg(-1);
+        for &i in chunk {
+            pipe.cmd("LINDEX").arg(&logs[i].list).arg(-1);
         }
         pipe.ignore_errors();
         let newest: Vec<Value> = pipe.query(con).context("cannot read the logs")?;
-        for (i, ((log, seen), newest)) in logs.iter().zip(last).zip(&newest).enumerate() {
+        for (&i, newest) in chunk.iter().zip(&newest) {
+            let (log, seen) = (&logs[i], &last[i]);
             let newest: Option<String> = match newest {
                 Value::ServerError(e) => Err(redis::RedisError::from(e.clone())),
                 other => redis::from_redis_value_ref(other).map_err(redis::RedisError::from),
@@ -464,20 +528,60 @@ fn read_after(
             if newest.is_none() || newest == *seen {
                 continue;
             }
-            let entries = read_list(con, log)?;
-            let start = seen
-                .as_deref()
-                .and_then(|seen| entries.iter().rposition(|e| e.raw.as_deref() == Some(seen)))
-                .map_or(0, |at| at + 1);
             out.extend(
-                entries
+                read_new(con, log, seen.as_deref())?
                     .into_iter()
-                    .skip(start)
-                    .map(|e| (chunk * at_once + i, e)),
+                    .map(|e| (i, e)),
             );
         }
     }
     Ok(out)
+}
+
+/// How many of a list's newest entries `--follow` reads when it has news: the entries after
+/// the one it saw last are almost always among them, and a log holds up to 1023.
+const FOLLOW_TAIL: usize = 64;
+
+/// The entries of `log` after `seen` (all of them when it is `None` or gone from the list).
+/// The list's last [`FOLLOW_TAIL`] entries are read first, the whole list only when they do
+/// not hold all that is needed: `seen`, each new release's take (whose user and command it is
+/// shown with), and the entries of a new entry's millisecond (which number its id).
+fn read_new(con: &mut Conn, log: &Log, seen: Option<&str>) -> Result<Vec<Entry>> {
+    if let Some(seen) = seen {
+        let raw: Vec<String> = redis::cmd("LRANGE")
+            .arg(&log.list)
+            .arg(-(FOLLOW_TAIL as i64))
+            .arg(-1)
+            .query(con)
+            .with_context(|| format!("cannot read the log of {}", log.lock))?;
+        let whole = raw.len() < FOLLOW_TAIL;
+        if let Some(at) = raw.iter().rposition(|r| r == seen) {
+            let entries = list_entries(raw, log);
+            let new = &entries[at + 1..];
+            let first_ms = entries.first().map(|e| e.ms);
+            let enough = whole
+                || (new.iter().all(|e| Some(e.ms) != first_ms)
+                    && new.iter().all(|e| {
+                        !matches!(e.get("event"), Some("released" | "lost"))
+                            || e.get("fence").is_none_or(|fence| {
+                                entries.iter().any(|t| {
+                                    t.get("event") == Some("acquired")
+                                        && t.get("fence") == Some(fence)
+                                })
+                            })
+                    }));
+            if enough {
+                return Ok(entries.into_iter().skip(at + 1).collect());
+            }
+        } else if whole {
+            return Ok(list_entries(raw, log));
+        }
+    }
+    let entries = read_list(con, log)?;
+    let start = seen
+        .and_then(|seen| entries.iter().rposition(|e| e.raw.as_deref() == Some(seen)))
+        .map_or(0, |at| at + 1);
+    Ok(entries.into_iter().skip(start).collect())
 }
 
 /// `LRANGE list 0 -1`, as entries; a missing list is an empty log.
@@ -564,6 +668,29 @@ const SEPARATOR: char = '\u{1f}';
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_sweep_asks_every_log_in_turn_and_a_log_with_news_every_time() {
+        let now = Instant::now();
+        let mut few = Sweep::new(10);
+        assert_eq!(few.due(now), (0..10).collect::<Vec<_>>());
+        let mut many = Sweep::new(2500);
+        let first = many.due(now);
+        assert_eq!(first, (0..1024).collect::<Vec<_>>());
+        many.heard(7, now);
+        let second = many.due(now);
+        assert_eq!(second.len(), 1025);
+        assert!(second.contains(&7) && second.contains(&1024) && second.contains(&2047));
+        // The third turn wraps around to the start.
+        let third = many.due(now);
+        assert!(third.contains(&2499) && third.contains(&0) && third.contains(&7));
+        assert_eq!(third.len(), 1024, "7 is in the turn already: asked once");
+        // A log quiet for a minute is asked only in its turn again.
+        let later = now + FOLLOW_HOT;
+        let fourth = many.due(later);
+        assert!(!fourth.contains(&7), "{:?}", &fourth[..3]);
+        assert_eq!(fourth.len(), 1024);
+    }
 
     fn entry(fields: &[(&str, &str)]) -> Entry {
         Entry {

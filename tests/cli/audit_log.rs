@@ -367,3 +367,137 @@ fn releases_that_come_together_keep_the_log_within_its_length_bound() {
         20
     );
 }
+
+/// `--follow` reads a log's last entries when it has news, and the whole list when those do
+/// not reach back far enough: a burst longer than that is printed whole and once, and a
+/// release whose take is further back still shows the take's command.
+#[test]
+fn follow_prints_a_long_burst_once_and_fills_a_release_from_a_distant_take() {
+    let server = RedisServer::start();
+    let log = audit_key("job");
+    let entry = |ms: u64, body: &str| format!("{ms}\x1f{body}");
+    let start = now_ms();
+    let old: Vec<String> = (0..200)
+        .map(|n| entry(start, &format!("busy\x1fhost=old{n}\x1fpid=1")))
+        .collect();
+    let mut push = vec!["RPUSH", log.as_str()];
+    push.extend(old.iter().map(String::as_str));
+    let _: i64 = server.query(&push);
+    let mut follow = Redlock::new(&server)
+        .args(["log", "job", "--follow"])
+        .spawn();
+    follow.expect_line_containing("  old199 (");
+    // A burst of 100 in one command: more than the tail `--follow` reads first.
+    let burst: Vec<String> = (0..100)
+        .map(|n| entry(start + 1, &format!("busy\x1fhost=burst{n}\x1fpid=2")))
+        .collect();
+    let mut push = vec!["RPUSH", log.as_str()];
+    push.extend(burst.iter().map(String::as_str));
+    let _: i64 = server.query(&push);
+    follow.expect_line_containing("  burst99 (");
+    // A take, then 70 other entries, then (after a poll) its release alone.
+    let mut push = vec!["RPUSH".to_string(), log.clone()];
+    push.push(entry(
+        start + 2,
+        "acquired\x1ffence=77\x1fhost=deep\x1fpid=3\x1fuser=u\x1fcmd=the-deep-command",
+    ));
+    push.extend((0..70).map(|n| entry(start + 3, &format!("busy\x1fhost=between{n}\x1fpid=4"))));
+    let push: Vec<&str> = push.iter().map(String::as_str).collect();
+    let _: i64 = server.query(&push);
+    follow.expect_line_containing("  between69 (");
+    let _: i64 = server.query(&[
+        "RPUSH",
+        &log,
+        &entry(
+            start + 4,
+            "released\x1foutcome=ok\x1fexit=0\x1fduration_ms=5\x1ffence=77\x1fhost=deep\x1fpid=3",
+        ),
+    ]);
+    let released = follow.expect_line_containing("  released  ");
+    assert!(released.ends_with(": the-deep-command"), "{released}");
+    // A plain run, as it happens.
+    Redlock::new(&server)
+        .args(["run", "--key", "job", "--ttl", "5s", "--", "true"])
+        .exits_with(0);
+    follow.expect_line_containing("  acquired  ");
+    let released = follow.expect_line_containing("  released  ");
+    assert!(released.ends_with(": true"), "{released}");
+    follow.signal(libc::SIGTERM);
+    let outcome = follow.wait();
+    outcome.expect_code(0);
+    for n in 0..100 {
+        let host = format!("  burst{n} (");
+        let printed = outcome.stdout.matches(&host).count();
+        assert_eq!(printed, 1, "{host} printed {printed} times: {outcome}");
+    }
+    assert_eq!(
+        outcome.stdout.lines().count(),
+        200 + 100 + 71 + 1 + 2,
+        "{outcome}"
+    );
+}
+
+/// `--follow --all` over more locks than it asks per poll: the server answers a bounded
+/// number of `LINDEX` per poll (all of them would be 5,000 every 250 ms), a quiet lock's new
+/// entries still show, and then those of the next run at once.
+#[test]
+fn follow_all_over_many_locks_asks_a_bounded_number_per_poll() {
+    const LOCKS: usize = 5000;
+    let server = RedisServer::start();
+    let long_ago = format!(
+        "{}\x1fbusy\x1fhost=old\x1fpid=1",
+        now_ms() - 2 * 3600 * 1000
+    );
+    let mut pipe = redis::pipe();
+    for n in 0..LOCKS {
+        pipe.cmd("RPUSH")
+            .arg(audit_key(&format!("k{n}")))
+            .arg(&long_ago)
+            .ignore();
+    }
+    let _: () = pipe.query(&mut server.client()).expect("write the logs");
+    let mut follow = Redlock::new(&server)
+        .args(["log", "--all", "--follow", "--since", "1h"])
+        .spawn();
+    // Once its first poll has asked for news, the follow has read every log.
+    wait_until_lindex(&server, 1);
+    let _: () = server.query(&["CONFIG", "RESETSTAT"]);
+    let started = std::time::Instant::now();
+    Redlock::new(&server)
+        .args(["run", "--key", "k4321", "--ttl", "5s", "--", "true"])
+        .exits_with(0);
+    follow.expect_line_containing("  k4321  acquired  ");
+    follow.expect_line_containing("  k4321  released  ");
+    Redlock::new(&server)
+        .args(["run", "--key", "k4321", "--ttl", "5s", "--", "true"])
+        .exits_with(0);
+    follow.expect_line_containing("  k4321  acquired  ");
+    follow.expect_line_containing("  k4321  released  ");
+    let asked = lindex_calls(&server);
+    // Polls every 250 ms at most (fewer when the machine is busy), each asking 1024 quiet
+    // logs and the one that had entries.
+    let polls = started.elapsed().as_millis() as u64 / 250 + 2;
+    assert!(
+        asked <= polls * 1025,
+        "{asked} LINDEX in {polls} polls at most: more than 1025 a poll"
+    );
+    follow.signal(libc::SIGTERM);
+    follow.wait().expect_code(0);
+}
+
+/// The server's count of `LINDEX` since its statistics were last reset.
+fn lindex_calls(server: &RedisServer) -> u64 {
+    let stats: String = server.query(&["INFO", "commandstats"]);
+    stats
+        .lines()
+        .find_map(|l| l.strip_prefix("cmdstat_lindex:calls="))
+        .and_then(|rest| rest.split(',').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+fn wait_until_lindex(server: &RedisServer, at_least: u64) {
+    crate::support::wait_until("the follow's first poll", Duration::from_secs(30), || {
+        (lindex_calls(server) >= at_least).then_some(())
+    });
+}
