@@ -223,6 +223,58 @@ fn drain_waits_for_the_running_holder_and_says_who_it_is() {
     run_quick(&server, "job").expect_code(75);
 }
 
+/// `pause --all --drain` over many locks reads each once, then only the one that runs: its
+/// polls cost the server a lock's reads, not the prefix's.
+#[test]
+fn drain_all_reads_every_lock_once_then_only_those_running() {
+    const LOCKS: usize = 2000;
+    let server = RedisServer::start();
+    let mut pipe = redis::pipe();
+    for n in 0..LOCKS {
+        pipe.cmd("SET")
+            .arg(crate::support::companion_key(&format!("idle{n}"), "fence"))
+            .arg("1")
+            .ignore();
+    }
+    let _: () = pipe
+        .query(&mut server.client())
+        .expect("make the idle locks");
+    let mut holder = Redlock::new(&server)
+        .args(["run", "--key", "job", "--ttl", "5s", "-c", child::HOLD])
+        .spawn();
+    holder.expect_line("ready");
+    let pttl_calls = || -> u64 {
+        let stats: String = server.query(&["INFO", "commandstats"]);
+        stats
+            .lines()
+            .find_map(|l| l.strip_prefix("cmdstat_pttl:calls="))
+            .and_then(|rest| rest.split(',').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0)
+    };
+    let _: () = server.query(&["CONFIG", "RESETSTAT"]);
+    let mut drain = Redlock::new(&server)
+        .args(["pause", "--all", "--drain", "60s"])
+        .spawn();
+    drain.expect_line_starting("draining: 1 still running: job held by ");
+    // A pass over every lock, then polls of what runs: at least three of them before the
+    // holder ends (reading every lock again, a single poll would read 2,000 more).
+    let pass = LOCKS as u64 + 1;
+    crate::support::wait_until("three polls", Duration::from_secs(30), || {
+        (pttl_calls() >= pass + 3).then_some(())
+    });
+    holder.close_stdin();
+    holder.exits_with(0);
+    let outcome = drain.exits_with(0);
+    assert!(outcome.stdout.contains("drained"), "{outcome}");
+    let calls = pttl_calls();
+    assert!(
+        calls < pass + 1000,
+        "{calls} locks read: more than one pass over {pass} and the polls of one"
+    );
+    run_quick(&server, "idle7").expect_code(75);
+}
+
 #[test]
 fn drain_exits_busy_naming_the_holders_that_still_run_and_leaves_them_alone() {
     let server = RedisServer::start();
