@@ -271,21 +271,37 @@ pub fn log(ctx: &Context, args: LogArgs) -> Result<Exit> {
         }
         let due = sweep.due(Instant::now());
         // Node by node, as the first read: a quorum's other nodes are asked only when the
-        // first fails.
-        let mut fresh = Err(anyhow::anyhow!("no node to read"));
-        for i in 0..nodes.len() {
-            fresh = nodes.on(i, |con| read_after(con, &logs, &last, &due));
-            if fresh.is_ok() {
-                break;
+        // first fails. A node's connection that failed is made anew on its next use, so when
+        // none answers (a connection idle since the last failover may have been closed), each
+        // is asked once more before the follow ends with the first node's error.
+        let mut fresh = None;
+        let mut first_error = None;
+        'ask: for _ in 0..2 {
+            for i in 0..nodes.len() {
+                match nodes.on(i, |con| read_after(con, &logs, &last, &due)) {
+                    Ok(read) => {
+                        fresh = Some(read);
+                        break 'ask;
+                    }
+                    Err(e) => {
+                        first_error.get_or_insert(e);
+                    }
+                }
             }
         }
-        let mut fresh = fresh?;
-        fresh.sort_by_key(|(_, e)| (e.ms, e.seq));
+        let Some(mut fresh) = fresh else {
+            return Err(first_error.expect("at least one node"));
+        };
+        // Where each log now ends, in the list's order: a release's entry is stamped with
+        // when its run ended, which may sort before an entry written just ahead of it.
         let now = Instant::now();
-        for (i, entry) in fresh {
+        for (i, entry) in &fresh {
+            last[*i].clone_from(&entry.raw);
+            sweep.heard(*i, now);
+        }
+        fresh.sort_by_key(|(_, e)| (e.ms, e.seq));
+        for (_, entry) in fresh {
             print(&entry, &ctx.prefix, args.json)?;
-            last[i].clone_from(&entry.raw);
-            sweep.heard(i, now);
         }
     }
 }
@@ -574,14 +590,36 @@ fn read_new(con: &mut Conn, log: &Log, seen: Option<&str>) -> Result<Vec<Entry>>
                 return Ok(entries.into_iter().skip(at + 1).collect());
             }
         } else if whole {
+            gap(log);
             return Ok(list_entries(raw, log));
         }
     }
     let entries = read_list(con, log)?;
-    let start = seen
-        .and_then(|seen| entries.iter().rposition(|e| e.raw.as_deref() == Some(seen)))
-        .map_or(0, |at| at + 1);
+    let found = seen.map(|seen| entries.iter().rposition(|e| e.raw.as_deref() == Some(seen)));
+    if found == Some(None) {
+        gap(log);
+    }
+    let start = found.flatten().map_or(0, |at| at + 1);
     Ok(entries.into_iter().skip(start).collect())
+}
+
+/// Says that the entry `--follow` last showed of `log` is gone from it: more entries came
+/// since the last look than the list keeps (1000), or the list was deleted. Entries between
+/// it and what follows may be missing, which is said rather than left unannounced.
+fn gap(log: &Log) {
+    let whose = if log.lock.is_empty() {
+        "the prefix-wide log".to_string()
+    } else {
+        format!("the log of {}", log.lock)
+    };
+    log::warn(
+        "log_gap",
+        &format!(
+            "the entry last shown is gone from {whose} (trimmed after more entries than it \
+             keeps, or deleted): entries between it and what follows may be missing"
+        ),
+        &[],
+    );
 }
 
 /// `LRANGE list 0 -1`, as entries; a missing list is an empty log.

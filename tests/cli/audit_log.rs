@@ -501,3 +501,58 @@ fn wait_until_lindex(server: &RedisServer, at_least: u64) {
         (lindex_calls(server) >= at_least).then_some(())
     });
 }
+
+/// What `--follow` remembers of a log is its last entry in the list's order, not in the
+/// printed order: a release is stamped with when its run ended, which can sort before an
+/// entry written just ahead of it, and must not be printed again at the next poll. A log that
+/// lost the entry last shown (trimmed, deleted) is said to have a gap.
+#[test]
+fn follow_prints_an_entry_that_sorts_early_once_and_says_when_a_log_has_a_gap() {
+    let server = RedisServer::start();
+    let log = audit_key("job");
+    let start = now_ms();
+    let entry = |ms: u64, body: &str| format!("{ms}\x1f{body}");
+    let _: i64 = server.query(&[
+        "RPUSH",
+        &log,
+        &entry(
+            start,
+            "acquired\x1ffence=5\x1fhost=a\x1fpid=1\x1fuser=u\x1fcmd=job.sh",
+        ),
+    ]);
+    let mut follow = Redlock::new(&server)
+        .args(["log", "job", "--follow"])
+        .spawn();
+    follow.expect_line_containing("  acquired  ");
+    // A refusal logged at +20 ms, then the release of a run that ended at +10 ms.
+    let _: i64 = server.query(&[
+        "RPUSH",
+        &log,
+        &entry(start + 20, "busy\x1fhost=b\x1fpid=2"),
+        &entry(
+            start + 10,
+            "released\x1foutcome=ok\x1fexit=0\x1fduration_ms=10\x1ffence=5\x1fhost=a\x1fpid=1",
+        ),
+    ]);
+    follow.expect_line_containing("  released  ");
+    follow.expect_line_containing("  busy  ");
+    let _: i64 = server.query(&["RPUSH", &log, &entry(start + 30, "busy\x1fhost=c\x1fpid=3")]);
+    follow.expect_line_containing("  c (pid 3)");
+    // The log loses the entry last shown; what comes next is printed, with a warning.
+    let _: () = server.query(&["DEL", &log]);
+    let _: i64 = server.query(&["RPUSH", &log, &entry(start + 40, "busy\x1fhost=d\x1fpid=4")]);
+    follow.expect_line_containing("  d (pid 4)");
+    follow.signal(libc::SIGTERM);
+    let outcome = follow.wait();
+    outcome.expect_code(0);
+    assert_eq!(
+        outcome.stdout.matches("  released  ").count(),
+        1,
+        "{outcome}"
+    );
+    assert_eq!(outcome.stdout.lines().count(), 5, "{outcome}");
+    assert!(
+        outcome.stderr.contains("gone from the log of job"),
+        "{outcome}"
+    );
+}
