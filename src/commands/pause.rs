@@ -23,7 +23,9 @@
 //! With `--all`, every lock under the prefix is read once, a batch at a time, and only those
 //! with a running holder are read again: no other can get one while paused, so a prefix of
 //! 100,000 locks costs the server one pass, not one every 200 ms, and redlock memory for the
-//! running ones alone.
+//! running ones alone. Once those are done, one more pass makes sure: a pause that lapsed
+//! (`--for`) or was lifted meanwhile, or a client that does not read pauses, may have started
+//! another, which is then waited for in turn.
 //!
 //! On Redis Cluster the prefix-wide record lives in another slot than the locks unless the
 //! prefix has a hash tag, and the acquire script can read only the lock's slot: `--all` is
@@ -116,12 +118,12 @@ pub fn pause(ctx: &Context, args: PauseArgs) -> Result<Exit> {
     let Some(drain) = args.drain else {
         return Ok(Exit::Success);
     };
-    let watched = if args.all {
-        running_locks(&mut nodes, &ctx.prefix)?
+    if args.all {
+        let running = running_locks(&mut nodes, &ctx.prefix)?;
+        self::drain(&mut nodes, running, drain, Some(&ctx.prefix))
     } else {
-        keys
-    };
-    self::drain(&mut nodes, &watched, drain)
+        self::drain(&mut nodes, keys, drain, None)
+    }
 }
 
 /// The locks under `prefix` with a running holder, read a batch at a time and kept alone:
@@ -143,19 +145,34 @@ fn running_locks(nodes: &mut Nodes, prefix: &str) -> Result<Vec<Keys>> {
     Ok(running)
 }
 
-/// Waits up to `limit` until none of `keys` has a running holder, in any shape.
-fn drain(nodes: &mut Nodes, keys: &[Keys], limit: Duration) -> Result<Exit> {
+/// Waits up to `limit` until none of `keys` has a running holder, in any shape. With
+/// `all_under` (`--all`), `keys` are the locks that ran when the pause was written, and every
+/// lock under that prefix is read again before drained is said: a pause that lapsed or was
+/// lifted meanwhile, or a client that does not read pauses, may have started another.
+fn drain(
+    nodes: &mut Nodes,
+    mut keys: Vec<Keys>,
+    limit: Duration,
+    all_under: Option<&str>,
+) -> Result<Exit> {
     let until = Instant::now() + limit;
     let mut shown: Option<Vec<(String, Option<i64>)>> = None;
     loop {
         let now_ms = super::status::now_ms();
-        let read = crate::lock::inspect::readable(super::status::inspect_each(nodes, keys)?)?;
+        let read = crate::lock::inspect::readable(super::status::inspect_each(nodes, &keys)?)?;
         let running: Vec<(&Keys, Holding)> = keys
             .iter()
             .zip(&read)
             .flat_map(|(k, i)| i.running().into_iter().map(move |h| (k, h)))
             .collect();
         if running.is_empty() {
+            if let Some(prefix) = all_under {
+                let again = running_locks(nodes, prefix)?;
+                if !again.is_empty() {
+                    keys = again;
+                    continue;
+                }
+            }
             let _ = log::stdout("drained: no paused lock has a running holder\n");
             return Ok(Exit::Success);
         }

@@ -447,10 +447,12 @@ impl<'a> View<'a> {
                     }
                     out.push_str(&format!("  lease     {}\n", self.liveness(h)));
                     if let Some(by) = &h.stop_asked_by {
-                        out.push_str(&format!(
-                            "  stopping  asked to stop by {by} (--replace): its redlock stops \
-                             the command's tree, then releases\n"
-                        ));
+                        out.push_str(&format!("  stopping  asked to stop by {by} (--replace)"));
+                        // A kept hold or a dead holder has no command left to stop.
+                        if !h.finished && process_alive(h) != Some(false) {
+                            out.push_str(": its redlock stops the command's tree, then releases");
+                        }
+                        out.push('\n');
                     }
                 }
                 None => {
