@@ -545,6 +545,24 @@ impl Scratch {
     /// The parent pid in `/proc/PID/stat`, the fourth field, after the parenthesised name
     /// (which may itself hold spaces and parentheses: the last ')' ends it).
     fn parent_of(&mut self, pid: c_int) -> Option<c_int> {
+        // Zombies stay in: a process whose main thread exited shows Z while its other threads
+        // run on, and signalling a true zombie does no harm.
+        let rest = self.stat_after_name(pid)?;
+        let mut fields = rest.split(|&b| b == b' ').skip(1);
+        parse_pid(fields.next()?)
+    }
+
+    /// Whether `pid` has finished exiting: gone, or a zombie (its parent told, the process
+    /// groups it left orphaned dealt with).
+    pub fn exited(&mut self, pid: c_int) -> bool {
+        match self.stat_after_name(pid) {
+            None => true,
+            Some(rest) => matches!(rest.first(), Some(b'Z' | b'X' | b'x')),
+        }
+    }
+
+    /// `/proc/PID/stat` after the parenthesised name and its space: "S PPID ...".
+    fn stat_after_name(&mut self, pid: c_int) -> Option<&[u8]> {
         let mut path = [0u8; 32];
         let mut len = 0;
         for &b in b"/proc/" {
@@ -571,12 +589,7 @@ impl Scratch {
         }
         let text = &self.stat[..n as usize];
         let close = text.iter().rposition(|&b| b == b')')?;
-        // ") S PPID ..."
-        let rest = text.get(close + 2..)?;
-        // Zombies stay in: a process whose main thread exited shows Z while its other threads
-        // run on, and signalling a true zombie does no harm.
-        let mut fields = rest.split(|&b| b == b' ').skip(1);
-        parse_pid(fields.next()?)
+        text.get(close + 2..)
     }
 
     /// Adds to `members` every scanned process whose ancestry reaches `root` (or a member

@@ -113,6 +113,30 @@ fn a_redlock_killed_at_once_takes_the_background_job_with_it() {
     }
 }
 
+/// The same, many times over in the room of redlock's descendants, where the keeper finds what
+/// the command started in a session of its own only through the command: killed at once,
+/// redlock leaves the command's process group orphaned, and the keeper must not stop that group
+/// before the kernel is done with redlock's exit, or the kernel's SIGHUP for a stopped orphaned
+/// group kills the command first and its escaped child goes to init, out of the walk's reach.
+#[test]
+fn a_redlock_killed_at_once_never_leaves_an_escaped_job_behind() {
+    let server = RedisServer::start();
+    for round in 0..150 {
+        let mut holder = Redlock::new(&server)
+            .args(["run", "--key", &format!("job{round}"), "--ttl", "5s"])
+            .args(["--contain", "descendants", "-c"])
+            .arg(r#"setsid sleep 300 & echo "child $!"; wait"#)
+            .spawn();
+        let job = holder.expect_pid("child");
+        holder.kill9();
+        wait_until_gone(
+            job,
+            &format!("round {round}: setsid sleep 300 &"),
+            Duration::from_secs(5),
+        );
+    }
+}
+
 /// The keeper closes its copy of redlock's connection as it starts (`keep_only`): the server
 /// sees the connection end once the run is over, whether redlock exits or is killed while its
 /// command runs.
