@@ -324,7 +324,7 @@ extern "C" fn keeper_main(arg: *mut libc::c_void) -> c_int {
                     // redlock is gone without a word: nobody supervises the command any more.
                     // Its orphans went to init with it; the command's own tree is still there
                     // (unless the command was reaped already: its pid may be someone else's).
-                    after_exit(k.tree.redlock, scratch);
+                    after_exit(k.tree.redlock, k.kill_at.load(Ordering::Acquire), scratch);
                     let root = if k.tree.reaped.load(Ordering::Acquire) {
                         0
                     } else {
@@ -356,18 +356,17 @@ extern "C" fn keeper_main(arg: *mut libc::c_void) -> c_int {
     }
 }
 
-/// Waits (20 ms at most) until redlock has finished exiting. Its end of the pipe closes with
+/// Waits until redlock has finished exiting: 100 ms at most, and never past the kill point
+/// (`kill_at`). Its end of the pipe closes with
 /// its files, before the kernel re-parents its children and deals with the process groups its
 /// death leaves orphaned: a group with a stopped member then gets SIGHUP and SIGCONT (POSIX's
 /// rule for orphaned groups). Stopped by a walk that began too early, the command would die of
 /// that SIGHUP, and whatever it had started in a session of its own (`setsid`) would go to
 /// init with no parent left to find it through. Once redlock is a zombie or gone, nothing is
 /// stopped, so no such signal comes, and the command keeps its children for the walk.
-fn after_exit(redlock: c_int, scratch: &mut Scratch) {
-    for _ in 0..200 {
-        if scratch.exited(redlock) {
-            return;
-        }
+fn after_exit(redlock: c_int, kill_at: u64, scratch: &mut Scratch) {
+    let until = sys::boottime_ns().saturating_add(100_000_000).min(kill_at);
+    while !scratch.exited(redlock) && sys::boottime_ns() < until {
         sys::sleep_ns(100_000);
     }
 }
