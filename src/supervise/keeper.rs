@@ -356,16 +356,22 @@ extern "C" fn keeper_main(arg: *mut libc::c_void) -> c_int {
     }
 }
 
-/// Waits until redlock has finished exiting: 100 ms at most, and never past the kill point
-/// (`kill_at`). Its end of the pipe closes with
+/// Waits until redlock has finished exiting: 100 ms at most, and not past the kill point
+/// (`kill_at`) by more than 2 ms. Its end of the pipe closes with
 /// its files, before the kernel re-parents its children and deals with the process groups its
 /// death leaves orphaned: a group with a stopped member then gets SIGHUP and SIGCONT (POSIX's
 /// rule for orphaned groups). Stopped by a walk that began too early, the command would die of
 /// that SIGHUP, and whatever it had started in a session of its own (`setsid`) would go to
-/// init with no parent left to find it through. Once redlock is a zombie or gone, nothing is
-/// stopped, so no such signal comes, and the command keeps its children for the walk.
+/// init with no parent left to find it through. Once redlock is a zombie with no thread left
+/// (its heartbeat thread exits on its own, and re-parents what it inherited from the main
+/// thread) or gone, nothing is stopped, so no such signal comes, and the command keeps its
+/// children for the walk.
 fn after_exit(redlock: c_int, kill_at: u64, scratch: &mut Scratch) {
-    let until = sys::boottime_ns().saturating_add(100_000_000).min(kill_at);
+    // Past the kill point already (redlock died just after it), the wait is short, not none.
+    let now = sys::boottime_ns();
+    let until = now
+        .saturating_add(100_000_000)
+        .min(kill_at.max(now.saturating_add(2_000_000)));
     while !scratch.exited(redlock) && sys::boottime_ns() < until {
         sys::sleep_ns(100_000);
     }

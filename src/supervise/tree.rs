@@ -24,7 +24,9 @@
 //!
 //!    The walk of descendants below runs in cgroup mode too, and its finds are added to the
 //!    cgroup's members: a process that the command moved into a cgroup of its own making, or
-//!    out of this one, is still a descendant.
+//!    out of this one, is still a descendant — while redlock lives. Killed, redlock takes the
+//!    command with it (`PR_SET_PDEATHSIG`), and such a process, left without the parent the
+//!    walk goes through, is no longer found (moving processes between cgroups takes root).
 //!
 //!    cgroup v2 lets a cgroup hold processes beside child cgroups only while it is a plain
 //!    domain: once controllers are enabled in its `cgroup.subtree_control`, it may have
@@ -192,6 +194,12 @@ impl Tree {
     /// are listed again until a pass finds no new one — a stopped process cannot fork, so a
     /// forking loop runs out of parents — then all get SIGKILL. `root` is where a walk of
     /// descendants starts: redlock while it lives, the command once redlock is gone.
+    ///
+    /// Every pass stops every member it finds again: one that a SIGCONT woke meanwhile (the
+    /// kernel's, for a group a member's exit left orphaned) must not fork on. The SIGKILLs go
+    /// to the members found last first (the walk goes down the tree) and to the command's
+    /// group last: a process's exit can send SIGHUP and SIGCONT to its stopped children's
+    /// groups, and by then those children have their SIGKILL pending.
     pub fn kill_all(&self, root: c_int, scratch: &mut Scratch) {
         let pgid = self.command.load(Ordering::Acquire);
         if pgid > 0 {
@@ -203,10 +211,10 @@ impl Tree {
             let found = self.members(root, scratch).len();
             for i in 0..found {
                 let pid = scratch.members[i];
+                sys::kill(pid, libc::SIGSTOP);
                 if scratch.stopped[..scratch.stopped_len].contains(&pid) {
                     continue;
                 }
-                sys::kill(pid, libc::SIGSTOP);
                 if scratch.stopped_len < MAX_PROCS {
                     scratch.stopped[scratch.stopped_len] = pid;
                     scratch.stopped_len += 1;
@@ -217,14 +225,14 @@ impl Tree {
                 break;
             }
         }
-        if pgid > 0 {
-            sys::kill(-pgid, libc::SIGKILL);
-        }
-        for i in 0..scratch.stopped_len {
+        for i in (0..scratch.stopped_len).rev() {
             sys::kill(scratch.stopped[i], libc::SIGKILL);
         }
-        if pgid > 0 && !self.reaped.load(Ordering::Acquire) {
-            sys::kill(pgid, libc::SIGKILL);
+        if pgid > 0 {
+            sys::kill(-pgid, libc::SIGKILL);
+            if !self.reaped.load(Ordering::Acquire) {
+                sys::kill(pgid, libc::SIGKILL);
+            }
         }
     }
 
@@ -552,42 +560,31 @@ impl Scratch {
         parse_pid(fields.next()?)
     }
 
-    /// Whether `pid` has finished exiting: gone, or a zombie (its parent told, the process
-    /// groups it left orphaned dealt with).
+    /// Whether `pid` has finished exiting: gone, or a zombie with no thread left but its main
+    /// one. Each thread's exit re-parents what it had adopted and deals with the process
+    /// groups that leaves orphaned, and the main thread shows Z as soon as it has exited
+    /// itself, while another (redlock's heartbeat) may still be on its way out.
     pub fn exited(&mut self, pid: c_int) -> bool {
-        match self.stat_after_name(pid) {
-            None => true,
-            Some(rest) => matches!(rest.first(), Some(b'Z' | b'X' | b'x')),
-        }
+        // The walk's buffer: no walk is under way while this runs.
+        let Some(n) = read_proc(pid, b"/status\0", &mut self.buf) else {
+            return true;
+        };
+        let text = &self.buf[..n];
+        let field = |name: &[u8]| {
+            text.split(|&b| b == b'\n')
+                .find_map(|line| line.strip_prefix(name))
+                .map(<[u8]>::trim_ascii_start)
+        };
+        let zombie =
+            field(b"State:").is_some_and(|s| matches!(s.first(), Some(b'Z' | b'X' | b'x')));
+        let threads = field(b"Threads:").and_then(parse_pid);
+        zombie && threads.is_none_or(|t| t <= 1)
     }
 
     /// `/proc/PID/stat` after the parenthesised name and its space: "S PPID ...".
     fn stat_after_name(&mut self, pid: c_int) -> Option<&[u8]> {
-        let mut path = [0u8; 32];
-        let mut len = 0;
-        for &b in b"/proc/" {
-            path[len] = b;
-            len += 1;
-        }
-        len += write_decimal(&mut path[len..], pid);
-        for &b in b"/stat\0" {
-            path[len] = b;
-            len += 1;
-        }
-        let fd = sys::openat(
-            libc::AT_FDCWD,
-            &path[..len],
-            libc::O_RDONLY | libc::O_CLOEXEC,
-        );
-        if fd < 0 {
-            return None;
-        }
-        let n = sys::read(fd as c_int, &mut self.stat);
-        sys::close(fd as c_int);
-        if n <= 0 {
-            return None;
-        }
-        let text = &self.stat[..n as usize];
+        let n = read_proc(pid, b"/stat\0", &mut self.stat)?;
+        let text = &self.stat[..n];
         let close = text.iter().rposition(|&b| b == b')')?;
         text.get(close + 2..)
     }
@@ -669,6 +666,33 @@ fn parse_pid(text: &[u8]) -> Option<c_int> {
 }
 
 /// Writes `n` (positive) in decimal at the start of `out`; returns how many bytes it took.
+/// Reads `/proc/PID` followed by `tail` (NUL-terminated) into `out`; how many bytes, `None`
+/// when the process is gone (or the file empty).
+fn read_proc(pid: c_int, tail: &[u8], out: &mut [u8]) -> Option<usize> {
+    let mut path = [0u8; 40];
+    let mut len = 0;
+    for &b in b"/proc/" {
+        path[len] = b;
+        len += 1;
+    }
+    len += write_decimal(&mut path[len..], pid);
+    for &b in tail {
+        path[len] = b;
+        len += 1;
+    }
+    let fd = sys::openat(
+        libc::AT_FDCWD,
+        &path[..len],
+        libc::O_RDONLY | libc::O_CLOEXEC,
+    );
+    if fd < 0 {
+        return None;
+    }
+    let n = sys::read(fd as c_int, out);
+    sys::close(fd as c_int);
+    usize::try_from(n).ok().filter(|&n| n > 0)
+}
+
 fn write_decimal(out: &mut [u8], n: c_int) -> usize {
     let mut digits = [0u8; 12];
     let mut len = 0;

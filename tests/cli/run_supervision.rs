@@ -135,6 +135,38 @@ fn a_redlock_killed_at_once_never_leaves_an_escaped_job_behind() {
             Duration::from_secs(5),
         );
     }
+    // Killed once its heartbeat thread runs (the first renewal is due at a third of the TTL):
+    // each of redlock's threads exits on its own, and the last one out re-parents the command.
+    for round in 0..5 {
+        let mut holder = Redlock::new(&server)
+            .args([
+                "run",
+                "--key",
+                &format!("renewed{round}"),
+                "--ttl",
+                "1500ms",
+            ])
+            .args(["--contain", "descendants", "-c"])
+            .arg(r#"setsid sleep 300 & echo "child $!"; wait"#)
+            .spawn();
+        let job = holder.expect_pid("child");
+        let status = format!("/proc/{}/status", holder.pid());
+        wait_until(
+            "redlock's heartbeat thread",
+            Duration::from_secs(10),
+            || {
+                fs::read_to_string(&status)
+                    .is_ok_and(|s| s.lines().any(|l| l == "Threads:\t2"))
+                    .then_some(())
+            },
+        );
+        holder.kill9();
+        wait_until_gone(
+            job,
+            &format!("renewed round {round}: setsid sleep 300 &"),
+            Duration::from_secs(5),
+        );
+    }
 }
 
 /// The keeper closes its copy of redlock's connection as it starts (`keep_only`): the server
