@@ -3,8 +3,8 @@
 //! ways of holding a key — an exclusive hold, shared holds, slotted holds, a key held together
 //! with another (`--key A --key B`), and a key the reader
 //! may not read (an ACL denying its reads) — each held by running commands; columns are the
-//! readers: `status` in text and JSON, `metrics`, `check --max-age`, `log`, `pause --drain`,
-//! `release --force` and nested runs. Every cell is checked against a real `redis-server`.
+//! readers: `status` in text and JSON, `metrics`, `check --max-age`, `log`, `pause --drain`
+//! (of the key, and of every lock: `--all`), `release --force` and nested runs. Every cell is checked against a real `redis-server`.
 //!
 //! A new capability adds its row here: a new shape is one entry in `rows!` (a test of its
 //! own, run beside the others), a new reader one entry in [`READERS`] that checks every row.
@@ -53,6 +53,7 @@ const READERS: &[(&str, Reader)] = &[
     ("check --max-age", check),
     ("log", log),
     ("pause --drain", drain),
+    ("pause --all --drain", drain_all),
     ("release --force", release_force),
     ("nested runs", nested),
 ];
@@ -348,6 +349,35 @@ fn drain(h: &Held) {
         );
     }
     h.admin().args(["resume", KEY]).exits_with(0);
+}
+
+/// `pause --all --drain` finds the row's holders in its pass over every lock, and names each
+/// (one line per lock it holds).
+fn drain_all(h: &Held) {
+    let outcome = h
+        .reader()
+        .args(["pause", "--all", "--drain", "300ms"])
+        .run();
+    if h.row.denied {
+        expect_denied(&outcome, 77);
+        assert!(!outcome.stdout.contains("drained"), "{outcome}");
+    } else {
+        outcome.expect_code(75);
+        outcome.last_error_mentions(&["still running"]);
+        let line = outcome.last_error_line();
+        for pid in &h.pids {
+            assert!(line.contains(&format!("pid {pid},")), "{pid}: {outcome}");
+        }
+        let locks = 1 + h.row.flags.iter().filter(|f| **f == "--key").count();
+        assert!(
+            outcome.stdout.contains(&format!(
+                "draining: {} still running",
+                h.row.holders * locks
+            )),
+            "{outcome}"
+        );
+    }
+    h.admin().args(["resume", "--all"]).exits_with(0);
 }
 
 fn release_force(h: &Held) {
