@@ -579,12 +579,8 @@ fn read_new(con: &mut Conn, log: &Log, seen: Option<&str>) -> Result<Vec<Entry>>
                 || (new.iter().all(|e| Some(e.ms) != first_ms)
                     && new.iter().all(|e| {
                         !matches!(e.get("event"), Some("released" | "lost"))
-                            || e.get("fence").is_none_or(|fence| {
-                                entries.iter().any(|t| {
-                                    t.get("event") == Some("acquired")
-                                        && t.get("fence") == Some(fence)
-                                })
-                            })
+                            || e.get("fence").is_none()
+                            || take_of(&entries, e).is_some()
                     }));
             if enough {
                 return Ok(entries.into_iter().skip(at + 1).collect());
@@ -633,8 +629,8 @@ fn read_list(con: &mut Conn, log: &Log) -> Result<Vec<Entry>> {
     Ok(list_entries(raw, log))
 }
 
-/// A list's entries. A release's entry gets the user and the command of the take it ends (by
-/// fence), when that take is in the list.
+/// A list's entries. A release's entry gets the user and the command of the take it ends (see
+/// [`take_of`]), when that take is in the list, and is never put before it.
 fn list_entries(raw: Vec<String>, log: &Log) -> Vec<Entry> {
     let mut out: Vec<Entry> = Vec::with_capacity(raw.len());
     for line in raw {
@@ -646,20 +642,15 @@ fn list_entries(raw: Vec<String>, log: &Log) -> Vec<Entry> {
             let (k, v) = pair.split_once('=')?;
             Some((k.to_string(), v.to_string()))
         }));
-        let seq = out.iter().rev().take_while(|e| e.ms == ms).count() as i64;
         let mut entry = Entry {
             lock: log.lock.clone(),
             ms,
-            seq,
+            seq: 0,
             fields,
             raw: Some(line),
         };
         if matches!(entry.get("event"), Some("released" | "lost"))
-            && let Some(fence) = entry.get("fence").map(str::to_string)
-            && let Some(take) = out
-                .iter()
-                .rev()
-                .find(|e| e.get("event") == Some("acquired") && e.get("fence") == Some(&fence))
+            && let Some(take) = take_of(&out, &entry)
         {
             let filled: Vec<(String, String)> = ["user", "cmd"]
                 .iter()
@@ -667,10 +658,33 @@ fn list_entries(raw: Vec<String>, log: &Log) -> Vec<Entry> {
                 .filter_map(|name| Some((name.to_string(), take.get(name)?.to_string())))
                 .collect();
             entry.fields.extend(filled);
+            // A quorum's run ends at its start (the earliest node's) plus its duration: on a
+            // node that took a little later, that can be before the take it logged.
+            entry.ms = entry.ms.max(take.ms);
         }
+        entry.seq = out.iter().rev().take_while(|e| e.ms == entry.ms).count() as i64;
         out.push(entry);
     }
     out
+}
+
+/// The take a release's entry ends, among the entries `before` it: the latest `acquired` with
+/// its fence, or else with its host and pid. On a quorum each node logs the take with the
+/// fence it handed out, and the release with the run's (the highest of them).
+fn take_of<'a>(before: &'a [Entry], release: &Entry) -> Option<&'a Entry> {
+    let takes = || {
+        before
+            .iter()
+            .rev()
+            .filter(|e| e.get("event") == Some("acquired"))
+    };
+    let fence = release.get("fence");
+    takes()
+        .find(|t| fence.is_some() && t.get("fence") == fence)
+        .or_else(|| {
+            let (host, pid) = (release.get("host")?, release.get("pid")?);
+            takes().find(|t| t.get("host") == Some(host) && t.get("pid") == Some(pid))
+        })
 }
 
 /// The entries of an earlier version's log, from `XRANGE stream FROM +`; a missing stream is
@@ -776,6 +790,30 @@ mod tests {
             e.text(""),
             "2026-01-02T03:00:01.234Z  report  paused  ops-1 (user alice), reason: db upgrade, \
              until resumed"
+        );
+    }
+
+    #[test]
+    fn a_quorum_nodes_release_gets_its_take_by_host_and_pid_and_follows_it() {
+        let log = Log {
+            lock: "report".into(),
+            list: String::new(),
+            stream: String::new(),
+        };
+        let raw = [
+            "1000\u{1f}acquired\u{1f}host=web-1\u{1f}pid=7\u{1f}user=ann\u{1f}fence=5\u{1f}cmd=./a",
+            "1005\u{1f}acquired\u{1f}host=web-2\u{1f}pid=9\u{1f}user=bob\u{1f}fence=6\u{1f}cmd=./b",
+            "1003\u{1f}released\u{1f}outcome=ok\u{1f}fence=8\u{1f}host=web-2\u{1f}pid=9",
+        ]
+        .map(String::from);
+        let entries = list_entries(raw.to_vec(), &log);
+        let release = &entries[2];
+        assert_eq!(release.get("user"), Some("bob"));
+        assert_eq!(release.get("cmd"), Some("./b"));
+        assert_eq!(
+            (release.ms, release.seq),
+            (1005, 1),
+            "after its take, in its millisecond"
         );
     }
 }

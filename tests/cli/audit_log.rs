@@ -6,7 +6,7 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::support::process::host_name;
-use crate::support::{RedisServer, Redlock, companion_key};
+use crate::support::{RedisQuorum, RedisServer, Redlock, companion_key};
 
 /// Where an earlier version kept a lock's log (a stream), still read.
 fn log_key(lock: &str) -> String {
@@ -555,4 +555,47 @@ fn follow_prints_an_entry_that_sorts_early_once_and_says_when_a_log_has_a_gap() 
         outcome.stderr.contains("gone from the log of job"),
         "{outcome}"
     );
+}
+
+/// On a quorum each node logs the take with the fence it handed out, the release with the
+/// run's (the highest): `log` read from any one node still puts who and what on the release.
+#[test]
+fn a_quorum_nodes_log_fills_a_release_from_its_own_take() {
+    let quorum = RedisQuorum::start(3);
+    // Node 1's counter far ahead: its fence is the run's, the others' differ from it.
+    let _: String =
+        quorum
+            .node(1)
+            .query(&["SET", &companion_key("job", "fence"), "9000000000000000"]);
+    quorum
+        .redlock()
+        .args([
+            "run",
+            "--key",
+            "job",
+            "--ttl",
+            "5s",
+            "--",
+            "echo",
+            "quorum-run",
+        ])
+        .exits_with(0);
+    for node in quorum.nodes() {
+        let log = events(node, "job");
+        assert_eq!(names(&log), ["acquired", "released"], "{log:?}");
+        assert_eq!(
+            log[1]["fence"].as_i64(),
+            Some(9_000_000_000_000_001),
+            "{log:?}"
+        );
+        assert_eq!(log[1]["cmd"], log[0]["cmd"], "{log:?}");
+        assert_eq!(log[1]["user"], log[0]["user"], "{log:?}");
+        assert!(
+            log[1]["cmd"].as_str().unwrap().contains("quorum-run"),
+            "{log:?}"
+        );
+        let text = Redlock::new(node).args(["log", "job"]).exits_with(0);
+        let released = text.stdout.lines().nth(1).unwrap_or_default();
+        assert!(released.ends_with("echo quorum-run"), "{text}");
+    }
 }
