@@ -44,6 +44,17 @@
 //!    the hand-off per waiter, and order inversions; the medians of the rounds are compared.
 //!    Targets: efficiency at least flock's, hand-off within 1.2× of flock's, no inversion.
 //!
+//! 8. **A dead head waiter.** A holder, a waiter at the head of the queue frozen with SIGSTOP
+//!    (its connection open, as when its host dies) and the next waiter: from the holder's
+//!    release to the next waiter's command. Target: ≤ 2 s.
+//!
+//! 9. **The server's bill.** redis-server's main-thread CPU (`/proc/PID/task/PID/schedstat`)
+//!    per `run -- true`, in blocks alternating with the floor (target: ≤ 1.3× the floor's); the
+//!    instructions the server executes per run, redlock's, the floor's and a busy refusal's, with
+//!    redis-server under callgrind (when valgrind is installed: exact counts, which show what a
+//!    change to the scripts does where the CPU time moves by a quarter between runs); memory per
+//!    idle lock and keys without a TTL; waiters' CPU and connections; and a herd of 500.
+//!
 //! 10. **Many locks.** `status --all`, `status --all --json`, `metrics --all` and `log --all`
 //!     over 10,000 and then 100,000 idle locks (copies of a real run's records, made by a script
 //!     on the server): wall time and redlock's peak RSS (`VmHWM` read every 2 ms; not
@@ -86,8 +97,8 @@ const SHELL_RUNS: usize = 40;
 const KEEPER_RUNS: usize = 20;
 const CONTENTION_ROUNDS: usize = 5;
 const DEAD_HEAD_RUNS: usize = 20;
-const BILL_BLOCKS: usize = 6;
-const BILL_BLOCK_RUNS: usize = 100;
+const BILL_PAIRS: usize = 16;
+const BILL_BLOCK_RUNS: usize = 50;
 const IDLE_LOCKS: usize = 2000;
 const BILL_WAITERS: [usize; 3] = [10, 100, 1000];
 const BILL_WINDOW: Duration = Duration::from_secs(5);
@@ -977,6 +988,109 @@ fn listing_run(url: &str, args: &str) -> Res<(Duration, u64)> {
 // ---------------------------------------------------------------------------------------------
 // 9. The server's bill
 
+/// Runs of a measure of server instructions (`instructions`).
+const TRACED_RUNS: usize = 100;
+
+/// Instructions redis-server executes per run, redlock's and the floor's: the server runs under
+/// callgrind, whose counts are exact where schedstat's CPU time moves by a quarter from one run
+/// of the bench to the next on a shared machine, so a change to the scripts shows its effect.
+/// The server's timer runs once a second (`--hz 1`): under callgrind it is 50 times slower and
+/// would otherwise count in every run. Prints the figures; `Ok(None)` without valgrind.
+fn instructions() -> Res<Option<()>> {
+    let (Ok(_), Ok(control)) = (which("valgrind"), which("callgrind_control")) else {
+        println!("   server instructions per run: not measured (no valgrind; Debian: valgrind)");
+        return Ok(None);
+    };
+    let dir = std::env::temp_dir().join(format!("redlock-bench-cg-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).map_err(text)?;
+    let port = free_port();
+    let mut cmd = Command::new("valgrind");
+    cmd.args(["--tool=callgrind", "--dump-instr=no"])
+        .arg(format!("--callgrind-out-file={}/cg.out", dir.display()))
+        .args([
+            "redis-server",
+            "--port",
+            &port.to_string(),
+            "--bind",
+            "127.0.0.1",
+        ])
+        .args(["--save", "", "--appendonly", "no", "--hz", "1", "--dir"])
+        .arg(&dir);
+    let server = Guard(
+        die_with_parent(quiet(&mut cmd))
+            .spawn()
+            .map_err(|e| format!("valgrind: {e}"))?,
+    );
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while Conn::open(port).and_then(|mut c| c.cmd(&["PING"])).is_err() {
+        if Instant::now() > deadline {
+            return Err("redis-server under callgrind did not answer within 60 s".into());
+        }
+        sleep(Duration::from_millis(50));
+    }
+    let url = format!("redis://127.0.0.1:{port}");
+    let pid = server.0.id().to_string();
+    let mut dumps = 0;
+    // Instructions per run of `one`, after a few runs that load the scripts and the records.
+    let mut count = |one: &mut dyn FnMut() -> Res<()>| -> Res<f64> {
+        for _ in 0..5 {
+            one()?;
+        }
+        let ctl = |what: &str| {
+            quiet(Command::new(&control).args([what, &pid]))
+                .status()
+                .map_err(text)
+        };
+        ctl("-z")?;
+        for _ in 0..TRACED_RUNS {
+            one()?;
+        }
+        ctl("-d")?;
+        dumps += 1;
+        let file = dir.join(format!("cg.out.{dumps}"));
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let dump = std::fs::read_to_string(&file).unwrap_or_default();
+            if let Some(total) = dump
+                .lines()
+                .find_map(|l| l.strip_prefix("summary:"))
+                .and_then(|n| n.trim().parse::<f64>().ok())
+            {
+                return Ok(total / TRACED_RUNS as f64);
+            }
+            if Instant::now() > deadline {
+                return Err(format!("no callgrind dump in {}", file.display()));
+            }
+            sleep(Duration::from_millis(50));
+        }
+    };
+    let run = |args: &str, expect: i32| -> Res<()> {
+        let mut cmd = redlock(&url, args);
+        let status = quiet(&mut cmd).status().map_err(text)?;
+        if status.code() != Some(expect) {
+            return Err(format!("redlock {args}: {status}, not {expect}"));
+        }
+        Ok(())
+    };
+    let redlock_run = count(&mut || run("run --key bench:cg --ttl 10s -- true", 0))?;
+    let floor_run = count(&mut || {
+        let mut cmd = floor(port, "bench:cg-floor", &["true"]);
+        let status = quiet(&mut cmd).status();
+        assert_success("the floor", &mut cmd, status);
+        Ok(())
+    })?;
+    run("acquire --key bench:cg --ttl 10m", 0)?;
+    let refusal = count(&mut || run("run --key bench:cg --ttl 10s -- true", 75))?;
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
+    println!(
+        "   server instructions per run -- true (callgrind, {TRACED_RUNS} runs): redlock {redlock_run:.0}, the floor {floor_run:.0}: {:.2}x; a busy refusal {refusal:.0}",
+        redlock_run / floor_run
+    );
+    Ok(Some(()))
+}
+
 /// What the shared Redis pays for redlock, beside the floor: server CPU per run, memory per
 /// idle lock and keys without a TTL, waiters' CPU and connections, and a herd.
 struct Bill {
@@ -1010,34 +1124,46 @@ fn bill(server: &Server) -> Res<Bill> {
     let mut ctl = Conn::open(server.port)?;
     println!("9. The server's bill: redis-server's main thread, from /proc/PID/task/PID/schedstat");
 
-    // Server CPU per run, in alternating blocks, medians of the blocks.
-    let (mut redlock_us, mut floor_us) = (Vec::new(), Vec::new());
-    for block in 0..2 * BILL_BLOCKS {
-        let redlock_turn = block % 2 == 0;
-        let before = server_cpu_ns(server)?;
-        for _ in 0..BILL_BLOCK_RUNS {
-            let mut cmd = if redlock_turn {
-                redlock(&url, "run --key bench:bill --ttl 10s -- true")
-            } else {
-                floor(server.port, "bench:bill-floor", &["true"])
-            };
-            let status = quiet(&mut cmd).status();
-            assert_success("a run", &mut cmd, status);
-        }
-        let per_run = (server_cpu_ns(server)? - before) as f64 / BILL_BLOCK_RUNS as f64 / 1e3;
-        if redlock_turn {
-            redlock_us.push(per_run);
+    // Server CPU per run, in pairs of blocks (redlock's and the floor's, in turn first): the
+    // machine's speed drifts over seconds, and a pair's two blocks see the same speed, so each
+    // pair gives a ratio, and the median ratio is the figure, with the middle half of them.
+    let (mut redlock_us, mut floor_us, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
+    for pair in 0..BILL_PAIRS {
+        let block = |redlock_turn: bool| -> Res<f64> {
+            let before = server_cpu_ns(server)?;
+            for _ in 0..BILL_BLOCK_RUNS {
+                let mut cmd = if redlock_turn {
+                    redlock(&url, "run --key bench:bill --ttl 10s -- true")
+                } else {
+                    floor(server.port, "bench:bill-floor", &["true"])
+                };
+                let status = quiet(&mut cmd).status();
+                assert_success("a run", &mut cmd, status);
+            }
+            Ok((server_cpu_ns(server)? - before) as f64 / BILL_BLOCK_RUNS as f64 / 1e3)
+        };
+        let (r, f) = if pair % 2 == 0 {
+            let r = block(true)?;
+            (r, block(false)?)
         } else {
-            floor_us.push(per_run);
-        }
+            let f = block(false)?;
+            (block(true)?, f)
+        };
+        redlock_us.push(r);
+        floor_us.push(f);
+        ratios.push(r / f);
     }
-    redlock_us.sort_by(f64::total_cmp);
-    floor_us.sort_by(f64::total_cmp);
+    for v in [&mut redlock_us, &mut floor_us, &mut ratios] {
+        v.sort_by(f64::total_cmp);
+    }
     let (r, f) = (percentile(&redlock_us, 50.0), percentile(&floor_us, 50.0));
+    let ratio = percentile(&ratios, 50.0);
     println!(
-        "   server CPU per run -- true: redlock {r:.0} us, the floor {f:.0} us: {:.2}x ({BILL_BLOCKS} blocks of {BILL_BLOCK_RUNS} runs each)",
-        r / f
+        "   server CPU per run -- true: redlock {r:.0} us, the floor {f:.0} us: {ratio:.2}x, the middle half of the pairs {:.2}-{:.2}x ({BILL_PAIRS} pairs of blocks of {BILL_BLOCK_RUNS} runs)",
+        percentile(&ratios, 25.0),
+        percentile(&ratios, 75.0),
     );
+    instructions()?;
 
     // Memory per lock that ran once and sits idle, and keys without a TTL.
     ctl.cmd(&["FLUSHALL"])?;
@@ -1139,7 +1265,7 @@ fn bill(server: &Server) -> Res<Bill> {
         return Err(format!("{ran} of the herd ran"));
     }
     Ok(Bill {
-        cpu_ratio: r / f,
+        cpu_ratio: ratio,
         idle_bytes,
         untimed: keys - expiring,
         waiter_cpu: worst_waiter,
