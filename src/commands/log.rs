@@ -669,8 +669,10 @@ fn list_entries(raw: Vec<String>, log: &Log) -> Vec<Entry> {
 }
 
 /// The take a release's entry ends, among the entries `before` it: the latest `acquired` with
-/// its fence, or else with its host and pid. On a quorum each node logs the take with the
-/// fence it handed out, and the release with the run's (the highest of them).
+/// its fence, or else with its host and pid made when the run started (within
+/// [`TAKE_SKEW_MS`]: a pid is reused in time). On a quorum each node logs the take with the
+/// fence it handed out, and the release with the run's (the highest of them), stamped from the
+/// earliest node's start.
 fn take_of<'a>(before: &'a [Entry], release: &Entry) -> Option<&'a Entry> {
     let takes = || {
         before
@@ -683,9 +685,16 @@ fn take_of<'a>(before: &'a [Entry], release: &Entry) -> Option<&'a Entry> {
         .find(|t| fence.is_some() && t.get("fence") == fence)
         .or_else(|| {
             let (host, pid) = (release.get("host")?, release.get("pid")?);
-            takes().find(|t| t.get("host") == Some(host) && t.get("pid") == Some(pid))
+            let started = release.ms - release.get("duration_ms")?.parse::<i64>().ok()?;
+            takes()
+                .take_while(|t| t.ms >= started - TAKE_SKEW_MS)
+                .find(|t| t.get("host") == Some(host) && t.get("pid") == Some(pid))
         })
 }
+
+/// How far apart a quorum's nodes may stamp one run's start (their clocks, and the take
+/// reaching each at its own moment) for `log` to match a node's take with the run's release.
+const TAKE_SKEW_MS: i64 = 10_000;
 
 /// The entries of an earlier version's log, from `XRANGE stream FROM +`; a missing stream is
 /// an empty log.
@@ -803,7 +812,7 @@ mod tests {
         let raw = [
             "1000\u{1f}acquired\u{1f}host=web-1\u{1f}pid=7\u{1f}user=ann\u{1f}fence=5\u{1f}cmd=./a",
             "1005\u{1f}acquired\u{1f}host=web-2\u{1f}pid=9\u{1f}user=bob\u{1f}fence=6\u{1f}cmd=./b",
-            "1003\u{1f}released\u{1f}outcome=ok\u{1f}fence=8\u{1f}host=web-2\u{1f}pid=9",
+            "1003\u{1f}released\u{1f}outcome=ok\u{1f}duration_ms=1\u{1f}fence=8\u{1f}host=web-2\u{1f}pid=9",
         ]
         .map(String::from);
         let entries = list_entries(raw.to_vec(), &log);
@@ -815,5 +824,14 @@ mod tests {
             (1005, 1),
             "after its take, in its millisecond"
         );
+        // The same host and pid long before the run started: another process, its pid reused.
+        let reused = [
+            raw[0].clone(),
+            "90000\u{1f}released\u{1f}outcome=ok\u{1f}duration_ms=5\u{1f}fence=9\u{1f}host=web-1\u{1f}pid=7"
+                .to_string(),
+        ];
+        let later = list_entries(reused.to_vec(), &log);
+        assert_eq!(later[1].get("cmd"), None);
+        assert_eq!(later[1].ms, 90000);
     }
 }
