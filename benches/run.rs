@@ -995,42 +995,28 @@ const TRACED_RUNS: usize = 100;
 /// callgrind, whose counts are exact where schedstat's CPU time moves by a quarter from one run
 /// of the bench to the next on a shared machine, so a change to the scripts shows its effect.
 /// The server's timer runs once a second (`--hz 1`): under callgrind it is 50 times slower and
-/// would otherwise count in every run. Prints the figures; `Ok(None)` without valgrind.
-fn instructions() -> Res<Option<()>> {
+/// would otherwise count in every run. Prints the figures (a line saying so without valgrind).
+fn instructions() -> Res<()> {
     let (Ok(_), Ok(control)) = (which("valgrind"), which("callgrind_control")) else {
         println!("   server instructions per run: not measured (no valgrind; Debian: valgrind)");
-        return Ok(None);
+        return Ok(());
     };
-    let dir = std::env::temp_dir().join(format!("redlock-bench-cg-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).map_err(text)?;
-    let port = free_port();
-    let mut cmd = Command::new("valgrind");
-    cmd.args(["--tool=callgrind", "--dump-instr=no"])
-        .arg(format!("--callgrind-out-file={}/cg.out", dir.display()))
-        .args([
-            "redis-server",
-            "--port",
-            &port.to_string(),
-            "--bind",
-            "127.0.0.1",
-        ])
-        .args(["--save", "", "--appendonly", "no", "--hz", "1", "--dir"])
-        .arg(&dir);
-    let server = Guard(
-        die_with_parent(quiet(&mut cmd))
-            .spawn()
-            .map_err(|e| format!("valgrind: {e}"))?,
+    // The dumps go to the server's directory (cg.out.1, cg.out.2, …), removed with it.
+    let server = Server::launch(
+        "-callgrind",
+        &[
+            "valgrind",
+            "-q",
+            "--tool=callgrind",
+            "--dump-instr=no",
+            "--callgrind-out-file=cg.out",
+        ],
+        &["--hz", "1"],
+        Duration::from_secs(60),
     );
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while Conn::open(port).and_then(|mut c| c.cmd(&["PING"])).is_err() {
-        if Instant::now() > deadline {
-            return Err("redis-server under callgrind did not answer within 60 s".into());
-        }
-        sleep(Duration::from_millis(50));
-    }
+    let port = server.port;
     let url = format!("redis://127.0.0.1:{port}");
-    let pid = server.0.id().to_string();
+    let pid = server.child.id().to_string();
     let mut dumps = 0;
     // Instructions per run of `one`, after a few runs that load the scripts and the records.
     let mut count = |one: &mut dyn FnMut() -> Res<()>| -> Res<f64> {
@@ -1048,7 +1034,7 @@ fn instructions() -> Res<Option<()>> {
         }
         ctl("-d")?;
         dumps += 1;
-        let file = dir.join(format!("cg.out.{dumps}"));
+        let file = server.dir.join(format!("cg.out.{dumps}"));
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
             let dump = std::fs::read_to_string(&file).unwrap_or_default();
@@ -1082,13 +1068,11 @@ fn instructions() -> Res<Option<()>> {
     })?;
     run("acquire --key bench:cg --ttl 10m", 0)?;
     let refusal = count(&mut || run("run --key bench:cg --ttl 10s -- true", 75))?;
-    drop(server);
-    let _ = std::fs::remove_dir_all(&dir);
     println!(
         "   server instructions per run -- true (callgrind, {TRACED_RUNS} runs): redlock {redlock_run:.0}, the floor {floor_run:.0}: {:.2}x; a busy refusal {refusal:.0}",
         redlock_run / floor_run
     );
-    Ok(Some(()))
+    Ok(())
 }
 
 /// What the shared Redis pays for redlock, beside the floor: server CPU per run, memory per
@@ -2022,12 +2006,28 @@ struct Server {
 
 impl Server {
     fn start() -> Server {
-        let dir = std::env::temp_dir().join(format!("redlock-bench-{}", std::process::id()));
+        Server::launch("", &[], &[], IO_TIMEOUT)
+    }
+
+    /// A redis-server in a temp dir of its own (`suffix` tells it from the bench's), run from
+    /// that dir through `wrapper` (a program and its arguments put in front of `redis-server`;
+    /// none for the server itself), with `extra` arguments after the bench's, answering within
+    /// `wait`.
+    fn launch(suffix: &str, wrapper: &[&str], extra: &[&str], wait: Duration) -> Server {
+        let dir =
+            std::env::temp_dir().join(format!("redlock-bench-{}{suffix}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).expect("create the server's temp dir");
         let port = free_port();
         let socket = dir.join("redis.sock");
-        let mut cmd = Command::new("redis-server");
+        let mut cmd = match wrapper.split_first() {
+            Some((program, args)) => {
+                let mut cmd = Command::new(program);
+                cmd.args(args).arg("redis-server");
+                cmd
+            }
+            None => Command::new("redis-server"),
+        };
         let port_arg = port.to_string();
         cmd.args(["--port", &port_arg, "--bind", "127.0.0.1"])
             .args(["--save", "", "--appendonly", "no"])
@@ -2037,6 +2037,8 @@ impl Server {
             .arg(&socket)
             .args(["--unixsocketperm", "700", "--logfile"])
             .arg(dir.join("redis.log"))
+            .args(extra)
+            .current_dir(&dir)
             .stdin(Stdio::null())
             .stdout(Stdio::null());
         let child = die_with_parent(&mut cmd)
@@ -2048,7 +2050,7 @@ impl Server {
             port,
             socket,
         };
-        let deadline = Instant::now() + IO_TIMEOUT;
+        let deadline = Instant::now() + wait;
         while !(server.socket.exists()
             && Conn::open(port).and_then(|mut c| c.cmd(&["PING"])).is_ok())
         {
