@@ -569,16 +569,8 @@ fn a_quorum_nodes_log_fills_a_release_from_its_own_take() {
             .query(&["SET", &companion_key("job", "fence"), "9000000000000000"]);
     quorum
         .redlock()
-        .args([
-            "run",
-            "--key",
-            "job",
-            "--ttl",
-            "5s",
-            "--",
-            "echo",
-            "quorum-run",
-        ])
+        .args(["run", "--key", "job", "--ttl", "5s"])
+        .args(["--", "echo", "quorum-run"])
         .exits_with(0);
     for node in quorum.nodes() {
         let log = events(node, "job");
