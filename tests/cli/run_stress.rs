@@ -75,9 +75,12 @@ fn a_thousand_waiters_on_one_key_all_run_first_come_first_served_one_at_a_time()
     let log = scratch.join("sections.log");
     let queue = crate::support::companion_key("thousand", "queue");
     let queued = || server.query::<usize>(&["ZCARD", &queue]);
+    // The holder holds while a thousand waiters join one after another, which on a loaded
+    // machine takes longer than a process's default deadline.
     let mut holder = Redlock::new(&server)
         .args(["run", "--key", "thousand", "--ttl", "30s", "-c"])
         .arg(crate::support::child::HOLD)
+        .timeout(Duration::from_secs(600))
         .spawn();
     holder.expect_line("ready");
     // Each waiter joins once the one before it is queued: the queue's order is known. A
