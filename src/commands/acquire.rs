@@ -114,7 +114,16 @@ pub fn acquire(ctx: &Context, args: AcquireArgs) -> Result<Exit> {
             );
             Ok(Exit::Busy(BUSY))
         }
-        // Not asked for by `acquire`; as busy if a server says so anyway.
+        // Not asked for by `acquire` (no --once-per, no --replace); as busy if a server says so
+        // anyway.
+        Taken::Superseded(by) => {
+            log::error(
+                "busy",
+                &format!("{}: superseded by {by}", keys.lock),
+                &[("key", (&keys.lock).into())],
+            );
+            Ok(Exit::Busy(BUSY))
+        }
         Taken::Skipped(ran) => {
             log::error(
                 "skipped",

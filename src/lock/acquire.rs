@@ -54,6 +54,9 @@ pub enum Acquire {
     /// The key is held with another shape than the one asked for (slots with another count,
     /// or slots and shared).
     Mismatch(Shape),
+    /// `--replace`: a replacer that arrived later superseded this waiting one (who, in words):
+    /// the last replacer to arrive is the one that runs.
+    Superseded(String),
 }
 
 /// The run that took a `--once-per` window, as the window's record has it.
@@ -162,6 +165,9 @@ pub struct Busy {
     /// A waiter for several keys stands at the front of another of them that is free: its
     /// entry there lapses unless it tries again at the front's pace.
     pub hurry: bool,
+    /// How long the waiter's queue entry lives from this attempt (the shortest, over several
+    /// keys): its next attempt must run well within it. `None` when not queued.
+    pub life: Option<Duration>,
 }
 
 impl Busy {
@@ -284,9 +290,14 @@ fn acquire_call(
     } else {
         String::new()
     };
-    let grant = queue.map_or(String::new(), |_| {
-        ttl.min(PROVISIONAL).as_millis().to_string()
-    });
+    // A waiter's first attempt takes a free lock outright; a later one only provisionally.
+    let grant = match queue {
+        Some(q) if q.later.is_some() => ttl.min(PROVISIONAL).as_millis().to_string(),
+        _ => String::new(),
+    };
+    let sent_ms = queue
+        .and_then(|q| q.later.flatten())
+        .map_or(String::new(), |ms| ms.to_string());
     if !keys.also.is_empty() {
         // acquire_all.lua: every lock's keys, the number of locks, and each release channel.
         let mut names = Vec::new();
@@ -308,7 +319,7 @@ fn acquire_call(
             grant,
             holder.audit(),
             String::new(),
-            String::new(),
+            sent_ms,
         ];
         args.extend(keys.each().map(|k| k.channel.clone()));
         return (names, args);
@@ -345,6 +356,7 @@ fn acquire_call(
                 .and_then(|q| q.max_waiters)
                 .map_or(String::new(), |n| n.to_string()),
             replacer.map_or(String::new(), str::to_string),
+            sent_ms,
         ]);
     }
     if once.is_some() || replacer.is_some() {
@@ -599,6 +611,7 @@ fn acquire_reply(reply: &[Value], queue: Option<&Queueing>) -> Acquire {
         -1 => {
             return Acquire::Mismatch(Shape::from_stored(&text(1)).unwrap_or_default());
         }
+        -3 => return Acquire::Superseded(text(1)),
         _ => {}
     }
     Acquire::Busy(Busy {
@@ -620,6 +633,8 @@ fn acquire_reply(reply: &[Value], queue: Option<&Queueing>) -> Acquire {
         // acquire_all.lua only (several keys).
         refused_by: usize::try_from(int(11) - 1).unwrap_or(0),
         hurry: int(12) == 1,
+        life: Some(Duration::from_millis(u64::try_from(int(13)).unwrap_or(0)))
+            .filter(|life| !life.is_zero()),
     })
 }
 

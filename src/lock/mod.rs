@@ -210,6 +210,11 @@ pub struct Queueing<'a> {
     pub max_waiters: Option<u32>,
     /// `--replace`: ask the exclusive holder to stop, as this (who asks, in words).
     pub replace: Option<&'a str>,
+    /// `None` for the waiter's first attempt, which takes a free lock outright. A later one
+    /// (the waiter queued) is granted the lock only provisionally, and carries when it was
+    /// sent on the server's clock as the waiter reckons it (`Some(None)`: not known), from
+    /// which its entry's life counts (queue.lua, `lapse_at`).
+    pub later: Option<Option<i64>>,
 }
 
 /// An invocation of a script that ends or leaves a hold, with its keys ([`Keys::of_an_ending`]).

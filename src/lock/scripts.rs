@@ -84,7 +84,7 @@ macro_rules! queue_for {
         concat!(
             "local function queue_for(KEYS)\n",
             include_str!("scripts/queue.lua"),
-            "return {live_head = live_head, notice = notice, NEAR = QUEUE_NEAR, LIFE = QUEUE_LIFE, \
+            "return {live_head = live_head, notice = notice, lapse_at = lapse_at, NEAR = QUEUE_NEAR, LIFE = QUEUE_LIFE, \
              FAR_LIFE = QUEUE_FAR_LIFE, KEPT = QUEUE_KEPT}\nend\n"
         )
     };

@@ -311,7 +311,8 @@ pub const STATUSES: &[Status] = &[
             "Every process of the command got SIGTERM, then SIGKILL `--kill-after` later; the \
              lock was released once all of them were gone, and the run is recorded as replaced \
              (and by whom). A run with `--no-replace` is never asked. A lost lease (76) takes \
-             precedence.",
+             precedence. Also a `--replace` run still waiting when a later `--replace` run \
+             arrives: it started nothing (the last replacer to arrive is the one that runs).",
         )],
     },
     Status {

@@ -277,7 +277,7 @@ fn probe(
         Some(Acquire::Acquired {
             fence, started_ms, ..
         }) => Some((fence, started_ms)),
-        Some(Acquire::Mismatch(_) | Acquire::Skipped(_)) => None,
+        Some(Acquire::Mismatch(_) | Acquire::Skipped(_) | Acquire::Superseded(_)) => None,
         Some(Acquire::Busy(busy)) => {
             probe.odd.push(format!(
                 "the fresh probe key {} was already {}",
@@ -305,7 +305,13 @@ fn probe(
                 "a second contender also acquired {}: the first holder's key vanished",
                 keys.lock
             )),
-            Some(Acquire::Busy(_) | Acquire::Mismatch(_) | Acquire::Skipped(_)) | None => {}
+            Some(
+                Acquire::Busy(_)
+                | Acquire::Mismatch(_)
+                | Acquire::Skipped(_)
+                | Acquire::Superseded(_),
+            )
+            | None => {}
         }
         probe.step("count busy", lock::count_busy(con, keys, &holder))?;
         if probe

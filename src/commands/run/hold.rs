@@ -157,6 +157,19 @@ pub fn take<'a>(
             return Ok(Took::Refused(refused(plan, "skipped", &msg)));
         }
         Taken::Interrupted(sig) => return Ok(Took::Refused(wait::interrupted(sig, keys))),
+        // The last replacer to arrive is the one that runs: a later one took this one's turn.
+        Taken::Superseded(by) => {
+            log::error(
+                "superseded",
+                &format!(
+                    "{}: a later --replace ({by}) superseded this one before it ran; not running \
+                     the command",
+                    keys.lock
+                ),
+                &[("key", (&keys.lock).into())],
+            );
+            return Ok(Took::Refused(Exit::Replaced));
+        }
     };
     log::info(
         "acquired",

@@ -127,7 +127,7 @@ impl Nodes {
                     full += usize::from(b.full.is_some());
                 }
                 // Shapes and --once-per are refused before a quorum is contacted (see `run`).
-                Ok(Acquire::Mismatch(_) | Acquire::Skipped(_)) => {}
+                Ok(Acquire::Mismatch(_) | Acquire::Skipped(_) | Acquire::Superseded(_)) => {}
                 Err(e) => errors.push(node_error(server, e)),
             }
         }

@@ -17,20 +17,22 @@
 --         the holder record keeps it as 'who'
 -- ARGV[5] 'no' when --replace may not ask this holder to stop (--no-replace, `redlock
 --         acquire`), '' (or none) otherwise
--- ARGV[6..14], given by a run that waits, shares, runs once per window or replaces (none
+-- ARGV[6..15], given by a run that waits, shares, runs once per window or replaces (none
 -- otherwise, which is read as ''):
 -- ARGV[6] the waiter's ticket ('' when not waiting)   ARGV[7] its arrival ('' for the server's
 --         clock in µs)   ARGV[8] who waits or holds a shared lease (record.rs writes it; ''
 --         when neither)
 -- ARGV[9] the shape: '' exclusive (the lock key), 'shared', or a number of slots (>= 2)
 -- ARGV[10] --once-per's window length (ms; '' without it)   ARGV[11] '1' with --retry-failed
--- ARGV[12] the provisional lease (ms) a waiter that heads the queue is granted ('' for none; see
---          below)
+-- ARGV[12] the provisional lease (ms) a waiter's later attempt is granted ('' for a first
+--          attempt, which takes a free lock outright; see below)
 -- ARGV[13] --max-waiters N: a waiter joins the queue only while fewer than N live entries are
---          queued ('' for no limit; one already queued keeps its place)
+--          queued ('' for no limit; one already queued keeps its place while its entry lives)
 -- ARGV[14] --replace: who asks the holder to stop, as its redlock reports it ('' when not
 --          replacing; see below)
--- ARGV[15..] (--once-per) the holder's identity as field/value pairs (record.rs writes them),
+-- ARGV[15] when a waiter's later attempt was sent, on the server's clock as the waiter reckons
+--          it ('' for now): its entry's life counts from there (queue.lua, lapse_at)
+-- ARGV[16..] (--once-per) the holder's identity as field/value pairs (record.rs writes them),
 --          for the window's record
 -- The holder record is started, ttl, fence, who (and replace=no); a renewal adds renewed, a
 -- kept release finished, a replacer stop. The release channel is the queue's key with
@@ -45,16 +47,19 @@
 --        {host, pid, user, reason, since, until, scope} of the pause in force, the fields
 --        record::PAUSE_BRIEF names, scope 'key' or 'all'; full: 0, or how many wait when
 --        --max-waiters kept this waiter out of a full queue; replacing: 1 when the holder
---        was asked to stop (now or before), 0 otherwise);
+--        was asked to stop (now or before), 0 otherwise; then 0, 0 (acquire_all.lua's
+--        fields) and the life (ms) this waiter's entry was given, 0 when not queued);
 --        {-1, the shape the key is held with} when a shared taker asks for another shape;
 --        {-2, window start (ms), window length (ms), host, pid, user, started, ended, exit,
---         outcome} when --once-per finds this window's run already taken (see below).
+--         outcome} when --once-per finds this window's run already taken (see below);
+--        {-3, who} when a later replacer superseded this waiting one (--replace, below).
 -- A paused key refuses every taker but its holder's own retry; a waiter stays queued.
--- A waiter that heads the queue is granted a provisional lease (ARGV[12]), which only its own
+-- A waiter's later attempt is granted a provisional lease (ARGV[12]), which only its own
 -- confirmation (extend.lua) makes the full one: the grant may be made while the waiter cannot
 -- act on it (its attempt waits on the server behind its grant list, and its host died or it
--- was frozen meanwhile), and a dead head must not hold the queue for a whole TTL. Its
--- --once-per window is 'granted' until then: not taken while the grant is unconfirmed.
+-- was frozen meanwhile), and a dead waiter must not hold the queue for a whole TTL. Its
+-- --once-per window is 'granted' until then: not taken while the grant is unconfirmed. A
+-- waiter's entry that lapsed is no place in the queue: its next attempt joins at the back.
 -- --replace (ARGV[14]): a refused replacer asks the exclusive holder to stop, once per holder:
 -- the holder record gets 'stop' (who asked), which the holder's renewals then refuse
 -- (extend.lua), and who asked is pushed to the holder's stop list, on which its heartbeat waits
@@ -62,12 +67,13 @@
 -- `redlock acquire`), one without a record (a foreign client), shared or slotted holders, and a
 -- paused key are not asked: the replacer is a plain busy run. A replacer that asked (or found
 -- the holder already asked) queues ahead of every plain waiter, behind earlier replacers: its
--- arrival is moved 2^52 back (scores stay exact doubles).
+-- arrival is moved 2^52 back (scores stay exact doubles). The last replacer to arrive runs: one
+-- that joins supersedes the replacers queued before it, which end their wait (-3).
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 -- Numbers go to redis.call as text written with %d (see audit.lua).
 local now_text = string.format('%d', now)
--- The options of a rare run (ARGV[6..14]); a run without them sends none.
+-- The options of a rare run (ARGV[6..15]); a run without them sends none.
 local ticket, arrival, waiting, shape = ARGV[6] or '', ARGV[7] or '', ARGV[8] or '', ARGV[9] or ''
 local every_text, retry_failed, grant = ARGV[10] or '', ARGV[11] or '', ARGV[12] or ''
 local max_waiters, replacer = ARGV[13] or '', ARGV[14] or ''
@@ -82,10 +88,11 @@ if found > 0 then
   if current then found = found - 1 end
 end
 -- The common run, a free lock with nothing else there (no pause, shared holder nor queue),
--- taken whole without --once-per, ends here: the functions the rest needs (acquire_rest.lua,
+-- taken whole without --once-per by a run that is not a waiter's later attempt (granted only
+-- provisionally, in the rest), ends here: the functions the rest needs (acquire_rest.lua,
 -- and the preludes in front of it) are defined only by a run that goes on, since each
 -- function a script defines costs the server on every call that reaches its definition.
-if found == 0 and not current and shape == '' and every_text == '' then
+if found == 0 and not current and shape == '' and every_text == '' and grant == '' then
   local fence, fence_text = new_fence(KEYS[2], t)
   write_holder(KEYS[3], ARGV[2], now_text, fence_text, ARGV[4], ARGV[5])
   redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])

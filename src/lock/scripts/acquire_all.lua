@@ -9,17 +9,21 @@
 -- the records' retention is audit.lua's RETAIN)   ARGV[5] the waiter's ticket ('' when not
 -- waiting)   ARGV[6] its arrival ('' for the server's clock in µs)   ARGV[7] who waits
 -- (record.rs writes it; '' when not waiting)
--- ARGV[8], ARGV[10], ARGV[11], ARGV[14], ARGV[15] '' (unused: exclusive holds only, no
--- --once-per, --max-waiters or --replace with several keys)   ARGV[9] n, the number of locks
--- ARGV[12] the provisional lease (ms) a waiter that heads the queues is granted ('' for none)
+-- ARGV[8], ARGV[10], ARGV[11], ARGV[14] '' (unused: exclusive holds only, no --once-per,
+-- --max-waiters or --replace with several keys)   ARGV[9] n, the number of locks
+-- ARGV[12] the provisional lease (ms) a waiter's later attempt is granted ('' for the first
+--         attempt, which takes the locks outright)
+-- ARGV[15] when a waiter's later attempt was sent, on the server's clock as the waiter reckons
+--         it ('' for now): its entries' life counts from there (lapse_at, queue.lua)
 -- ARGV[13] who takes it, as the audit log writes it; each holder record keeps it as 'who',
 -- with replace=no (a run over several keys is never asked to stop)
 -- ARGV[16..15+n] each lock's release channel
 -- Reply: {1, fence of the first lock, server time (ms), -1, 1 when the grant is provisional,
 --         the fence of every other lock in order} when taken;
 --        {0, then acquire.lua's refusal from pttl to replacing (full and replacing 0) for the
---         first lock that refused, its position (1..n), 1 when this waiter is at the front of another of its locks that
---         is free (it must refresh its entry there at the front's pace)} when refused.
+--         first lock that refused, its position (1..n), 1 when this waiter is at the front of
+--         another of its locks that is free (it must refresh its entry there at the front's
+--         pace), the shortest life (ms) its entries were given (0: not queued)} when refused.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local now_text = string.format('%d', now)
@@ -52,7 +56,8 @@ for i = 1, n do
   locks[i] = l
 end
 if not blocked then
-  local provisional = headed and ARGV[12] ~= ''
+  -- A waiter's later attempt (grant given) is granted provisionally, as in acquire_rest.lua.
+  local provisional = ARGV[12] ~= ''
   local ttl = ARGV[2]
   if provisional then ttl = ARGV[12] end
   local fences = {}
@@ -106,7 +111,7 @@ if ARGV[3] == '1' then
     end
   end
 end
-local ahead, queued, hurry = 0, 0, 0
+local ahead, queued, hurry, shortest = 0, 0, 0, nil
 if ticket ~= '' then
   -- One arrival in every queue, so that two waiters stand in the same order in each queue
   -- they share: the host's clock in a quorum (ARGV[6]); on one server the earliest this
@@ -132,7 +137,9 @@ if ticket ~= '' then
       life = q.LIFE
       if i ~= blocked then hurry = 1 end
     end
-    redis.call('ZADD', key(i, 6), string.format('%d', now + life), ticket)
+    if not shortest or life < shortest then shortest = life end
+    redis.call('ZADD', key(i, 6), string.format('%d', q.lapse_at(now, life, tonumber(ARGV[15]))),
+      ticket)
     redis.call('HSETNX', key(i, 7), ticket, now_text .. '\31' .. ARGV[7])
     for j = 5, 7 do redis.call('PEXPIRE', key(i, j), q.KEPT) end
     if i == blocked then ahead = rank end
@@ -144,4 +151,4 @@ end
 local h = redis.pcall('HMGET', key(blocked, 3), 'host', 'pid', 'user', 'started', 'fence', 'who')
 if h.err then h = {} end
 return {0, pttl, now, h, ahead, queued, held_shape, b.sharers, b.pause or false, 0, 0, blocked,
-  hurry}
+  hurry, shortest or 0}

@@ -3,18 +3,48 @@
 -- confirmed(record): a --once-per window's record says its run is running (no longer only
 -- 'granted').
 local RUNNING = 'running'
+-- ARGV[15]: when a waiter's later attempt was sent, on the server's clock as the waiter reckons
+-- it ('' for now): its entry's life counts from there (lapse_at, queue.lua).
+local sent_ms = tonumber(ARGV[15] or '')
 local function confirmed(record)
   redis.call('HSET', record, 'outcome', RUNNING)
 end
+-- A waiter's later attempt (one that waited: grant given) is never more than provisional:
+-- it may run without its waiter (queued on the server behind a pop that timed out while the
+-- waiter was frozen), so it renews only to the provisional lease, and the waiter's own
+-- confirmation (extend.lua) makes it the full one.
+local renew, provisional_flag = ARGV[2], 0
+if grant ~= '' then renew, provisional_flag = grant, 1 end
 if current == ARGV[1] then
-  -- An earlier attempt landed but its reply was lost: ours, renewed (the waiter that asks
-  -- again is alive, which confirms a provisional grant too).
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  if every_text ~= '' and redis.call('HMGET', KEYS[13], 'token')[1] == ARGV[1] then
+  -- An earlier attempt landed but its reply was lost: ours, renewed (never shortened).
+  if redis.call('PTTL', KEYS[1]) < tonumber(renew) then redis.call('PEXPIRE', KEYS[1], renew) end
+  if every_text ~= '' and grant == '' and redis.call('HMGET', KEYS[13], 'token')[1] == ARGV[1] then
     confirmed(KEYS[13])
   end
   local h = redis.call('HMGET', KEYS[3], 'fence', 'started')
-  return {1, tonumber(h[1]) or tonumber(redis.call('GET', KEYS[2])) or 0, tonumber(h[2]) or now, -1}
+  return {1, tonumber(h[1]) or tonumber(redis.call('GET', KEYS[2])) or 0, tonumber(h[2]) or now, -1,
+    provisional_flag}
+end
+-- A waiter's own entry: a later replacer may have superseded it (--replace, below), and an
+-- entry that lapsed is no place in the queue: the waiter joins again, at the back, as a
+-- newcomer (--max-waiters applies), whether or not a script has swept the entry out yet.
+local joining = false
+if ticket ~= '' then
+  if replacer ~= '' then
+    local mark = redis.call('HMGET', KEYS[7], ticket)[1]
+    if mark and string.sub(mark, 1, 11) == 'superseded\31' then
+      redis.call('HDEL', KEYS[7], ticket)
+      return {-3, string.sub(mark, 12)}
+    end
+  end
+  local lapses = redis.call('ZSCORE', KEYS[6], ticket)
+  if lapses and tonumber(lapses) <= now then
+    redis.call('ZREM', KEYS[5], ticket)
+    redis.call('ZREM', KEYS[6], ticket)
+    redis.call('HDEL', KEYS[7], ticket)
+    lapses = false
+  end
+  joining = not lapses
 end
 local head, queue_read = nil, false
 local rare = shape ~= ''
@@ -43,14 +73,15 @@ end
 if shape ~= '' then
   local mine = redis.call('ZSCORE', KEYS[8], ARGV[1])
   if mine then
-    -- An earlier attempt landed but its reply was lost: ours, renewed.
-    redis.call('ZADD', KEYS[8], 'GT', now + tonumber(ARGV[2]), ARGV[1])
-    if every_text ~= '' and redis.call('HMGET', KEYS[13], 'token')[1] == ARGV[1] then
+    -- An earlier attempt landed but its reply was lost: ours, renewed (provisionally, for a
+    -- waiter's later attempt, as above).
+    redis.call('ZADD', KEYS[8], 'GT', now + tonumber(renew), ARGV[1])
+    if every_text ~= '' and grant == '' and redis.call('HMGET', KEYS[13], 'token')[1] == ARGV[1] then
       confirmed(KEYS[13])
     end
     sharers_expire(KEYS[8], KEYS[9], now)
     local slot, fence, started = sharer(KEYS[9], ARGV[1])
-    return {1, fence, started, slot}
+    return {1, fence, started, slot, provisional_flag}
   end
   if held_shape ~= '' and held_shape ~= shape then return {-1, held_shape} end
 end
@@ -93,9 +124,8 @@ if free and not pause then
     if head and head ~= ticket then notice(now, nil, false) end
   end
   if not head or head == ticket then
-    local ttl = ARGV[2]
-    local provisional = head ~= nil and grant ~= ''
-    if provisional then ttl = grant end
+    local ttl = renew
+    local provisional = provisional_flag == 1
     local fence, fence_text = new_fence(KEYS[2], t)
     local slot = -1
     if shape == '' then
@@ -115,7 +145,7 @@ if free and not pause then
       if provisional then taken = 'granted' end
       redis.call('HSET', KEYS[13], 'window', string.format('%d', window), 'every', every_text,
         'token', ARGV[1], 'fence', fence_text, 'started', now_text, 'outcome', taken, 'ended', '',
-        'exit', '', unpack(ARGV, 15))
+        'exit', '', unpack(ARGV, 16))
       redis.call('PEXPIRE', KEYS[13], string.format('%d', 2 * every))
     end
     if shape == '' then
@@ -162,10 +192,26 @@ if replacer ~= '' and current and not pause then
     end
   end
 end
+-- The last replacer to arrive is the one that runs: one joining the queue supersedes every
+-- earlier replacer still waiting (queued ahead of plain waiters, at negative scores). Each is
+-- taken out of the queue, marked in the waiters hash, and woken, so that its next attempt
+-- ends its wait at once (-3, above).
+if replacing == 1 and joining then
+  for _, w in ipairs(redis.call('ZRANGEBYSCORE', KEYS[5], '-inf', '(0')) do
+    if w ~= ticket then
+      redis.call('ZREM', KEYS[5], w)
+      redis.call('ZREM', KEYS[6], w)
+      redis.call('HSET', KEYS[7], w, 'superseded\31' .. replacer)
+      local wake_up = KEYS[5] .. ':' .. w
+      redis.call('LPUSH', wake_up, '1')
+      redis.call('PEXPIRE', wake_up, '2000')
+    end
+  end
+end
 local ahead, full = 0, 0
 -- --max-waiters N: a waiter not yet queued joins only while fewer than N live entries (not
 -- lapsed: a frozen waiter counts until its entry does) are queued.
-if ticket ~= '' and max_waiters ~= '' and not redis.call('ZSCORE', KEYS[5], ticket) then
+if ticket ~= '' and max_waiters ~= '' and joining then
   -- ZRANGEBYSCORE, which the queue already needs, rather than ZCOUNT, which a least-privilege
   -- user may not be granted; at most N entries are read.
   local queued = #redis.call('ZRANGEBYSCORE', KEYS[6], '(' .. now_text, '+inf', 'LIMIT', '0', max_waiters)
@@ -173,6 +219,7 @@ if ticket ~= '' and max_waiters ~= '' and not redis.call('ZSCORE', KEYS[5], tick
     ticket, full = '', queued
   end
 end
+local life = 0
 if ticket ~= '' then
   local at = arrival
   if at == '' then at = string.format('%d', tonumber(t[1]) * 1000000 + tonumber(t[2])) end
@@ -181,11 +228,11 @@ if ticket ~= '' then
   ahead = redis.call('ZRANK', KEYS[5], ticket)
   -- An entry lives QUEUE_LIFE unrefreshed at the front of a lock that is free (the waiters
   -- there try again at that pace), ten times as long elsewhere (queue.lua).
-  local life = QUEUE_FAR_LIFE
+  life = QUEUE_FAR_LIFE
   if free and not pause and ahead < QUEUE_NEAR then life = QUEUE_LIFE end
-  redis.call('ZADD', KEYS[6], string.format('%d', now + life), ticket)
+  redis.call('ZADD', KEYS[6], string.format('%d', lapse_at(now, life, sent_ms)), ticket)
   redis.call('HSETNX', KEYS[7], ticket, now_text .. '\31' .. waiting)
   for i = 5, 7 do redis.call('PEXPIRE', KEYS[i], QUEUE_KEPT) end
 end
 return {0, pttl, now, holder_brief(), ahead, redis.call('ZCARD', KEYS[5]), held_shape, sharers,
-  pause or false, full, replacing}
+  pause or false, full, replacing, 0, 0, life}

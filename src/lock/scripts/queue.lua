@@ -20,6 +20,16 @@ local function live_head(now)
   end
   return redis.call('ZRANGE', KEYS[5], '0', '0')[1]
 end
+-- lapse_at(now, life, sent): when an entry refreshed now lapses unless refreshed again: `life`
+-- after its attempt was sent (sent: the server's clock at the send, as the waiter reckons it
+-- from the reply before; nil for now). An attempt queued on the server behind a blocking pop
+-- runs when the pop times out even if its waiter is frozen, and must not keep the waiter's
+-- entry for that block and a whole life more; the entry never lapses sooner than QUEUE_LIFE
+-- from now, which a living waiter's next attempt always beats.
+local function lapse_at(now, life, sent)
+  if sent and sent < now then return math.max(sent + life, now + QUEUE_LIFE) end
+  return now + life
+end
 -- notice(now, channel, woken): the lock is free, and the front of the queue is put on notice:
 -- each of its entries that would live longer lapses QUEUE_LIFE from now unless refreshed, and
 -- its waiter is woken (a push to its grant list, KEYS[5]:TICKET in the lock's hash slot: a

@@ -21,7 +21,8 @@
 //! With `--max-waiters N` a waiter not yet queued joins only while fewer than N live entries
 //! are (acquire.lua counts and joins in one step); refused, it is busy at once.
 //!
-//! **A dead head.** The grant to the head of the queue is *provisional*: a lease of
+//! **A dead waiter.** The grant to a waiter's later attempt (any but its first; see
+//! [`waiter`], the waiter's life as one state machine) is *provisional*: a lease of
 //! [`lock::PROVISIONAL`] (1 s, or the TTL if shorter), which only the waiter's own confirmation
 //! (a renewal to its TTL, sent once it has read the grant) makes the full lease; its lease is
 //! counted from that confirmation, and nothing runs before it. The server may grant the lock
@@ -56,6 +57,7 @@
 //! The wait itself is a `sigtimedwait`, so INT/TERM/… end it at once with 128+N and nothing held.
 
 mod on_server;
+mod waiter;
 
 use std::os::fd::OwnedFd;
 use std::sync::Arc;
@@ -66,10 +68,11 @@ use std::time::{Duration, Instant};
 use anyhow::Result;
 
 use self::on_server::wait_for_grant;
+use self::waiter::{Confirmation, Grant, Step, Waiter};
 use crate::lock::keys::Keys;
 use crate::lock::nodes::Nodes;
 use crate::lock::nodes::Renewal;
-use crate::lock::{self, Acquire, Busy, Claim, QUEUE_REFRESH, Queueing, Refusal, Standing};
+use crate::lock::{self, Busy, Claim, QUEUE_REFRESH, Queueing, Refusal, Standing};
 use crate::redis::server::Server;
 use crate::report::error::{classify, is_server_reply, is_timeout};
 use crate::report::exit::Exit;
@@ -94,6 +97,8 @@ pub enum Taken {
     Skipped(lock::Ran),
     /// A signal arrived while waiting.
     Interrupted(libc::c_int),
+    /// `--replace`: a later replacer superseded this waiting one (who asked) before it ran.
+    Superseded(String),
 }
 
 /// What a wait used and no longer needs once the lock is taken: its signal descriptor, which a
@@ -146,9 +151,14 @@ pub fn take(
         arrival_us: nodes.is_quorum().then(now_us),
         max_waiters: req.max_waiters,
         replace: req.replace,
+        later: None,
     });
+    let mut waiter = Waiter::new(queue);
     let first = nodes.acquire(&req.claim, refusal, queue.as_ref(), sent, Some(meanwhile));
-    let first = first.and_then(|a| outcome(nodes, a, &req.claim, sent, &Busy::default()));
+    let first = first.and_then(|a| {
+        let step = waiter.answered(a, &req.claim, sent);
+        settle(nodes, &mut waiter, &req.claim, step, &Busy::default())
+    });
     let Some(queue) = queue else {
         return first;
     };
@@ -176,9 +186,15 @@ pub fn take(
             nodes.count_busy(req.claim.keys, req.claim.holder);
             return Ok(Taken::Busy(busy));
         }
-        Ok(Taken::Busy(busy)) => {
-            wait_in_queue(nodes, req, signals, &queue, busy, start + wait.min(YEAR))
-        }
+        Ok(Taken::Busy(busy)) => wait_in_queue(
+            nodes,
+            req,
+            signals,
+            &mut waiter,
+            &queue,
+            busy,
+            start + wait.min(YEAR),
+        ),
         other => (other, false),
     };
     // A waiter that gives up leaves the queue at once, so the next one is not held up by it
@@ -190,86 +206,42 @@ pub fn take(
     taken
 }
 
-/// What an attempt's answer means for the run: taken, busy, or (a key held with another shape
-/// than the one asked for) a configuration error, 78, whatever the wait.
-///
-/// A provisional grant (the waiter headed the queue, see [`lock::PROVISIONAL`]) is confirmed
-/// first, by renewing it to the claim's TTL; the lease is then counted from the confirmation.
-/// One that lapsed before the confirmation reached the server (this waiter was frozen or
-/// starved meanwhile, and the queue went on without it) is `busy` again: the waiter goes on
-/// waiting, at the back of the queue.
-fn outcome(
+/// Carries a step of the waiter's life through to an answer for the run: a provisional grant
+/// is confirmed here (see [`waiter`]); a refusal is `busy` (`last`, for a waiter whose grant
+/// lapsed before it was confirmed: it goes on waiting, at the back of the queue).
+fn settle(
     nodes: &mut Nodes,
-    attempt: Acquire,
+    waiter: &mut Waiter,
     claim: &Claim,
-    sent: Moment,
-    busy: &Busy,
+    step: Step,
+    last: &Busy,
 ) -> Result<Taken> {
-    match attempt {
-        Acquire::Acquired {
-            fence,
-            started_ms,
-            slot,
-            provisional,
-            also,
-        } => {
-            let sent = if provisional {
-                match confirm(nodes, claim, fence, &also, started_ms)? {
-                    Some(confirmed) => confirmed,
-                    None => return Ok(Taken::Busy(busy.clone())),
-                }
-            } else {
-                sent
-            };
-            Ok(Taken::Acquired {
-                fence,
-                also,
-                started_ms,
-                slot,
-                sent,
-                spent: Spent::default(),
-            })
+    let step = match step {
+        Step::Confirm(grant) => {
+            let confirmation = confirm(nodes, claim, &grant);
+            waiter.confirmed(grant, confirmation, last)
         }
-        Acquire::Busy(busy) => Ok(Taken::Busy(busy)),
-        Acquire::Skipped(ran) => Ok(Taken::Skipped(ran)),
-        Acquire::Mismatch(held) => Err(crate::report::error::fail(
-            crate::report::exit::Exit::Config,
-            {
-                let held = match held {
-                    lock::Shape::Slots(n) => format!("held with {n} slots"),
-                    _ => "held shared".to_string(),
-                };
-                let asked = match claim.shape {
-                    lock::Shape::Slots(n) => format!("asks for {n} slots"),
-                    _ => "asks for a shared hold".to_string(),
-                };
-                format!(
-                    "{} is {held}, and this {asked}; every holder of a key must ask for the same \
-                     shape (the same --slots N, or --shared)",
-                    claim.keys.lock
-                )
-            },
-        )),
+        step => step,
+    };
+    match step {
+        Step::Over(taken) => taken,
+        Step::Wait(busy) => Ok(Taken::Busy(busy)),
+        Step::Confirm(_) => unreachable!("a confirmation is answered, never confirmed again"),
     }
 }
 
-/// Confirms a provisional grant: renews it to the claim's TTL. When the lease starts (the
-/// confirmation's sending), or `None` when the grant lapsed before it was confirmed. A
-/// confirmation that fails for another reason gives the grant back and ends the wait with
-/// that failure, as a failed acquire would.
-fn confirm(
-    nodes: &mut Nodes,
-    claim: &Claim,
-    fence: i64,
-    also: &[i64],
-    started_ms: i64,
-) -> Result<Option<Moment>> {
+/// Confirms a provisional grant: renews it to the claim's TTL, and says what came of it. The
+/// lease of a confirmed grant starts at the confirmation's sending. A grant that lapsed before
+/// the confirmation reached the server (this waiter was frozen or starved meanwhile, and the
+/// queue went on without it) is waited for again. A confirmation that fails for another
+/// reason, or finds that a later replacer asked this grantee to stop, gives the grant back.
+fn confirm(nodes: &mut Nodes, claim: &Claim, grant: &Grant) -> Confirmation {
     let sent = Moment::now();
     let standing = Standing {
-        fence: Some(fence),
-        started_ms: Some(started_ms),
+        fence: Some(grant.fence),
+        started_ms: Some(grant.started_ms),
         holder: Some(claim.holder.clone()),
-        also_fences: also.to_vec(),
+        also_fences: grant.also.clone(),
     };
     let renew = |nodes: &mut Nodes| {
         nodes.extend(
@@ -288,7 +260,7 @@ fn confirm(
         other => other,
     };
     match renewal {
-        Renewal::Confirmed => Ok(Some(sent)),
+        Renewal::Confirmed => Confirmation::Confirmed(sent),
         Renewal::Lost { .. } => {
             crate::report::log::info(
                 "grant_lapsed",
@@ -299,17 +271,17 @@ fn confirm(
                 ),
                 &[("key", (&claim.keys.lock).into())],
             );
-            Ok(None)
+            Confirmation::Lapsed
         }
         Renewal::Failed(e) => {
             let _ = nodes.release(claim.keys, claim.token, None, None, None);
-            Err(e)
+            Confirmation::Failed(e)
         }
-        // A replacer came before the confirmation: nothing of this run started; the grant is
-        // given back, and the waiter waits again, behind the replacer.
-        Renewal::Replaced(_) => {
+        // A later replacer asked before the confirmation: nothing of this run started; the
+        // grant is given back, and the last replacer to arrive is the one that runs.
+        Renewal::Replaced(by) => {
             let _ = nodes.release(claim.keys, claim.token, None, None, None);
-            Ok(None)
+            Confirmation::Superseded(by)
         }
     }
 }
@@ -327,6 +299,7 @@ fn wait_in_queue(
     nodes: &mut Nodes,
     req: &Request,
     signals: &Signals,
+    waiter: &mut Waiter,
     queue: &Queueing,
     mut busy: Busy,
     until: Instant,
@@ -339,22 +312,24 @@ fn wait_in_queue(
     let single = !nodes.is_quorum() && nodes.servers().all(|s| !s.is_cluster());
     if single
         && let Some(ended) =
-            wait_for_grant(nodes, req, signals, queue, &mut busy, &mut place, until)
+            wait_for_grant(nodes, req, signals, waiter, &mut busy, &mut place, until)
     {
         return (ended, true);
     }
     (
-        wait_notified(nodes, req, signals, queue, busy, place, until),
+        wait_notified(nodes, req, signals, waiter, queue, busy, place, until),
         false,
     )
 }
 
 /// Waits woken on the waiter's channel, trying again at each message and at least every
 /// `QUEUE_REFRESH` (see the module's comment).
+#[allow(clippy::too_many_arguments)]
 fn wait_notified(
     nodes: &mut Nodes,
     req: &Request,
     signals: &Signals,
+    waiter: &mut Waiter,
     queue: &Queueing,
     mut busy: Busy,
     mut place: usize,
@@ -405,8 +380,10 @@ fn wait_notified(
             }
             Event::Wake | Event::Timeout => {}
         }
+        let attempt = waiter.attempt(false);
         let mut sent = Moment::now();
-        let mut answer = nodes.acquire(&req.claim, Refusal::Uncounted, Some(queue), sent, None);
+        let mut answer =
+            nodes.acquire(&req.claim, Refusal::Uncounted, attempt.as_ref(), sent, None);
         // A long wait may outlive one connection; the failed one was dropped, so this attempt
         // reconnects. Not after a timeout: that attempt's undoing is queued behind it
         // (`nodes/majority.rs`), and would undo a retry with the same token.
@@ -416,12 +393,13 @@ fn wait_notified(
             && !lock::replicas::is_unacknowledged(e)
         {
             sent = Moment::now();
-            answer = nodes.acquire(&req.claim, Refusal::Uncounted, Some(queue), sent, None);
+            answer = nodes.acquire(&req.claim, Refusal::Uncounted, attempt.as_ref(), sent, None);
         }
         let attempt = match answer {
             Ok(a) => {
                 unreachable_since = None;
-                outcome(nodes, a, &req.claim, sent, &busy)?
+                let step = waiter.answered(a, &req.claim, sent);
+                settle(nodes, waiter, &req.claim, step, &busy)?
             }
             Err(e)
                 if is_timeout(&e)

@@ -14,9 +14,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::Result;
 
-use super::{Request, Spent, Taken, moved, outcome};
+use super::waiter::{Step, Waiter};
+use super::{Request, Spent, Taken, moved, settle};
 use crate::lock::nodes::Nodes;
-use crate::lock::{self, Acquire, Busy, QUEUE_REFRESH, Queueing};
+use crate::lock::{self, Acquire, Busy, QUEUE_REFRESH};
 use crate::redis::wire::Wire;
 use crate::report::error::{is_server_reply, is_timeout};
 use crate::supervise::lease::Moment;
@@ -42,11 +43,14 @@ pub(super) fn wait_for_grant(
     nodes: &mut Nodes,
     req: &Request,
     signals: &Signals,
-    queue: &Queueing,
+    waiter: &mut Waiter,
     busy: &mut Busy,
     place: &mut usize,
     until: Instant,
 ) -> Option<Result<Taken>> {
+    // The queue as every attempt of this wait carries it (the ticket, the options): the same
+    // whichever attempt is on the wire.
+    let queue = waiter.attempt(false)?;
     let keys = req.claim.keys;
     let server = nodes.servers().next().cloned()?;
     let doorbell = signals.readable().ok()?;
@@ -109,11 +113,12 @@ pub(super) fn wait_for_grant(
                 let block = if std::mem::take(&mut at_once) {
                     AT_ONCE
                 } else {
-                    block_after(busy, fast)
+                    waiter.pace(block_after(busy, fast))
                 };
                 let sent = (Moment::now(), Instant::now(), block);
                 let capped = ack.map(|a| a.at_most(block));
-                if lock::send_after_grant(c, &req.claim, queue, block, capped).is_err() {
+                let attempt = waiter.attempt(true).unwrap_or(queue);
+                if lock::send_after_grant(c, &req.claim, &attempt, block, capped).is_err() {
                     unreachable_since.get_or_insert(now);
                     con = None;
                     continue;
@@ -132,7 +137,7 @@ pub(super) fn wait_for_grant(
                 // first (its attempt read, and undone if it took the lock); once continued,
                 // its next attempt joins at the back.
                 Waited::Stop => {
-                    step_out(nodes, req, queue, &mut con, true);
+                    step_out(nodes, req, &queue, &mut con, true);
                     in_flight = None;
                     crate::supervise::child::stop_self();
                     continue;
@@ -159,24 +164,32 @@ pub(super) fn wait_for_grant(
             );
         }
         in_flight = None;
-        match lock::grant_reply(c, &req.claim, queue, ack) {
+        match lock::grant_reply(c, &req.claim, &queue, ack) {
             Ok(answer) => {
                 unreachable_since = None;
-                match answer {
-                    None => at_once = true,
-                    Some(Acquire::Busy(b)) if b.full.is_some() => break Ok(Taken::Busy(b)),
-                    Some(Acquire::Busy(b)) => {
+                let Some(answer) = answer else {
+                    at_once = true;
+                    continue;
+                };
+                match waiter.answered(answer, &req.claim, sent) {
+                    Step::Wait(b) => {
                         *busy = b;
                         moved(keys, busy, place);
                     }
+                    Step::Over(ended) => break ended,
                     // A provisional grant is confirmed on this same connection, handed back
-                    // for it; one that lapsed before its confirmation is busy again.
-                    Some(attempt) => {
+                    // for it; one that lapsed before its confirmation is waited for again.
+                    step => {
                         if let Some(c) = con.take() {
                             nodes.give_back(c);
                         }
-                        match outcome(nodes, attempt, &req.claim, sent, busy) {
-                            Ok(Taken::Busy(_)) => con = nodes.lend(),
+                        match settle(nodes, waiter, &req.claim, step, busy) {
+                            // The grant lapsed: what the waiter knew of the lock is stale, and
+                            // the next attempt runs at once.
+                            Ok(Taken::Busy(_)) => {
+                                con = nodes.lend();
+                                at_once = true;
+                            }
                             other => break other,
                         }
                     }
@@ -213,7 +226,7 @@ pub(super) fn wait_for_grant(
                 _doorbell: Some(doorbell),
             };
         }
-        _ => step_out(nodes, req, queue, &mut con, in_flight.is_some()),
+        _ => step_out(nodes, req, &queue, &mut con, in_flight.is_some()),
     }
     // What is left of the connection goes back: nothing of it is left to read.
     if let Some(c) = con.take() {
@@ -256,7 +269,7 @@ fn block_after(busy: &Busy, fast: Duration) -> Duration {
 fn step_out(
     nodes: &mut Nodes,
     req: &Request,
-    queue: &Queueing,
+    queue: &lock::Queueing,
     con: &mut Option<Wire>,
     in_flight: bool,
 ) {
