@@ -2,7 +2,9 @@
 //! Redis"; its healing and fences in docs/design.md, "Integrity"). A lock is held
 //! while a majority holds it; a minority of nodes may be down, stalled or wiped without anyone
 //! noticing but a warning; losing the majority stops the command before the lease runs out
-//! (76); fences keep growing whichever majority answers; every subcommand speaks to all nodes.
+//! (76); fences keep growing whichever majority answers; every subcommand speaks to all nodes;
+//! and the nodes are distinct servers: URLs that reach one server twice are refused (64) before
+//! anything is written.
 
 use std::time::{Duration, Instant};
 
