@@ -82,6 +82,25 @@ impl Context {
                  give it as the only --url",
             ));
         }
+        // A server named twice would be counted twice: said here when the URLs show it (the
+        // same host and port, or socket), before anything is contacted; other ways of naming
+        // one server twice are found by what the servers are when the nodes connect
+        // (`lock::nodes`).
+        if servers.len() > 1 {
+            for (i, server) in servers.iter().enumerate() {
+                if let Some(twin) = servers[..i]
+                    .iter()
+                    .find(|s| s.address().is_some() && s.address() == server.address())
+                {
+                    return Err(usage(format!(
+                        "{} and {} are one Redis server: a quorum counts each server once, so \
+                         give independent servers, each once",
+                        twin.name(),
+                        server.name()
+                    )));
+                }
+            }
+        }
         if global.timeout.is_zero() {
             return Err(usage("--timeout must be greater than 0"));
         }

@@ -64,7 +64,8 @@ pub struct Global {
     /// Redis server URL [default: redis://127.0.0.1:6379]
     ///
     /// redis://, rediss:// or redis+unix://; repeat it (or separate URLs with commas) for a
-    /// quorum of independent masters; or one redis+cluster://HOST:PORT[,HOST:PORT...] or
+    /// quorum of independent masters (distinct servers: two URLs that reach one server are
+    /// refused); or one redis+cluster://HOST:PORT[,HOST:PORT...] or
     /// redis+sentinel://HOST:PORT[,HOST:PORT...]/SERVICE[/DB] (rediss+cluster:// and
     /// rediss+sentinel:// for TLS)
     #[arg(

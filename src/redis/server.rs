@@ -395,6 +395,47 @@ impl Server {
         (seeds[0].clone().set_redis_settings(info), tls.as_ref())
     }
 
+    /// A quorum node's connection ([`Server::connect`] of a `redis://`, `rediss://` or
+    /// `redis+unix://` server) and which server answered: its `run_id`, learned in the
+    /// connection's own handshake (see [`Wire::connect_identified`]). A server that will not
+    /// say (`INFO` refused by an ACL, a proxy that has no `run_id`) is an error: a quorum
+    /// cannot tell it from its other nodes. Cluster and Sentinel, never a quorum's nodes, are
+    /// refused too.
+    pub fn connect_identified(&self, timeout: Duration) -> Result<(Conn, String)> {
+        let Target::Direct { info, tls } = &self.target else {
+            return Err(anyhow!("{} cannot be a quorum's node", self.name));
+        };
+        let timeout = timeout.max(Duration::from_millis(1));
+        match Wire::connect_identified(info, tls.as_ref(), timeout, timeout) {
+            Ok((con, Ok(id))) => Ok((Conn::Single(con), id)),
+            Ok((_, Err(e))) => Err(anyhow!(e).context(format!(
+                "{} did not say which server it is (INFO server, which tells a quorum's nodes \
+                 apart; an ACL user needs +info)",
+                self.name
+            ))),
+            Err(e) => {
+                let err = anyhow!(e).context(format!("cannot connect to {}", self.name));
+                Err(self.explained(err))
+            }
+        }
+    }
+
+    /// Where a `redis://`, `rediss://` or `redis+unix://` URL leads, as text: the host (in
+    /// lower case) and port, or the socket's path. Two URLs with the same address name one
+    /// server whatever else they say (a database, a user): a quorum refuses them before
+    /// anything is contacted. `None` for a Cluster or Sentinel.
+    pub fn address(&self) -> Option<String> {
+        let Target::Direct { info, .. } = &self.target else {
+            return None;
+        };
+        Some(match info.addr() {
+            ConnectionAddr::Tcp(host, port) | ConnectionAddr::TcpTls { host, port, .. } => {
+                format!("{}:{port}", host.to_ascii_lowercase())
+            }
+            other => other.to_string(),
+        })
+    }
+
     /// A plain connection: to the server, to Sentinel's current master, or to one node of a
     /// cluster (enough for pub/sub, which a cluster broadcasts to every node).
     pub fn connect_direct(&self, timeout: Duration) -> Result<Wire> {

@@ -21,9 +21,10 @@
 //!   `AuthenticationFailed`, so `error.rs` reads them as before.
 //!
 //! Invariants: every connection has connect, read and write timeouts; connecting sends `AUTH`
-//! only when a password is set and `SELECT` only for a database other than 0 (one pipelined
-//! round trip for both), and nothing else (no `HELLO`, no `CLIENT SETINFO`); a reply is parsed
-//! whole or not at all (a read that times out halfway leaves it to be parsed again).
+//! only when a password is set, `SELECT` only for a database other than 0 and `INFO server` only
+//! when the caller asks which server it reached (a quorum's node, [`Wire::connect_identified`]),
+//! all in one pipelined round trip, and nothing else (no `HELLO`, no `CLIENT SETINFO`); a reply
+//! is parsed whole or not at all (a read that times out halfway leaves it to be parsed again).
 
 use std::io::{self, Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
@@ -141,6 +142,31 @@ impl Wire {
         connect: Duration,
         timeout: Duration,
     ) -> RedisResult<Wire> {
+        Wire::open(info, tls, connect, timeout, false).map(|(wire, _)| wire)
+    }
+
+    /// [`Wire::connect`], and which server answered: its `run_id` (from `INFO server`), asked
+    /// in the round trip of `AUTH` and `SELECT` when there is one. A quorum compares its nodes
+    /// by it: URLs can name one server in many ways (an alias, another address, its unix
+    /// socket), the server's own id cannot. The second result is the server's refusal of
+    /// `INFO`, or an error when its reply has no `run_id`; the connection is usable either way.
+    pub fn connect_identified(
+        info: &ConnectionInfo,
+        tls: Option<&Arc<ClientConfig>>,
+        connect: Duration,
+        timeout: Duration,
+    ) -> RedisResult<(Wire, RedisResult<String>)> {
+        let (wire, id) = Wire::open(info, tls, connect, timeout, true)?;
+        Ok((wire, id.expect("asked")))
+    }
+
+    fn open(
+        info: &ConnectionInfo,
+        tls: Option<&Arc<ClientConfig>>,
+        connect: Duration,
+        timeout: Duration,
+        identify: bool,
+    ) -> RedisResult<(Wire, Option<RedisResult<String>>)> {
         let (connect, timeout) = (
             connect.max(Duration::from_millis(1)),
             timeout.max(Duration::from_millis(1)),
@@ -183,13 +209,25 @@ impl Wire {
             db: settings.db(),
             open: true,
         };
-        wire.setup(settings.username(), settings.password(), settings.db())?;
-        Ok(wire)
+        let id = wire.setup(
+            settings.username(),
+            settings.password(),
+            settings.db(),
+            identify,
+        )?;
+        Ok((wire, id))
     }
 
     /// `AUTH` and `SELECT` in one round trip, as the crate does (and its retry without the
-    /// user name for a server older than ACLs).
-    fn setup(&mut self, user: Option<&str>, password: Option<&str>, db: i64) -> RedisResult<()> {
+    /// user name for a server older than ACLs), with `INFO server` after them when `identify`:
+    /// the server's `run_id`.
+    fn setup(
+        &mut self,
+        user: Option<&str>,
+        password: Option<&str>,
+        db: i64,
+        identify: bool,
+    ) -> RedisResult<Option<RedisResult<String>>> {
         let mut pipe = redis::pipe();
         let auth = password.map(|pw| {
             let mut cmd = redis::cmd("AUTH");
@@ -201,8 +239,11 @@ impl Wire {
         if db != 0 {
             pipe.cmd("SELECT").arg(db);
         }
+        if identify {
+            pipe.cmd("INFO").arg("server");
+        }
         if pipe.is_empty() {
-            return Ok(());
+            return Ok(None);
         }
         let replies = self.req_packed_commands(&pipe.get_packed_pipeline(), 0, pipe.len())?;
         let mut replies = replies.into_iter();
@@ -215,7 +256,7 @@ impl Wire {
                             d.contains("wrong number of arguments for 'auth' command")
                         }) =>
                 {
-                    return self.setup(None, password, db);
+                    return self.setup(None, password, db, identify);
                 }
                 _ => {
                     return Err((
@@ -236,7 +277,20 @@ impl Wire {
             )
                 .into());
         }
-        Ok(())
+        if !identify {
+            return Ok(None);
+        }
+        Ok(Some(match replies.next() {
+            Some(Value::BulkString(text)) => run_id(&text).ok_or_else(|| {
+                (
+                    redis::ServerErrorKind::ResponseError.into(),
+                    "INFO server has no run_id",
+                )
+                    .into()
+            }),
+            Some(Value::ServerError(e)) => Err(e.into()),
+            _ => Err(malformed("an INFO reply that is not text")),
+        }))
     }
 
     /// Sends a packed command (or pipeline) without reading any reply.
@@ -516,6 +570,15 @@ fn unix(path: &std::path::Path, connect: Duration, timeout: Duration) -> io::Res
     Ok(stream)
 }
 
+/// The `run_id` field of an `INFO` reply: random at each start of the server, and the same
+/// through every address, alias and socket it listens on.
+fn run_id(info: &[u8]) -> Option<String> {
+    info.split(|&b| b == b'\n')
+        .find_map(|line| line.strip_prefix(b"run_id:"))
+        .map(|id| String::from_utf8_lossy(id.trim_ascii()).into_owned())
+        .filter(|id| !id.is_empty())
+}
+
 /// A reply that is not RESP.
 fn malformed(what: &'static str) -> RedisError {
     (ErrorKind::Parse, "malformed reply", what.to_string()).into()
@@ -634,6 +697,42 @@ pub(super) mod tests {
             Value::Array(vec![Value::BulkString(b"abc".to_vec()), Value::Int(5)])
         );
         assert!(!wire.reply_ready());
+    }
+
+    #[test]
+    fn identifying_asks_info_server_in_the_round_trip_of_auth_and_select() {
+        use std::io::Read;
+        let (mut wire, mut peer) = pair();
+        let info = "# Server\r\nredis_version:7.0.15\r\nrun_id:5e1f00d\r\ntcp_port:6379\r\n";
+        peer.write_all(format!("+OK\r\n+OK\r\n${}\r\n{info}\r\n", info.len()).as_bytes())
+            .unwrap();
+        let id = wire.setup(None, Some("pw"), 2, true).unwrap();
+        assert_eq!(id.unwrap().unwrap(), "5e1f00d");
+        drop(wire);
+        let mut sent = String::new();
+        peer.read_to_string(&mut sent).unwrap();
+        // The three commands of the pipeline: every word sent but the RESP headers (`*N`, `$N`).
+        let words: Vec<&str> = sent
+            .split("\r\n")
+            .filter(|w| !w.is_empty() && !w.starts_with(['*', '$']))
+            .collect();
+        assert_eq!(words, ["AUTH", "pw", "SELECT", "2", "INFO", "server"]);
+    }
+
+    #[test]
+    fn a_server_that_does_not_say_who_it_is_is_an_error_beside_a_usable_connection() {
+        let (mut wire, mut peer) = pair();
+        peer.write_all(b"$9\r\n# Server\n\r\n-NOPERM User may not run INFO\r\n")
+            .unwrap();
+        let id = wire.setup(None, None, 0, true).unwrap().unwrap();
+        assert_eq!(
+            id.unwrap_err().kind(),
+            ErrorKind::Server(redis::ServerErrorKind::ResponseError)
+        );
+        let id = wire.setup(None, None, 0, true).unwrap().unwrap();
+        assert_eq!(id.unwrap_err().code(), Some("NOPERM"));
+        // Without `identify` nothing is sent at all.
+        assert_eq!(wire.setup(None, None, 0, false).unwrap(), None);
     }
 
     #[test]

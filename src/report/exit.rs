@@ -19,7 +19,8 @@ pub enum Exit {
     Child(u8),
     /// 128+N: the child (or redlock while waiting) ended by signal N.
     Signal(i32),
-    /// 64: usage error or bad input; nothing was contacted.
+    /// 64: usage error or bad input; nothing was contacted (a quorum's nodes were at most
+    /// asked which server each is).
     Usage,
     /// 69: Redis unreachable, timed out, read-only, out of memory, loading.
     Unavailable,
@@ -233,7 +234,8 @@ pub const STATUSES: &[Status] = &[
         exit: Exit::Usage,
         short: "usage error",
         meaning: "Usage error or bad input (bad duration, empty key, missing command, malformed \
-            URL, unreadable password file); nothing was contacted.",
+            URL, unreadable password file, a quorum that names one server twice); nothing was \
+            contacted (a quorum's nodes were at most asked which server each is).",
         on: EVERY_COMMAND,
     },
     Status {

@@ -271,3 +271,38 @@ fn the_lock_user_can_wait_for_a_replica() {
         .args(["--", "true"])
         .exits_with(0);
 }
+
+/// `redlock --url` for `user` on each of `servers` (a quorum), under the `jobs:` prefix.
+fn as_user_over(servers: &[&RedisServer], user: &str) -> Redlock {
+    servers
+        .iter()
+        .fold(Redlock::without_url(), |redlock, server| {
+            redlock.args(["--url", &server.url_with_user(user, PASSWORD)])
+        })
+        .args(["--prefix", "jobs:"])
+}
+
+#[test]
+fn the_recipes_work_over_a_quorum_whose_nodes_say_which_server_each_is() {
+    let servers = [
+        server_with_recipes(),
+        server_with_recipes(),
+        server_with_recipes(),
+    ];
+    let servers: Vec<&RedisServer> = servers.iter().collect();
+    as_user_over(&servers, "locker")
+        .args(["run", "--key", "report", "--ttl", "1s", "--", "true"])
+        .exits_with(0);
+    as_user_over(&servers, "lockreader")
+        .args(["status", "report"])
+        .exits_with(1);
+    // Without +info no node can say which server it is: none is used, and the line says what
+    // to grant.
+    for server in &servers {
+        server.acl_setuser("locker", &["-info"]);
+    }
+    as_user_over(&servers, "locker")
+        .args(["run", "--key", "report", "--ttl", "1s", "--", "true"])
+        .exits_with(77)
+        .error_mentions(&["+info"]);
+}

@@ -2,7 +2,9 @@
 //! Redis"; its healing and fences in docs/design.md, "Integrity"). A lock is held
 //! while a majority holds it; a minority of nodes may be down, stalled or wiped without anyone
 //! noticing but a warning; losing the majority stops the command before the lease runs out
-//! (76); fences keep growing whichever majority answers; every subcommand speaks to all nodes.
+//! (76); fences keep growing whichever majority answers; every subcommand speaks to all nodes;
+//! and the nodes are distinct servers: URLs that reach one server twice are refused (64) before
+//! anything is written.
 
 use std::time::{Duration, Instant};
 
@@ -10,8 +12,8 @@ use crate::support::json::{Document, Json};
 use crate::support::redlock::Running;
 use crate::support::stress::{CRITICAL_SECTION, expect_serial_sections, sections_started};
 use crate::support::{
-    LockKeys, Outcome, RedisQuorum, Redlock, TempDir, child, companion_key, holds_throughout, says,
-    wait_for_contender, wait_until, wait_until_gone,
+    LockKeys, Outcome, RedisQuorum, RedisServer, Redlock, TempDir, child, companion_key,
+    holds_throughout, says, wait_for_contender, wait_until, wait_until_gone,
 };
 
 /// Starts `redlock run --key KEY --ttl TTL` over every node, its command printing its token
@@ -874,4 +876,125 @@ fn all_lists_each_lock_once_whichever_nodes_have_it_and_with_a_node_down() {
             outcome.fail(&format!("the error line does not name the down node {url}"));
         }
     }
+}
+
+/// `redlock --url URL... ARGS` over a quorum that names one server twice: expects 64, one
+/// `redlock:` line naming both URLs (`twice`), a command that never ran, and nothing written on
+/// any of `servers`.
+fn refused_as_one_server(
+    urls: &[String],
+    args: &[&str],
+    twice: [&str; 2],
+    servers: &[&RedisServer],
+) {
+    let outcome = urls
+        .iter()
+        .fold(Redlock::without_url(), |redlock, url| {
+            redlock.args(["--url", url])
+        })
+        .args(args)
+        .exits_with(64);
+    if outcome.stdout.contains("started") {
+        outcome.fail("the command ran over a quorum that names one server twice");
+    }
+    let line = outcome.error_line();
+    for url in twice {
+        if !line.contains(url) {
+            outcome.fail(&format!("the error line does not name {url}"));
+        }
+    }
+    outcome.error_mentions(&["one Redis server"]);
+    for server in servers {
+        let keys: i64 = server.query(&["DBSIZE"]);
+        if keys != 0 {
+            outcome.fail(&format!(
+                "{} has {keys} keys: something was written",
+                server.url()
+            ));
+        }
+    }
+}
+
+const RUN: &[&str] = &["run", "--key", "job", "--ttl", "2s", "-c", "echo started"];
+
+#[test]
+fn the_same_url_twice_is_refused_with_64_before_anything_is_written() {
+    let (a, b) = (RedisServer::start(), RedisServer::start());
+    refused_as_one_server(
+        &[a.url(), a.url(), b.url()],
+        RUN,
+        [&a.url(), &a.url()],
+        &[&a, &b],
+    );
+}
+
+#[test]
+fn localhost_and_127_0_0_1_of_one_port_are_refused_by_every_subcommand_that_writes() {
+    let (a, b) = (RedisServer::start(), RedisServer::start());
+    let by_name = format!("redis://localhost:{}", a.port());
+    let urls = [a.url(), b.url(), by_name.clone()];
+    for args in [
+        RUN,
+        &["acquire", "--key", "job", "--ttl", "2s"],
+        &["extend", "--key", "job", "--token", "t", "--ttl", "2s"],
+        &["release", "job", "--token", "t"],
+        &["release", "job", "--force"],
+        &["pause", "job"],
+        &["resume", "job"],
+        &["status", "job"],
+    ] {
+        refused_as_one_server(&urls, args, [&a.url(), &by_name], &[&a, &b]);
+    }
+}
+
+#[test]
+fn a_servers_unix_socket_and_its_tcp_port_are_one_server() {
+    let (a, b) = (RedisServer::start(), RedisServer::start());
+    let urls = [a.unix_url(), b.url(), a.url()];
+    refused_as_one_server(&urls, RUN, [&a.unix_url(), &a.url()], &[&a, &b]);
+}
+
+#[test]
+fn one_server_named_twice_with_its_password_is_refused_without_showing_the_password() {
+    let a = RedisServer::start_with(&["--requirepass", "s3cret-pw"]);
+    let b = RedisServer::start_with(&["--requirepass", "s3cret-pw"]);
+    let urls = [
+        format!("redis://:s3cret-pw@localhost:{}", a.port()),
+        b.url_with_password("s3cret-pw"),
+        a.url_with_password("s3cret-pw"),
+    ];
+    let outcome = urls
+        .iter()
+        .fold(Redlock::without_url(), |redlock, url| {
+            redlock.args(["--url", url])
+        })
+        .args(RUN)
+        .exits_with(64);
+    outcome.never_shows("s3cret-pw");
+    outcome.error_mentions(&[&format!("localhost:{}", a.port())]);
+    for server in [&a, &b] {
+        let keys: i64 = server.query(&["DBSIZE"]);
+        assert_eq!(keys, 0, "{}: something was written", server.url());
+    }
+}
+
+#[test]
+fn a_node_out_of_reach_is_no_duplicate_and_a_majority_of_distinct_servers_runs() {
+    // The fourth node is out of reach, which says nothing of which server it is: the quorum
+    // rules count it as down, and three distinct servers of four are a majority.
+    let (a, b, c) = (
+        RedisServer::start(),
+        RedisServer::start(),
+        RedisServer::start(),
+    );
+    let nowhere = format!("redis://localhost:{}", crate::support::free_port());
+    let outcome = [a.url(), b.url(), c.url(), nowhere.clone()]
+        .iter()
+        .fold(Redlock::without_url(), |redlock, url| {
+            redlock.args(["--url", url])
+        })
+        .args(RUN)
+        .exits_with(0);
+    expect_on_stdout(&outcome, "started");
+    expect_stderr_names(&outcome, &nowhere);
 }

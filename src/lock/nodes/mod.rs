@@ -6,11 +6,20 @@
 //! only when a majority (N/2 + 1) agrees. This module is that plumbing: the nodes, their
 //! connections, asking one or all of them, and the errors when too few answered; `majority`
 //! has what each operation makes of the answers (the quorum rules).
+//!
+//! A majority means something only if the nodes are distinct servers: a server named twice
+//! (the same URL, `localhost` and `127.0.0.1`, its unix socket and its port, a DNS alias)
+//! would be counted twice, and one server would make a majority of three. So a quorum's node
+//! learns which server it reached as it connects (its `run_id`, asked in the connection's
+//! handshake) and compares it with the other nodes' ([`Identities`]); [`Nodes::connect`]
+//! connects every node before anything is sent, so such a quorum is refused (64) before any
+//! write. One server is asked nothing more.
 
 mod majority;
 
 pub use self::majority::{Renewal, Tally};
 
+use std::sync::{Arc, Mutex, PoisonError};
 use std::thread;
 use std::time::Duration;
 
@@ -21,12 +30,23 @@ use crate::lock::keys::{self, Keys};
 use crate::redis::server::{Conn, Server, set_timeouts};
 use crate::redis::tls::{explain_tls, maybe_tls};
 use crate::report::error::{
-    classify, fail, is_dropped, is_readonly, is_server_reply, is_timeout, render,
+    classify, fail, is_dropped, is_readonly, is_server_reply, is_timeout, render, usage,
 };
 use crate::report::exit::Exit;
 
+/// What each node of a quorum is: its URL as shown (redacted) and the `run_id` of the server its
+/// last connection reached (`None` before it connected). Shared by the nodes' threads: a node
+/// that connects compares itself with the others under the lock, so of two URLs that reach one
+/// server only the first to connect is used, whichever it is.
+type Identities = Arc<Mutex<Vec<(String, Option<String>)>>>;
+
 struct Node {
     server: Server,
+    /// In a quorum, this node's place in the quorum's [`Identities`]; `None` for one server.
+    quorum: Option<(usize, Identities)>,
+    /// Why [`Nodes::connect`] could not connect this node: the answer of its next request,
+    /// which would otherwise wait for the same failure a second time.
+    unreached: Option<anyhow::Error>,
     con: Option<Conn>,
     timeout: Option<Duration>,
     /// The connection of a request that timed out: unusable (its reply may still come), but
@@ -41,12 +61,15 @@ impl Node {
     /// Runs `f` on this node's connection, connecting first if needed. A transport error
     /// drops the connection, so the next call reconnects.
     fn with<T>(&mut self, timeout: Duration, f: impl FnOnce(&mut Conn) -> Result<T>) -> Result<T> {
+        if let Some(e) = self.unreached.take() {
+            return Err(e);
+        }
         let con = match &mut self.con {
             Some(con) => con,
             None => {
                 self.answered = false;
                 self.timeout = Some(timeout);
-                match self.server.connect(timeout) {
+                match self.open(timeout) {
                     Ok(con) => self.con.insert(con),
                     Err(e) => return Err(self.explain(e, false)),
                 }
@@ -70,6 +93,35 @@ impl Node {
         self.answered |= result.is_ok() && self.con.is_some();
         let answered = self.answered;
         result.map_err(|e| self.explain(e, answered))
+    }
+
+    /// A new connection. A quorum's node says which server it reached, and is refused (64) when
+    /// another node of the quorum reached that server too: a server counts once.
+    fn open(&mut self, timeout: Duration) -> Result<Conn> {
+        let Some((me, identities)) = &self.quorum else {
+            return self.server.connect(timeout);
+        };
+        let (con, id) = self.server.connect_identified(timeout)?;
+        // The server answered INFO: the connection speaks plain RESP (TLS, if any, is done).
+        self.answered = true;
+        let mut known = identities.lock().unwrap_or_else(PoisonError::into_inner);
+        let twin = known
+            .iter()
+            .enumerate()
+            .position(|(i, (_, other))| i != *me && other.as_deref() == Some(id.as_str()));
+        if let Some(twin) = twin {
+            let (first, second) = if twin < *me {
+                (&known[twin].0, &known[*me].0)
+            } else {
+                (&known[*me].0, &known[twin].0)
+            };
+            return Err(usage(format!(
+                "{first} and {second} are one Redis server (run_id {id}): a quorum counts each \
+                 server once, so give independent servers, each once"
+            )));
+        }
+        known[*me].1 = Some(id);
+        Ok(con)
     }
 
     /// A TLS handshake that failed becomes one plain line (still 69); a plain `redis://` server
@@ -111,11 +163,22 @@ pub struct Nodes {
 impl Nodes {
     /// `timeout` bounds each node's connect and each command.
     pub fn new(servers: &[Server], timeout: Duration) -> Nodes {
+        let identities: Option<Identities> = (servers.len() > 1).then(|| {
+            Arc::new(Mutex::new(
+                servers
+                    .iter()
+                    .map(|s| (s.name().to_string(), None))
+                    .collect(),
+            ))
+        });
         Nodes {
             nodes: servers
                 .iter()
-                .map(|server| Node {
+                .enumerate()
+                .map(|(i, server)| Node {
                     server: server.clone(),
+                    quorum: identities.clone().map(|ids| (i, ids)),
+                    unreached: None,
                     con: None,
                     timeout: None,
                     stale: None,
@@ -144,14 +207,28 @@ impl Nodes {
         lock::replicas::Ack::new(self.replicas, self.timeout, ttl)
     }
 
-    /// Connects the single server now, so that an unreachable Redis is reported before anything
-    /// else (quorum nodes connect in parallel on first use).
+    /// Connects now, before anything is asked. The single server: so that an unreachable
+    /// Redis is reported before anything else. A quorum: every node at once, each saying which
+    /// server it is, so that two URLs of one server are refused (64) before any node is
+    /// written to, by every subcommand alike. A node out of reach is no such refusal: its
+    /// error is the answer of its next request, counted as the quorum rules count any node
+    /// that fails; the requests after that try it again (and it compares itself with the
+    /// others when it does connect).
     pub fn connect(&mut self) -> Result<()> {
         if let [node] = self.nodes.as_mut_slice() {
             node.with(self.timeout, |_| Ok(()))?;
             // Connecting sends nothing but a single server's TLS handshake, which redlock's own
             // connection completes there (`wire.rs`): only that counts as an answer.
             node.answered = node.server.is_direct() && node.server.is_tls();
+            return Ok(());
+        }
+        let results = self.each(|_| Ok(()));
+        for (node, result) in self.nodes.iter_mut().zip(results) {
+            match result {
+                Err(e) if classify(&e) == Exit::Usage => return Err(e),
+                Err(e) => node.unreached = Some(e),
+                Ok(()) => {}
+            }
         }
         Ok(())
     }
@@ -160,6 +237,7 @@ impl Nodes {
     pub fn disconnect(&mut self) {
         for node in &mut self.nodes {
             node.con = None;
+            node.unreached = None;
         }
     }
 
