@@ -249,7 +249,8 @@ impl LastRun {
     }
 }
 
-/// How often runs of a lock ran, were refused, lost their lease, failed or were forced out.
+/// How often runs of a lock ran, were refused, lost their lease, failed, were forced out or
+/// replaced.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Counters {
     pub runs: i64,
@@ -262,10 +263,14 @@ pub struct Counters {
     pub last_ok_ms: Option<i64>,
     /// Runs skipped by `--once-per`: their window had run already.
     pub skipped: i64,
+    /// Runs stopped by another run's `--replace`.
+    pub replaced: i64,
 }
 
 /// The counters' fields (the scripts increment them by these names).
-pub const COUNTER_FIELDS: [&str; 6] = ["runs", "busy", "lost", "failed", "forced", "skipped"];
+pub const COUNTER_FIELDS: [&str; 7] = [
+    "runs", "busy", "lost", "failed", "forced", "skipped", "replaced",
+];
 
 /// The last successful run's end, in the counters' hash.
 pub const LAST_OK: &str = "last_ok";
@@ -288,6 +293,7 @@ impl Counters {
             forced: n("forced"),
             last_ok_ms: num(fields, LAST_OK),
             skipped: n("skipped"),
+            replaced: n("replaced"),
         }
     }
 
@@ -299,6 +305,7 @@ impl Counters {
             self.failed,
             self.forced,
             self.skipped,
+            self.replaced,
         ];
         Json::Obj(
             COUNTER_FIELDS

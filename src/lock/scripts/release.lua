@@ -60,6 +60,8 @@ local function finish(released)
     if outcome == 'lease lost' then redis.call('HINCRBY', KEYS[4], 'lost', '1') end
     if outcome == 'failed' or outcome == 'killed' or outcome == 'timed out' then
       redis.call('HINCRBY', KEYS[4], 'failed', '1')
+    elseif outcome == 'replaced' then
+      redis.call('HINCRBY', KEYS[4], 'replaced', '1')
     end
     redis.call('PEXPIRE', KEYS[4], RETAIN)
     local event = 'released'
