@@ -344,7 +344,16 @@ fn a_replaced_run_is_its_own_outcome_and_counted_in_metrics_and_its_metrics_file
         .spawn();
     holder.expect_line("ready");
     let mut replacer = Redlock::new(&server)
-        .args(["run", "--key", "job", "--ttl", "10s", "--replace", "--wait", "30s"])
+        .args([
+            "run",
+            "--key",
+            "job",
+            "--ttl",
+            "10s",
+            "--replace",
+            "--wait",
+            "30s",
+        ])
         .args(["-c", child::HOLD])
         .spawn();
     holder.exits_with(79);

@@ -189,7 +189,16 @@ fn a_replaced_run_shows_as_replaced_and_is_counted() {
     let server = RedisServer::start();
     let holder = hold(&server, "job", "10s");
     Redlock::new(&server)
-        .args(["run", "--key", "job", "--ttl", "10s", "--replace", "--wait", "30s"])
+        .args([
+            "run",
+            "--key",
+            "job",
+            "--ttl",
+            "10s",
+            "--replace",
+            "--wait",
+            "30s",
+        ])
         .args(["--", "sh", "-c", "exit 3"])
         .exits_with(3);
     holder.exits_with(79);
@@ -204,7 +213,16 @@ fn a_replaced_run_shows_as_replaced_and_is_counted() {
     // While the replacer runs, the replaced run is the last one.
     let holder = hold(&server, "job", "10s");
     let mut replacer = Redlock::new(&server)
-        .args(["run", "--key", "job", "--ttl", "10s", "--replace", "--wait", "30s"])
+        .args([
+            "run",
+            "--key",
+            "job",
+            "--ttl",
+            "10s",
+            "--replace",
+            "--wait",
+            "30s",
+        ])
         .args(["-c", child::HOLD])
         .spawn();
     replacer.expect_line("ready");
