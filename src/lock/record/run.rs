@@ -51,6 +51,41 @@ impl Outcome {
     }
 }
 
+/// Why a hold ends without a run to record (release.lua's ARGV[4]): the audit log's
+/// `released` entry says it as its outcome, so that every `acquired` there has its end.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GivenBack {
+    /// A grant nothing ran under: too few replicas acknowledged it, a replacer displaced it
+    /// before it was confirmed, its waiter gave up or its acquire timed out, a quorum's
+    /// majority was not won, or its token could not be handed over.
+    Unused,
+    /// A run held the lock but started nothing (a signal during the acquire, a grant that came
+    /// too late to run anything).
+    NotStarted,
+    /// `redlock release --token`: the end of a hold taken by `redlock acquire`.
+    ByToken,
+}
+
+impl GivenBack {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GivenBack::Unused => "given back",
+            GivenBack::NotStarted => "not started",
+            GivenBack::ByToken => "by token",
+        }
+    }
+
+    /// release.lua's ARGV[4..5] for a hold ended without a run: why, and who ends it (this
+    /// process: host and pid).
+    pub fn release_args(self) -> [String; 2] {
+        let who = [
+            ("host", super::hostname()),
+            ("pid", std::process::id().to_string()),
+        ];
+        [self.as_str().to_string(), super::audit_pairs(&who)]
+    }
+}
+
 /// The last finished run of a lock: a hash that outlives the lock by `RECORD_TTL`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LastRun {
