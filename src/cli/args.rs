@@ -107,7 +107,7 @@ redlock_paused (0/1), redlock_last_run_start_timestamp_seconds, \
 redlock_last_run_duration_seconds, redlock_last_run_exit_status, redlock_last_run_outcome (one \
 sample per outcome, 1 for the last run's), redlock_last_success_timestamp_seconds (when a run \
 last ended ok). Counters: redlock_runs_total, redlock_busy_total, redlock_lease_lost_total, \
-redlock_failed_total, redlock_forced_releases_total. A sample the records cannot give (no run \
+redlock_failed_total, redlock_forced_releases_total, redlock_replaced_total. A sample the records cannot give (no run \
 yet) is left out. The counters live in Redis and expire 30 days after their last change, \
 which a scraper sees as a counter reset. A lock that could not be read (an ACL denying a read, \
 a record of another type) has no samples, and metrics exits with that error's status (77, 78, \
@@ -127,7 +127,7 @@ with --for ran out without a resume (the runs go ahead again, but nobody said th
 is done); the key holds another type of value (no lock can be taken).
 
 WARNING: a pause in force without an end (--for); the key was never run (no record of a run); \
-the last run did not end ok (failed, killed, lease lost, timed out).
+the last run did not end ok (failed, killed, lease lost, timed out, replaced).
 
 UNKNOWN: Redis could not be asked (unreachable, timed out, authentication or ACL denied, a \
 quorum that cannot tell), or a lock could not be read (an ACL denying one of the reads, a \

@@ -227,12 +227,13 @@ struct Family {
     value: fn(&Inspection, i64) -> Option<f64>,
 }
 
-const OUTCOMES: [Outcome; 5] = [
+const OUTCOMES: [Outcome; 6] = [
     Outcome::Ok,
     Outcome::Failed,
     Outcome::Killed,
     Outcome::LeaseLost,
     Outcome::TimedOut,
+    Outcome::Replaced,
 ];
 
 fn seconds(ms: i64) -> f64 {
@@ -340,6 +341,12 @@ const FAMILIES: &[Family] = &[
         kind: "counter",
         help: "Times the lock was removed with release --force.",
         value: |i, _| Some(i.counters.forced as f64),
+    },
+    Family {
+        name: "redlock_replaced_total",
+        kind: "counter",
+        help: "Runs stopped because another run asked with --replace.",
+        value: |i, _| Some(i.counters.replaced as f64),
     },
 ];
 

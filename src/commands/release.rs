@@ -11,7 +11,7 @@ use anyhow::Result;
 use crate::Context;
 use crate::cli::ReleaseArgs;
 use crate::lock::keys::Keys;
-use crate::lock::record::Holder;
+use crate::lock::record::{GivenBack, Holder};
 use crate::report::exit::Exit;
 use crate::report::log;
 
@@ -71,7 +71,7 @@ pub fn release(ctx: &Context, args: ReleaseArgs) -> Result<Exit> {
         };
     }
     let token = args.token.unwrap_or_default();
-    if nodes.release(&keys, &token, None, None, None)? {
+    if nodes.hand_back(&keys, &token, GivenBack::ByToken)? {
         log::info("released", &format!("released {}", keys.names()), &[]);
         Ok(Exit::Success)
     } else {

@@ -675,6 +675,10 @@ pub fn abandon_single(single: &mut Wire, keys: &Keys, token: &str) {
             .arg(token)
             .arg(0)
             .arg("");
+        // If the acquire ran, the audit log ends its take.
+        for value in crate::lock::record::GivenBack::Unused.release_args() {
+            pipe.arg(value);
+        }
     }
     let _ = single.send_packed_command(&pipe.get_packed_pipeline());
 }

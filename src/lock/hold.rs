@@ -11,7 +11,7 @@ use redis::{ConnectionLike, Value};
 use super::keys::{Keys, RECORD_TTL};
 use super::lua::Invocation;
 use super::lua::{Lua, lua};
-use super::record::{Holder, LastRun};
+use super::record::{GivenBack, Holder, LastRun};
 use super::replicas::{Ack, explain, is_unacknowledged};
 use super::{RELEASE, Shape, ending};
 
@@ -187,7 +187,8 @@ pub fn heal(
 }
 
 /// Ends our hold on the lock: deletes it if `token` still holds it (or, with `keep`, leaves it to
-/// expire after `keep`), and records the run. `Ok(true)` when the lock was ours.
+/// expire after `keep`), and records the run; without a run (`None`), the audit log says the
+/// grant was given back unused (see [`give_back`]). `Ok(true)` when the lock was ours.
 pub fn release(
     con: &mut dyn ConnectionLike,
     keys: &Keys,
@@ -195,18 +196,58 @@ pub fn release(
     keep: Option<Duration>,
     record: Option<&LastRun>,
 ) -> Result<bool> {
+    match record {
+        Some(record) => release_run(con, keys, token, keep, record),
+        None => give_back(con, keys, token, GivenBack::Unused),
+    }
+}
+
+/// Ends a hold that ran nothing to record: deletes the lock if `token` still holds it, and the
+/// audit log ends the take with `why`. `Ok(true)` when the lock was ours.
+pub fn give_back(
+    con: &mut dyn ConnectionLike,
+    keys: &Keys,
+    token: &str,
+    why: GivenBack,
+) -> Result<bool> {
+    let call = per_lock(keys, &RELEASE_EACH, |keys| {
+        release_call(keys, token, None, End::Back(why))
+    });
+    let released: Value = call
+        .invoke(con)
+        .with_context(|| format!("cannot release {}", keys.names()))?;
+    Ok(replies(keys, released).iter().all(|r| int(r) == 1))
+}
+
+/// How a hold ends, for the release script: a run and its record, a hold given back without
+/// one, or an acquire attempt taken back ([`undo`]), which wakes nobody.
+#[derive(Clone, Copy)]
+enum End<'a> {
+    Run(&'a LastRun),
+    Back(GivenBack),
+    Undo,
+}
+
+/// [`release`] of a run, with its record.
+fn release_run(
+    con: &mut dyn ConnectionLike,
+    keys: &Keys,
+    token: &str,
+    keep: Option<Duration>,
+    record: &LastRun,
+) -> Result<bool> {
     // Several keys: each lock's record of the run carries that lock's fence.
-    let records: Vec<(&Keys, Option<LastRun>)> = keys
+    let records: Vec<(&Keys, LastRun)> = keys
         .each()
         .enumerate()
         .map(|(i, k)| {
-            let record = record.map(|r| match i.checked_sub(1) {
-                None => r.clone(),
+            let record = match i.checked_sub(1) {
+                None => record.clone(),
                 Some(other) => LastRun {
-                    fence: r.also_fences.get(other).copied(),
-                    ..r.clone()
+                    fence: record.also_fences.get(other).copied(),
+                    ..record.clone()
                 },
-            });
+            };
             (k, record)
         })
         .collect();
@@ -214,8 +255,8 @@ pub fn release(
         let record = records
             .iter()
             .find(|(k, _)| std::ptr::eq(*k, keys))
-            .and_then(|(_, r)| r.as_ref());
-        release_call(keys, token, keep, record, false)
+            .map_or(record, |(_, r)| r);
+        release_call(keys, token, keep, End::Run(record))
     });
     let released: Value = call
         .invoke(con)
@@ -226,33 +267,26 @@ pub fn release(
 
 /// The release script's call for one lock (release.lua): the shared leases only for a run that
 /// held one, and the window's record of `--once-per` only for a run that may have one (a
-/// release that knows no run names both: an undoing gives its window back). `undoing`: an
-/// acquire attempt taken back ([`undo`]), which wakes nobody.
-fn release_call<'a>(
-    keys: &Keys,
-    token: &str,
-    keep: Option<Duration>,
-    record: Option<&LastRun>,
-    undoing: bool,
-) -> Invocation<'a> {
+/// release that knows no run names both: an undoing gives its window back).
+fn release_call<'a>(keys: &Keys, token: &str, keep: Option<Duration>, end: End) -> Invocation<'a> {
     let mut call = RELEASE.prepare_invoke();
     let names = keys.of_an_ending();
-    let named = match record {
-        Some(r) if r.once_per_ms.is_none() && r.shared => names.len() - 1,
-        Some(r) if r.once_per_ms.is_none() => names.len() - 3,
+    let named = match end {
+        End::Run(r) if r.once_per_ms.is_none() && r.shared => names.len() - 1,
+        End::Run(r) if r.once_per_ms.is_none() => names.len() - 3,
         _ => names.len(),
     };
     for key in &names[..named] {
         call.key(*key);
     }
     call.arg(token);
-    if undoing {
+    if matches!(end, End::Undo) {
         call.arg("");
     } else {
         call.arg(keep.map_or(0, |d| d.as_millis().max(1) as u64));
     }
-    match record {
-        Some(r) => {
+    match end {
+        End::Run(r) => {
             let [args @ .., replaced_by] = r.release_args();
             for value in args {
                 call.arg(value);
@@ -261,8 +295,17 @@ fn release_call<'a>(
                 call.arg(replaced_by);
             }
         }
-        None => {
+        End::Back(why) => {
             call.arg("");
+            for value in why.release_args() {
+                call.arg(value);
+            }
+        }
+        End::Undo => {
+            call.arg("");
+            for value in GivenBack::Unused.release_args() {
+                call.arg(value);
+            }
         }
     }
     call
@@ -271,10 +314,10 @@ fn release_call<'a>(
 /// Takes back what an acquire attempt that did not win a majority took on this node. Unlike
 /// a release it wakes nobody: the lock was never held, and a waiter woken by its own undoing
 /// would try again at once, holding the node again and again (and keeping a holder from
-/// re-establishing the key there).
+/// re-establishing the key there). A take it undoes is logged as given back.
 pub fn undo(con: &mut dyn ConnectionLike, keys: &Keys, token: &str) -> Result<()> {
     per_lock(keys, &RELEASE_EACH, |keys| {
-        release_call(keys, token, None, None, true)
+        release_call(keys, token, None, End::Undo)
     })
     .invoke::<Value>(con)
     .with_context(|| format!("cannot undo the attempt on {}", keys.names()))?;

@@ -5,8 +5,9 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use crate::support::audit::{AuditEntry, audit_entries, expect_every_take_ended, takes};
 use crate::support::process::host_name;
-use crate::support::{RedisQuorum, RedisServer, Redlock, companion_key};
+use crate::support::{RedisQuorum, RedisServer, Redlock, child, companion_key, wait_until};
 
 /// Where an earlier version kept a lock's log (a stream), still read.
 fn log_key(lock: &str) -> String {
@@ -590,4 +591,160 @@ fn a_quorum_nodes_log_fills_a_release_from_its_own_take() {
         let released = text.stdout.lines().nth(1).unwrap_or_default();
         assert!(released.ends_with("echo quorum-run"), "{text}");
     }
+}
+
+/// The entries of `lock`'s log that end a hold without a run, with the outcome `why`.
+fn given_back(server: &RedisServer, lock: &str, why: &str) -> Vec<AuditEntry> {
+    audit_entries(server, lock)
+        .into_iter()
+        .filter(|e| e.event == "released" && e.get("outcome") == Some(why))
+        .collect()
+}
+
+#[test]
+fn a_grant_too_few_replicas_acknowledged_ends_its_take_in_the_log() {
+    let server = RedisServer::start();
+    Redlock::new(&server)
+        .args([
+            "run",
+            "--key",
+            "job",
+            "--ttl",
+            "3s",
+            "--replicas",
+            "1",
+            "--",
+            "true",
+        ])
+        .exits_with(69);
+    Redlock::new(&server)
+        .args(["acquire", "--key", "job", "--ttl", "3s", "--replicas", "1"])
+        .exits_with(69);
+    assert_eq!(takes(&server, "job"), 2);
+    expect_every_take_ended(&server, "job");
+    assert_eq!(given_back(&server, "job", "given back").len(), 2);
+    // `log` shows the end with the take's user and command.
+    let log = events(&server, "job");
+    assert_eq!(
+        names(&log),
+        ["acquired", "released", "acquired", "released"]
+    );
+    assert_eq!(log[1]["outcome"], "given back");
+    assert_eq!(log[1]["fence"], log[0]["fence"]);
+    assert_eq!(log[1]["cmd"], "true");
+}
+
+#[test]
+fn a_grant_that_came_too_late_to_run_anything_ends_its_take_in_the_log() {
+    let server = RedisServer::start();
+    // The server holds every write for 900 ms: the grant comes after a 1 s lease's stop.
+    let _: () = server.query(&["CLIENT", "PAUSE", "900", "WRITE"]);
+    Redlock::new(&server)
+        .args(["run", "--key", "job", "--ttl", "1s", "--", "true"])
+        .exits_with(69)
+        .error_mentions(&["too late"]);
+    assert_eq!(takes(&server, "job"), 1);
+    expect_every_take_ended(&server, "job");
+    let ends = given_back(&server, "job", "not started");
+    assert_eq!(ends.len(), 1, "{:?}", audit_entries(&server, "job"));
+    // Nothing ran: not a run in the counters.
+    assert_eq!(server.lock_record("job").get("runs"), None);
+}
+
+#[test]
+fn a_hold_released_by_its_token_ends_its_take_in_the_log() {
+    let server = RedisServer::start();
+    let acquired = Redlock::new(&server)
+        .args(["acquire", "--key", "job", "--ttl", "1m"])
+        .exits_with(0);
+    let token = acquired
+        .stdout
+        .lines()
+        .next()
+        .expect("the token")
+        .to_string();
+    // A token that does not hold it ends nothing.
+    Redlock::new(&server)
+        .args(["release", "job", "--token", "not-the-token"])
+        .exits_with(1);
+    Redlock::new(&server)
+        .args(["release", "job", "--token", &token])
+        .exits_with(0);
+    Redlock::new(&server)
+        .args(["release", "job", "--token", &token])
+        .exits_with(1);
+    expect_every_take_ended(&server, "job");
+    let log = events(&server, "job");
+    assert_eq!(names(&log), ["acquired", "released"], "{log:#?}");
+    assert_eq!(log[1]["outcome"], "by token");
+    assert_eq!(log[1]["fence"], log[0]["fence"]);
+    let text = Redlock::new(&server).args(["log", "job"]).exits_with(0);
+    assert!(text.stdout.contains(", by token"), "{text}");
+}
+
+/// The number of waiters in `lock`'s queue.
+fn queued(server: &RedisServer, lock: &str) -> usize {
+    server.query(&["ZCARD", &companion_key(lock, "queue")])
+}
+
+#[test]
+fn a_provisional_grant_displaced_by_a_replacer_ends_its_take_in_the_log() {
+    // The head waiter is frozen while its attempt waits on the server, so the release grants
+    // it the lock provisionally; a replacer then asks that holder to stop, and the waiter,
+    // continued within its provisional lease, finds the request at its confirmation and
+    // gives the grant back. Tried until the continue came in time.
+    let server = RedisServer::start();
+    for round in 0..5 {
+        let key = format!("job{round}");
+        let mut holder = Redlock::new(&server)
+            .args(["run", "--key", &key, "--ttl", "10s", "-c", child::HOLD])
+            .spawn();
+        holder.expect_line("ready");
+        let waiter = Redlock::new(&server)
+            .args([
+                "run", "--key", &key, "--ttl", "10s", "--wait", "60s", "--", "true",
+            ])
+            .spawn();
+        wait_until(
+            "the waiter's attempt to wait on the server",
+            Duration::from_secs(10),
+            || {
+                (queued(&server, &key) == 1
+                    && server.info_number("clients", "blocked_clients") == 1)
+                    .then_some(())
+            },
+        );
+        waiter.signal(libc::SIGSTOP);
+        holder.close_stdin();
+        holder.exits_with(0);
+        let replacer = Redlock::new(&server)
+            .args([
+                "run",
+                "--key",
+                &key,
+                "--ttl",
+                "10s",
+                "--replace",
+                "--wait",
+                "60s",
+            ])
+            .args(["--", "true"])
+            .spawn();
+        // Within the provisional lease (1 s from the grant), or not at all.
+        let deadline = std::time::Instant::now() + Duration::from_millis(800);
+        let mut asked = false;
+        while !asked && std::time::Instant::now() < deadline {
+            asked = server.holder_record(&key).contains_key("stop");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        waiter.signal(libc::SIGCONT);
+        replacer.exits_with(0);
+        waiter.exits_with(0);
+        if !asked || given_back(&server, &key, "given back").is_empty() {
+            continue;
+        }
+        expect_every_take_ended(&server, &key);
+        return;
+    }
+    panic!("in five rounds the waiter was never continued within its provisional lease");
 }

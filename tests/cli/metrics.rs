@@ -330,3 +330,63 @@ fn runs_sharing_a_metrics_file_never_make_a_counter_go_backwards() {
         + value(&last, "redlock_busy_total{key=\"job\"}");
     assert_eq!(counted, f64::from(runs), "{last:?}");
 }
+
+#[test]
+fn a_replaced_run_is_its_own_outcome_and_counted_in_metrics_and_its_metrics_file() {
+    let server = RedisServer::start();
+    let dir = TempDir::new("metrics-replaced");
+    let path = dir.join("job.prom");
+    let mut holder = Redlock::new(&server)
+        .arg("run")
+        .args(["--key", "job", "--ttl", "10s", "--metrics-file"])
+        .arg(&path)
+        .args(["-c", child::HOLD])
+        .spawn();
+    holder.expect_line("ready");
+    let mut replacer = Redlock::new(&server)
+        .args([
+            "run",
+            "--key",
+            "job",
+            "--ttl",
+            "10s",
+            "--replace",
+            "--wait",
+            "30s",
+        ])
+        .args(["-c", child::HOLD])
+        .spawn();
+    holder.exits_with(79);
+    replacer.expect_line("ready");
+    // The replaced run's own file, written at its end (the replacer has not ended yet).
+    let written = std::fs::read_to_string(&path).expect("the metrics file");
+    expect_promtool_accepts(&written);
+    let written = samples(&written);
+    assert_eq!(
+        value(
+            &written,
+            "redlock_last_run_outcome{key=\"job\",outcome=\"replaced\"}"
+        ),
+        1.0
+    );
+    assert_eq!(value(&written, "redlock_replaced_total{key=\"job\"}"), 1.0);
+    // The replacer's run is the last now; the replaced one stays counted.
+    replacer.close_stdin();
+    replacer.exits_with(0);
+    let text = metrics(&server, &["job"]);
+    expect_promtool_accepts(&text);
+    let after = samples(&text);
+    assert_eq!(value(&after, "redlock_replaced_total{key=\"job\"}"), 1.0);
+    assert_eq!(value(&after, "redlock_failed_total{key=\"job\"}"), 0.0);
+    assert_eq!(value(&after, "redlock_runs_total{key=\"job\"}"), 2.0);
+    for (outcome, expected) in [("ok", 1.0), ("replaced", 0.0)] {
+        assert_eq!(
+            value(
+                &after,
+                &format!("redlock_last_run_outcome{{key=\"job\",outcome=\"{outcome}\"}}")
+            ),
+            expected,
+            "{outcome}"
+        );
+    }
+}

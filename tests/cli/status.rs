@@ -185,6 +185,57 @@ fn lost_lease_shows_last_run_lease_lost_and_counts_it() {
 }
 
 #[test]
+fn a_replaced_run_shows_as_replaced_and_is_counted() {
+    let server = RedisServer::start();
+    let holder = hold(&server, "job", "10s");
+    Redlock::new(&server)
+        .args([
+            "run",
+            "--key",
+            "job",
+            "--ttl",
+            "10s",
+            "--replace",
+            "--wait",
+            "30s",
+        ])
+        .args(["--", "sh", "-c", "exit 3"])
+        .exits_with(3);
+    holder.exits_with(79);
+    // The replacer failed after it: the replaced run stays counted as replaced, not failed.
+    let outcome = Redlock::new(&server).args(["status", "job"]).exits_with(1);
+    expect_contains(&outcome, line(&outcome, "counters "), ", replaced 1");
+    let lock = lock_status(&server, "job");
+    assert_eq!(lock.str("last_run.outcome"), "failed");
+    assert_eq!(lock.int("counters.replaced"), 1);
+    assert_eq!(lock.int("counters.failed"), 1);
+    assert_eq!(lock.int("counters.runs"), 2);
+    // While the replacer runs, the replaced run is the last one.
+    let holder = hold(&server, "job", "10s");
+    let mut replacer = Redlock::new(&server)
+        .args([
+            "run",
+            "--key",
+            "job",
+            "--ttl",
+            "10s",
+            "--replace",
+            "--wait",
+            "30s",
+        ])
+        .args(["-c", child::HOLD])
+        .spawn();
+    replacer.expect_line("ready");
+    holder.exits_with(79);
+    let outcome = Redlock::new(&server).args(["status", "job"]).exits_with(0);
+    expect_contains(&outcome, line(&outcome, "last run "), "replaced");
+    let lock = lock_status(&server, "job");
+    assert_eq!(lock.str("last_run.outcome"), "replaced");
+    assert_eq!(lock.int("counters.replaced"), 2);
+    finish(replacer);
+}
+
+#[test]
 fn busy_refusals_are_counted_once_per_refused_run() {
     let server = RedisServer::start();
     hold_elsewhere(&server, "job");

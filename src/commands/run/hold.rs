@@ -17,7 +17,7 @@ use crate::Context;
 use crate::cli::Contain;
 use crate::lock::heartbeat::Heartbeat;
 use crate::lock::nodes::Nodes;
-use crate::lock::record::{Holder, LastRun, Outcome};
+use crate::lock::record::{GivenBack, Holder, LastRun, Outcome};
 use crate::lock::wait::{self, Request, Spent, Taken};
 use crate::lock::{Claim, Shape, Standing};
 use crate::report::error::{fail, is_readonly, is_server_reply, is_timeout, render};
@@ -566,14 +566,10 @@ impl Hold<'_> {
             }
         };
         let mut meanwhile: Option<&mut dyn FnMut()> = ending.ran.then_some(&mut demote);
-        let mut attempt = |nodes: &mut Nodes| {
-            nodes.release(
-                keys,
-                self.token,
-                keep,
-                ending.record.as_ref(),
-                meanwhile.take(),
-            )
+        // A run that started nothing has no record: the audit log says so as its end.
+        let mut attempt = |nodes: &mut Nodes| match &ending.record {
+            Some(record) => nodes.release(keys, self.token, keep, Some(record), meanwhile.take()),
+            None => nodes.hand_back(keys, self.token, GivenBack::NotStarted),
         };
         // The connection sat idle while the command ran; the server may have dropped it, and
         // the failed attempt dropped it too, so a second attempt reconnects. A timeout or a

@@ -26,7 +26,8 @@
 //!                      asked it to stop with --replace: "web-2 (pid 4242, user deploy)"),
 //!                      "age_ms", "since_renewal_ms",
 //!                      "pid_alive": true | false | null (null: not on this host)},
-//!    "last_run": null | {"outcome": "ok"|"failed"|"killed"|"lease lost"|"timed out", "exit", "host", "pid",
+//!    "last_run": null | {"outcome": "ok"|"failed"|"killed"|"lease lost"|"timed out"|"replaced",
+//!                        "exit", "host", "pid",
 //!                        "user", "command", "started_ms", "ended_ms", "duration_ms", "fence"},
 //!    "shape": "exclusive" | "shared" | "slots" | null,  // how it is held; null when not held
 //!    "slots": 1 | N | null,            // exclusive: 1; --slots N: N; shared or not held: null
@@ -36,7 +37,7 @@
 //!                 "token" (only with --show-token)}],  // shared/slot holders ([] otherwise),
 //!                                      // by slot, then fence; "holder" stays the exclusive one
 //!    "queue": [{"host", "pid", "user", "command", "since_ms"}],  // waiters, first in line first
-//!    "counters": {"runs", "busy", "lost", "failed", "forced"},
+//!    "counters": {"runs", "busy", "lost", "failed", "forced", "skipped", "replaced"},
 //!    "last_ok_ms": 1795238551000 | null, // when a run last ended ok
 //!    "paused": true | false,           // a pause in force: new runs are refused
 //!    "once": {"window_start_ms", "every_ms", "host", "pid", "user", "started_ms", "ended_ms",
@@ -550,6 +551,9 @@ impl<'a> View<'a> {
         ));
         if c.skipped > 0 {
             out.push_str(&format!(", skipped (--once-per) {}", c.skipped));
+        }
+        if c.replaced > 0 {
+            out.push_str(&format!(", replaced {}", c.replaced));
         }
         out.push('\n');
         out

@@ -33,7 +33,7 @@ use anyhow::{Result, anyhow};
 use super::{Nodes, named_error, node_error};
 use crate::lock::inspect::Inspection;
 use crate::lock::keys::Keys;
-use crate::lock::record::{LastRun, LockState};
+use crate::lock::record::{GivenBack, LastRun, LockState};
 use crate::lock::{self, Acquire, Busy, Claim, Queueing, Refusal, Removed, Renewed, Standing};
 use crate::redis::server::{Conn, Overlap};
 use crate::report::error::{fail, is_definitive_error, is_server_reply, render};
@@ -370,6 +370,18 @@ impl Nodes {
             work();
         }
         let results = self.each(|c| lock::release(c, keys, token, keep, record));
+        self.released(keys, results)
+    }
+
+    /// Releases a hold that ran nothing to record on every node, the audit log saying `why`
+    /// (see `lock::give_back`). `Ok(true)` when a majority (the one node) released it.
+    pub fn hand_back(&mut self, keys: &Keys, token: &str, why: GivenBack) -> Result<bool> {
+        let results = self.each(|c| lock::give_back(c, keys, token, why));
+        self.released(keys, results)
+    }
+
+    /// What the nodes' answers to a release come to.
+    fn released(&mut self, keys: &Keys, results: Vec<Result<bool>>) -> Result<bool> {
         if !self.is_quorum() {
             return results.into_iter().next().expect("one node");
         }

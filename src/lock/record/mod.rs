@@ -25,7 +25,7 @@ use self::pause::{PAUSE_BRIEF, PAUSE_FIELDS};
 pub use self::pause::{PAUSE_KEPT, Pause, rfc3339};
 #[cfg(test)]
 use self::run::{COUNTER_FIELDS, LAST_OK, LAST_RUN_FIELDS, ONCE_FIELDS};
-pub use self::run::{Counters, LastRun, Outcome};
+pub use self::run::{Counters, GivenBack, LastRun, Outcome};
 #[cfg(test)]
 use self::who::passwd_name;
 use self::who::truncate;

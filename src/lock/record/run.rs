@@ -51,6 +51,41 @@ impl Outcome {
     }
 }
 
+/// Why a hold ends without a run to record (release.lua's ARGV[4]): the audit log's
+/// `released` entry says it as its outcome, so that every `acquired` there has its end.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GivenBack {
+    /// A grant nothing ran under: too few replicas acknowledged it, a replacer displaced it
+    /// before it was confirmed, its waiter gave up or its acquire timed out, a quorum's
+    /// majority was not won, or its token could not be handed over.
+    Unused,
+    /// A run held the lock but started nothing (a signal during the acquire, a grant that came
+    /// too late to run anything).
+    NotStarted,
+    /// `redlock release --token`: the end of a hold taken by `redlock acquire`.
+    ByToken,
+}
+
+impl GivenBack {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GivenBack::Unused => "given back",
+            GivenBack::NotStarted => "not started",
+            GivenBack::ByToken => "by token",
+        }
+    }
+
+    /// release.lua's ARGV[4..5] for a hold ended without a run: why, and who ends it (this
+    /// process: host and pid).
+    pub fn release_args(self) -> [String; 2] {
+        let who = [
+            ("host", super::hostname()),
+            ("pid", std::process::id().to_string()),
+        ];
+        [self.as_str().to_string(), super::audit_pairs(&who)]
+    }
+}
+
 /// The last finished run of a lock: a hash that outlives the lock by `RECORD_TTL`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LastRun {
@@ -249,7 +284,8 @@ impl LastRun {
     }
 }
 
-/// How often runs of a lock ran, were refused, lost their lease, failed or were forced out.
+/// How often runs of a lock ran, were refused, lost their lease, failed, were forced out or
+/// replaced.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Counters {
     pub runs: i64,
@@ -262,10 +298,14 @@ pub struct Counters {
     pub last_ok_ms: Option<i64>,
     /// Runs skipped by `--once-per`: their window had run already.
     pub skipped: i64,
+    /// Runs stopped by another run's `--replace`.
+    pub replaced: i64,
 }
 
 /// The counters' fields (the scripts increment them by these names).
-pub const COUNTER_FIELDS: [&str; 6] = ["runs", "busy", "lost", "failed", "forced", "skipped"];
+pub const COUNTER_FIELDS: [&str; 7] = [
+    "runs", "busy", "lost", "failed", "forced", "skipped", "replaced",
+];
 
 /// The last successful run's end, in the counters' hash.
 pub const LAST_OK: &str = "last_ok";
@@ -288,6 +328,7 @@ impl Counters {
             forced: n("forced"),
             last_ok_ms: num(fields, LAST_OK),
             skipped: n("skipped"),
+            replaced: n("replaced"),
         }
     }
 
@@ -299,6 +340,7 @@ impl Counters {
             self.failed,
             self.forced,
             self.skipped,
+            self.replaced,
         ];
         Json::Obj(
             COUNTER_FIELDS

@@ -18,6 +18,9 @@
 --         \31FENCE' (record::LastRun writes it)   ARGV[6..9] its host, pid, user, command
 -- ARGV[10] the audit entry's fields after the outcome (exit=, duration_ms=, fence=, by=, host=,
 --          pid=; record.rs writes them)   ARGV[11] who replaced the run (none when nobody did)
+-- Without a run (ARGV[3] ''), ARGV[4] says why the hold ends ('given back': a grant nothing ran
+-- under, 'not started': a run that started nothing, 'by token': `redlock release --token`; none
+-- reads as 'given back') and ARGV[5] who ends it (host=, pid=; none when unknown).
 -- The lock's record keeps the last run in few fields ('last' and the identity), each under the
 -- 64 bytes of Redis's compact hash encoding. A record an earlier version wrote has the last run
 -- in fields of its own (outcome, exit, started, duration_ms, fence): a write that adds a field
@@ -30,8 +33,14 @@
 -- A shared holder (--shared, --slots) ends only its own lease, and wakes the next waiter: a
 -- slot, or the last shared hold, may have become free. Kept (--hold-at-least), its lease
 -- ends at the kept time and the holders hash says its command ended (TOKEN:finished).
+-- A hold that ends without a run is logged too, when the token still held the lock: every
+-- 'acquired' in the audit log has one end, 'released' with the why of ARGV[4] as its outcome
+-- and the fence the take logged (read here, before the hold's records go: a run's release
+-- knows its fence and pays nothing for this).
 -- Reply: 1 released (or kept), 0 the lock was no longer ours.
 local keep = tonumber(ARGV[2]) or 0
+-- The fence of a hold ended without a run, for its audit entry.
+local given_fence = nil
 -- finish(released): records the run (when ARGV[3] gives an outcome) and replies.
 local function finish(released)
   if ARGV[3] ~= '' then
@@ -60,6 +69,8 @@ local function finish(released)
     if outcome == 'lease lost' then redis.call('HINCRBY', KEYS[4], 'lost', '1') end
     if outcome == 'failed' or outcome == 'killed' or outcome == 'timed out' then
       redis.call('HINCRBY', KEYS[4], 'failed', '1')
+    elseif outcome == 'replaced' then
+      redis.call('HINCRBY', KEYS[4], 'replaced', '1')
     end
     redis.call('PEXPIRE', KEYS[4], RETAIN)
     local event = 'released'
@@ -70,13 +81,28 @@ local function finish(released)
       redis.call('HSET', KEYS[10], 'outcome', outcome, 'ended', ended, 'exit',
         string.match(ARGV[5], '^[^\31]*'))
     end
-  elseif KEYS[10] and redis.call('HMGET', KEYS[10], 'token')[1] == ARGV[1] then
-    redis.call('DEL', KEYS[10])
+  else
+    if released == 1 then
+      local t = redis.call('TIME')
+      local why = ARGV[4]
+      if not why or why == '' then why = 'given back' end
+      local body = 'outcome=' .. why .. '\31fence=' .. (given_fence or '')
+      if ARGV[5] and ARGV[5] ~= '' then body = body .. '\31' .. ARGV[5] end
+      audit(KEYS[3], string.format('%d', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)),
+        'released', body)
+    end
+    if KEYS[10] and redis.call('HMGET', KEYS[10], 'token')[1] == ARGV[1] then
+      redis.call('DEL', KEYS[10])
+    end
   end
   return released
 end
 local released, head = 0, nil
 if redis.pcall('GET', KEYS[1]) == ARGV[1] then
+  if ARGV[3] == '' then
+    local f = redis.pcall('HMGET', KEYS[2], 'fence')
+    if not f.err then given_fence = f[1] end
+  end
   if keep > 0 then
     redis.call('PEXPIRE', KEYS[1], ARGV[2])
     if redis.call('PEXPIRE', KEYS[2], ARGV[2]) == 1 then

@@ -5,6 +5,10 @@ if head then
 elseif KEYS[8] and redis.call('EXISTS', KEYS[8]) == 1 then
   local deadline = tonumber(redis.call('ZSCORE', KEYS[8], ARGV[1]))
   if deadline then
+    if ARGV[3] == '' then
+      local _, fence = sharer(KEYS[9], ARGV[1])
+      given_fence = string.format('%d', fence)
+    end
     local t = redis.call('TIME')
     local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
     if deadline > now and keep > 0 then

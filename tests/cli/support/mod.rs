@@ -3,6 +3,7 @@
 
 #![allow(dead_code)] // not every test file uses every helper
 
+pub mod audit;
 pub mod certs;
 pub mod cluster;
 pub mod fleet;
