@@ -69,6 +69,13 @@
  *                   entry lapsed and finds nobody queued is granted the whole lease, counted
  *                   from its attempt's send.
  *
+ * With -DQUEUE and -DREPLACE the world is a holder and two --replace waiters, R1 arriving
+ * before R2; a replacer that asks the holder to stop supersedes the earlier replacers still
+ * waiting, and makes a provisional grantee it displaces give up. Its properties: exclusion,
+ * and last: R1 never takes the lock (a grant, or its confirmation) once R2 has asked. Its
+ * switches: NO_SUPERSEDE (an earlier replacer keeps its place ahead of the later one) and
+ * NO_GIVE_UP (a provisional grantee a replacer displaces confirms its grant all the same).
+ *
  * With -DREPLACE (one server) holder 1 is a replacer (`--replace`): its refused acquire asks
  * the holder to stop (acquire.lua marks the holder record), the holder's renewals are refused
  * from then on (extend.lua), and its heartbeat may hear the request on its stop list at once
@@ -911,7 +918,7 @@ init {
 }
 #endif
 
-#if defined(QUEUE) && !defined(SEVERAL)
+#if defined(QUEUE) && !defined(SEVERAL) && !defined(REPLACE)
 /* ---- the fair queue on one server (-DQUEUE) ----
    One tick is lock::QUEUE_REFRESH (0.5 s). A holder releases at any moment, or its key
    expires. The waiter H, queued first, keeps one attempt queued on the server behind a
@@ -1282,6 +1289,137 @@ active proctype QBounded() {
   assert(LIVE_COUNT <= MAX_WAITERS)
 }
 #endif
+#endif
+
+#if defined(QUEUE) && defined(REPLACE)
+/* ---- replacers in the queue (-DQUEUE -DREPLACE) ----
+   One server; a holder, and two --replace runs, R1 and R2, R2's first attempt after R1's.
+   Time is left out: every step comes at any moment, however late (a holder that releases or
+   whose key expires, a waiter's attempt that runs at a push or when its block runs out, a
+   provisional grant nobody confirmed that lapses, a command that ends). A replacer's refused
+   attempt that finds a holder it may displace asks it to stop (acquire_rest.lua) and queues
+   ahead of plain waiters (there are none here). A replacer whose first attempt finds the lock
+   free and nobody queued takes it outright and runs; a later attempt's grant is provisional,
+   and its confirmation makes it the lease. */
+#define R_HOLDER 3        /* the holder's key; a replacer's is its index + 1 */
+#define RS_AWAY 0
+#define RS_WAITS 1        /* arrived: queued, or granted and not confirmed */
+#define RS_RUNS 2
+#define RS_GONE 3
+#define RA_NONE 0
+#define RA_BUSY 1
+#define RA_PROV 2
+#define RA_REPLACED 3     /* superseded by a later replacer: it leaves without running */
+
+byte rkey = R_HOLDER;     /* who holds the key: 0 free */
+bool rprov;               /* the key is a provisional grant not confirmed */
+bool rin[2];              /* the replacer is queued */
+bool r1_first;            /* R1 is ahead of R2 (both queued) */
+bool rpend[2];            /* its attempt waits on the server */
+byte rans[2];             /* the answer it has to read */
+byte rst[2];
+bool sup[2];              /* told to give up: superseded while waiting, or a provisional
+                             grantee displaced */
+bool asked2;              /* R2 asked a holder to stop */
+
+#define RHEAD (rin[0] && (r1_first || !rin[1]) -> 1 : (rin[1] -> 2 : 0))
+
+/* acquire_rest.lua for replacer i */
+inline r_attempt(i, first) {
+  if
+  :: sup[i] -> rans[i] = RA_REPLACED; rin[i] = 0
+  :: !sup[i] && rkey == 0 && (RHEAD == 0 || RHEAD == i + 1) ->
+     /* last: R1 takes the lock only before R2 asked */
+     assert(i != 0 || !asked2);
+     rkey = i + 1; rin[i] = 0;
+     if
+     :: first -> rst[i] = RS_RUNS   /* outright: the whole lease, and it runs */
+     :: else -> rprov = 1; rans[i] = RA_PROV
+     fi
+  :: !sup[i] && !(rkey == 0 && (RHEAD == 0 || RHEAD == i + 1)) ->
+     if
+     :: !rin[i] -> rin[i] = 1; r1_first = (i == 0 && !rin[1]) || (i == 1 && rin[0])
+     :: else
+     fi;
+     if
+     :: rkey != 0 && rkey != i + 1 ->
+        /* it asks the holder to stop */
+        if
+        :: i == 1 -> asked2 = 1
+        :: else
+        fi;
+#ifndef NO_SUPERSEDE
+        /* and supersedes every earlier replacer still waiting: out of the queue, told */
+        if
+        :: i == 1 && rst[0] == RS_WAITS && rkey != 1 -> sup[0] = 1; rin[0] = 0
+        :: else
+        fi;
+#endif
+#ifndef NO_GIVE_UP
+        /* a provisional grantee it displaces gives up: its confirmation is refused */
+        if
+        :: rprov -> sup[rkey - 1] = 1
+        :: else
+        fi;
+#endif
+        skip
+     :: else
+     fi;
+     rans[i] = RA_BUSY
+  fi
+}
+
+proctype Replacer(byte i) {
+end:
+  do
+  :: atomic {
+       /* arrives: its first attempt */
+       rst[i] == RS_AWAY && (i == 0 || rst[0] != RS_AWAY) ->
+       rst[i] = RS_WAITS; r_attempt(i, true);
+       assert(rst[1 - i] != RS_RUNS || rst[i] != RS_RUNS)
+     }
+  :: atomic { rans[i] == RA_BUSY -> rans[i] = RA_NONE; rpend[i] = 1 }
+  :: atomic { rpend[i] -> rpend[i] = 0; r_attempt(i, false) }
+  :: atomic {
+       /* its confirmation (extend.lua): refused to a grantee told to give up, which
+          releases; a grant that lapsed meanwhile is waited for again */
+       rans[i] == RA_PROV ->
+       rans[i] = RA_NONE;
+       if
+       :: rkey == i + 1 && !sup[i] ->
+          assert(i != 0 || !asked2);
+          rprov = 0;
+          /* exclusion */
+          assert(rst[1 - i] != RS_RUNS);
+          rst[i] = RS_RUNS
+       :: sup[i] ->
+          if
+          :: rkey == i + 1 -> rkey = 0; rprov = 0
+          :: else
+          fi;
+          rst[i] = RS_GONE
+       :: else -> rpend[i] = 1
+       fi
+     }
+  :: atomic { rans[i] == RA_REPLACED -> rans[i] = RA_NONE; rst[i] = RS_GONE }
+  :: atomic { rst[i] == RS_RUNS -> rst[i] = RS_GONE; rkey = 0 }
+  od
+}
+
+active proctype RWorld() {
+end:
+  do
+  :: atomic { rkey == R_HOLDER -> rkey = 0 }     /* the holder releases, or its key expires */
+  :: atomic { rprov -> rkey = 0; rprov = 0 }     /* a grant nobody confirmed lapses */
+  od
+}
+
+init {
+  atomic {
+    run Replacer(0);
+    run Replacer(1)
+  }
+}
 #endif
 
 #ifdef SEVERAL
