@@ -37,19 +37,44 @@
  *   NO_RENEWAL_WAIT grants wait for the replica, renewals count at once: a failover loses a
  *                   renewal, and the key lapses on the new master before the kill point.
  *
- * With -DQUEUE the model is another world instead: the fair queue's hand-off on one server
- * (src/lock/wait/, scripts/acquire.lua, queue.lua), where the head waiter's next attempt
- * waits on the server behind its grant list and the release runs it; the head may be dead
- * (its host gone, its connection left open; or killed, its waiting attempt dropped with its
- * connection) or frozen. Its property:
- *   bound      a dead head waiter holds the queue up for at most the documented bound
- *              (2 s) after the release, whatever path its grant took;
- *   exclusion  the head's command and the next waiter's never run at once.
- * Its switch:
+ * With -DQUEUE the model is another world instead: the fair queue on one server
+ * (src/lock/wait/, scripts/acquire_rest.lua, queue.lua). The waiter H keeps one attempt
+ * queued on the server behind a blocking pop of its grant list; a release or a notice runs it
+ * at once, else it runs when its block runs out, whether H is there to read the answer or not
+ * (frozen, dead with its connection open): that run refreshes H's entry, and may grant H the
+ * lock. H acts at any moment, however late, or dies (its host gone, its connection left open;
+ * or killed, its waiting attempt dropped with its connection); the waiter N arrives at any
+ * moment. Its properties:
+ *   bound      a dead waiter holds the queue up for at most the documented bound (2 s) after
+ *              the release, whatever path its grant took;
+ *   held       a grant nobody confirms (a dead or frozen waiter's) holds the queue up for at
+ *              most the provisional lease and one refresh (1.5 s);
+ *   life       a refresh leaves an entry to lapse no later than a life after its waiter's last
+ *              send (a frozen waiter's entry lives 15 s, not its block more);
+ *   lease      no waiter starts its command under a lease counted from an attempt sent before
+ *              the grant;
+ *   waiters    (-DMAX_WAITERS=N, --max-waiters N) never more than N live entries, a thawed
+ *              waiter's included;
+ *   exclusion  H's command and N's never run at once.
+ * Its switches:
  *   NO_PROVISIONAL  a grant to the head of the queue is the whole lease at once, not the
- *                   provisional one that only the waiter's own confirmation extends.
+ *                   provisional one that only the waiter's own confirmation extends;
  *   NO_NOTICE       a lock that comes free leaves the front's entries their long life (the
- *                   one they have while the lock is held), instead of putting them on notice.
+ *                   one they have while the lock is held), instead of putting them on notice;
+ *   NO_LIFE_FROM_SEND   an attempt that runs refreshes its entry to now + life, not
+ *                   now + life - block;
+ *   LAPSED_KEEPS_PLACE  an attempt whose entry lapsed but is still in the queue keeps its
+ *                   place (its arrival, and no --max-waiters count), instead of joining anew;
+ *   HEAD_ONLY_PROVISIONAL  only a grant to the head of a queue is provisional: a waiter whose
+ *                   entry lapsed and finds nobody queued is granted the whole lease, counted
+ *                   from its attempt's send.
+ *
+ * With -DQUEUE and -DREPLACE the world is a holder and two --replace waiters, R1 arriving
+ * before R2; a replacer that asks the holder to stop supersedes the earlier replacers still
+ * waiting, and makes a provisional grantee it displaces give up. Its properties: exclusion,
+ * and last: R1 never takes the lock (a grant, or its confirmation) once R2 has asked. Its
+ * switches: NO_SUPERSEDE (an earlier replacer keeps its place ahead of the later one) and
+ * NO_GIVE_UP (a provisional grantee a replacer displaces confirms its grant all the same).
  *
  * With -DREPLACE (one server) holder 1 is a replacer (`--replace`): its refused acquire asks
  * the holder to stop (acquire.lua marks the holder record), the holder's renewals are refused
@@ -893,16 +918,19 @@ init {
 }
 #endif
 
-#if defined(QUEUE) && !defined(SEVERAL)
-/* ---- the fair queue's hand-off (-DQUEUE) ----
-   One tick is lock::QUEUE_REFRESH (0.5 s). A holder releases at any moment; the head waiter
-   H, queued first, and the next waiter N, queued behind it. H's attempt waits on the server
-   behind its grant list (lock::send_after_grant); it is sent again as long as H runs. H may
-   die or freeze at any moment and never act again; or it may act late (a freeze it wakes up
-   from). While the lock is held, entries live Q_FAR_LIFE unrefreshed and the waiters try
-   again at any pace (every 5 s, unconstrained here); once the lock is free (a release puts
-   the front on notice, queue.lua) H's entry lapses within Q_LIFE unless refreshed, and N acts
-   at least once a refresh. */
+#if defined(QUEUE) && !defined(SEVERAL) && !defined(REPLACE)
+/* ---- the fair queue on one server (-DQUEUE) ----
+   One tick is lock::QUEUE_REFRESH (0.5 s). A holder releases at any moment, or its key
+   expires. The waiter H, queued first, keeps one attempt queued on the server behind a
+   blocking pop of its grant list (lock::send_after_grant): the attempt runs when a release or
+   a notice pushes to the list, or when its block runs out, whether or not H is there to read
+   the answer (src/lock/wait/on_server.rs). H reads each answer and sends its next attempt at
+   any moment, however late (a waiter frozen and thawed, starved); or it dies and never acts
+   again: its host gone with its connection open (the attempt it left on the server still
+   runs), or killed (the attempt goes with the connection). The waiter N arrives at any moment
+   (a first attempt, which takes a free lock outright when nobody is queued), is alive, and
+   tries at least once a refresh while the lock is free (its attempts while the lock is held
+   change nothing but its own entry's life, which it always keeps). */
 #define Q_TTL 20          /* --ttl 10s */
 #ifdef NO_PROVISIONAL
 #define Q_PROV Q_TTL
@@ -911,53 +939,159 @@ init {
 #endif
 #define Q_LIFE 3          /* lock::QUEUE_ENTRY_LIFE: 1.5 s, at the front of a free lock */
 #define Q_FAR_LIFE 30     /* an entry's life elsewhere: 15 s */
-#define Q_BOUND 4         /* the documented bound: 2 s */
+#define Q_FAST 1          /* the front's pace at a free lock, lock::QUEUE_REFRESH: its block */
+#define Q_FAR 10          /* lock::QUEUE_FAR_REFRESH, 5 s: the longest block */
+#define Q_BOUND 4         /* the documented bound after a release: 2 s */
+#define Q_HELD (Q_PROV + 1)   /* a grant nobody confirms holds the queue up for 1.5 s */
+#ifndef MAX_WAITERS
+#define MAX_WAITERS 0     /* --max-waiters N; 0: unbounded */
+#endif
 #define Q_HOLDER 1
 #define Q_H 2
 #define Q_N 3
 
+/* The answer to H's last attempt, not yet read. */
+#define A_NONE 0
+#define A_BUSY 1          /* refused; it stays queued */
+#define A_PROV 2          /* granted, provisional: its confirmation makes it the whole lease */
+#define A_FULL 3          /* granted the whole lease, counted from the attempt's send */
+#define A_FULLQ 4         /* refused and not queued: --max-waiters N live entries are */
+
+/* N's life */
+#define N_AWAY 0          /* not arrived yet */
+#define N_WAITS 1         /* queued */
+#define N_RUNS 2
+#define N_GONE 3
+
 byte qkey = Q_HOLDER;     /* who holds the key (0: free) */
 byte qleft = Q_TTL;       /* ticks until it expires */
-bool h_queued = 1;        /* H's entry in the queue */
-byte h_left = Q_FAR_LIFE; /* ticks until H's entry lapses unless refreshed */
-bool h_pending = 1;       /* H's attempt waits on the server behind its grant list */
-bool h_dead;              /* H will never act again (its connection stays open) */
-bool h_granted;           /* the server granted H the key; H has not read it yet */
-bool h_running, n_running;
-bool h_ran;               /* H confirmed a grant and ran its command */
-bool n_got;               /* N took the lock */
-byte n_idle;              /* ticks since N's last attempt */
+bool q_holds = 1;         /* the holder's command runs, its heartbeat renewing the key */
 bool released;            /* the holder released */
-byte waited;              /* ticks since the release, while N has not taken the lock */
+bool h_in = 1;            /* H's entry is in the queue (the sorted set), lapsed or not */
+byte h_left = Q_FAR_LIFE; /* ticks until it lapses unless refreshed; 0: lapsed, skipped by
+                             live_head, which removes it */
+bool h_first = 1;         /* H's arrival is before N's (when both are queued) */
+bool h_pending = 1;       /* H's attempt waits on the server behind its grant list */
+byte h_sa;                /* ticks since that attempt was sent */
+byte h_block = Q_FAR;     /* how long it waits on the server for a push */
+byte h_answer;            /* what H has to read */
+byte h_next = Q_FAR;      /* the block of H's next attempt, from its last refusal */
+bool h_early;             /* H's grant is the whole lease, counted from an attempt sent before
+                             the grant */
+bool h_holdup;            /* the key went to H, which has not confirmed it, and N has not
+                             taken the lock since */
+bool h_dead;              /* H will never act again */
+bool h_running, h_ran, h_gone;
+byte n_state;
+bool n_idle;              /* a tick of a free lock went by since N's last attempt */
+byte waited;              /* ticks since the release, while N waits */
+byte held_up;             /* ticks N waited since the key went to H unconfirmed */
 
-/* acquire.lua for a waiter: the key goes to the live head of the queue only; the head (it was
-   queued) is granted the provisional lease. `who` is Q_H or Q_N; `got` says whether. */
-inline q_acquire(who, got) {
-  /* live_head: a lapsed entry is skipped (queue.lua) */
+#define H_LIVE (h_in && h_left > 0)
+#define HEAD_IS_H (h_in && (h_first || n_state != N_WAITS))
+#define HEAD_IS_N (n_state == N_WAITS && !(h_in && h_first))
+#define LIVE_COUNT (H_LIVE + (n_state == N_WAITS))
+
+/* queue.lua live_head: a lapsed entry is removed */
+inline q_live_head() {
   if
-  :: h_queued && h_left == 0 -> h_queued = 0; h_pending = 0
+  :: h_in && h_left == 0 -> h_in = 0
   :: else
-  fi;
-  /* notice: a free lock whose head is another puts the head on notice */
-#ifdef NO_NOTICE
+  fi
+}
+
+/* queue.lua notice: the lock is free, and the front (both waiters) is put on notice: an entry
+   that would live longer is cut to Q_LIFE, and its waiter pushed; with `woken` (a release)
+   the head is pushed anyway. A push runs H's attempt waiting on the server, right after the
+   script (the caller runs it, on `h_pushed`); a push to a list nobody pops only makes H's
+   next attempt come sooner, which the model leaves out. N's entry is kept by N. */
+bool h_pushed;
+inline q_notice(woken) {
+#ifndef NO_NOTICE
   if
-  :: false -> skip
-  :: else
-  fi;
-#else
-  if
-  :: qkey == 0 && who == Q_N && h_queued && h_left > Q_LIFE -> h_left = Q_LIFE
+  :: h_in && h_left > Q_LIFE -> h_left = Q_LIFE; h_pushed = h_pending
   :: else
   fi;
 #endif
   if
-  :: qkey == 0 && (who == Q_H || !h_queued) ->
-     qkey = who; qleft = Q_PROV; got = 1;
+  :: woken && HEAD_IS_H -> h_pushed = h_pending
+  :: else
+  fi
+}
+
+/* acquire_rest.lua, for H's attempt that waited on the server: it is not H's first (which
+   joined the queue), and it was sent h_sa ticks ago with a block of h_block. */
+inline q_attempt_h() {
+  h_pending = 0;
+#ifndef LAPSED_KEEPS_PLACE
+  /* a lapsed entry is not a place: it is taken out, and the attempt joins anew */
+  q_live_head();
+#endif
+  if
+  :: qkey == 0 && HEAD_IS_N -> q_notice(false); h_pushed = 0   /* H's own push: no attempt left */
+  :: else
+  fi;
+  if
+  :: qkey == 0 && !HEAD_IS_N ->
+     /* H heads the queue, or nobody is queued: granted, and out of the queue */
+     qkey = Q_H;
+#ifdef HEAD_ONLY_PROVISIONAL
+     /* provisional only for the head of a queue: nobody queued, the whole lease */
      if
-     :: who == Q_H -> h_queued = 0; h_pending = 0
-     :: else
+     :: h_in -> qleft = Q_PROV; h_answer = A_PROV
+     :: else -> qleft = Q_TTL; h_answer = A_FULL; h_early = (h_sa > 0)
+     fi;
+#else
+     /* every grant to an attempt that is not a waiter's first is provisional */
+     qleft = Q_PROV; h_answer = A_PROV;
+#endif
+     h_in = 0;
+     h_holdup = 1; held_up = 0
+  :: else ->
+     if
+     :: MAX_WAITERS > 0 && !h_in && LIVE_COUNT >= MAX_WAITERS ->
+        /* --max-waiters: a waiter not queued joins only while fewer live entries are */
+        h_answer = A_FULLQ
+     :: else ->
+        if
+        :: !h_in -> h_in = 1; h_first = (n_state != N_WAITS)   /* joins at the back */
+        :: else
+        fi;
+        /* its entry lives Q_LIFE at the front of a free lock, Q_FAR_LIFE elsewhere, counted
+           from the attempt's send: now + life - block (a deadline already past is lapsed) */
+        if
+        :: qkey == 0 ->
+#ifdef NO_LIFE_FROM_SEND
+           h_left = Q_LIFE;
+#else
+           if :: Q_LIFE > h_block -> h_left = Q_LIFE - h_block :: else -> h_left = 0 fi;
+#endif
+           /* life: the entry lapses no later than a life after its waiter's last send */
+           assert(h_left == 0 || h_left + h_sa <= Q_LIFE);
+           h_next = Q_FAST
+        :: else ->
+#ifdef NO_LIFE_FROM_SEND
+           h_left = Q_FAR_LIFE;
+#else
+           h_left = Q_FAR_LIFE - h_block;
+#endif
+           assert(h_left == 0 || h_left + h_sa <= Q_FAR_LIFE);
+           /* on_server.rs block_after: at the front of a held lock, until it expires */
+           if :: qleft < Q_FAR -> h_next = qleft :: else -> h_next = Q_FAR fi
+        fi;
+        h_answer = A_BUSY
      fi
-  :: else -> got = 0
+  fi;
+  h_sa = 0
+}
+
+/* release.lua wake: the live head and the front behind it are put on notice (woken) */
+inline q_wake() {
+  q_live_head();
+  q_notice(true);
+  if
+  :: h_pushed -> h_pushed = 0; q_attempt_h()
+  :: else
   fi
 }
 
@@ -965,13 +1099,13 @@ active proctype QClock() {
 end:
   do
   :: atomic {
-       /* after the release, N is never more than a refresh late */
-       n_got || !released || n_idle < 1 ->
+       /* N is never more than a refresh late at a free lock; an attempt whose block ran out
+          runs before time goes on */
+       !(n_state == N_WAITS && qkey == 0 && n_idle) && !(h_pending && h_sa >= h_block) ->
        if
        /* a command runs under a lease its heartbeat renews (the two-holder model checks that
           it never outlives it) */
-       :: (qkey == Q_H && h_running) || (qkey == Q_N && n_running)
-       :: qkey != 0 && !(qkey == Q_H && h_running) && !(qkey == Q_N && n_running) ->
+       :: (qkey == Q_HOLDER && !q_holds) || (qkey == Q_H && !h_running) ->
           qleft--;
           if
           :: qleft == 0 -> qkey = 0
@@ -980,21 +1114,33 @@ end:
        :: else
        fi;
        if
-       :: h_queued && h_left > 0 -> h_left--
+       :: h_in && h_left > 0 -> h_left--
        :: else
        fi;
        if
-       :: !n_got && released -> n_idle++
+       :: h_pending -> h_sa++
        :: else
        fi;
        if
-       :: released && !n_got ->
+       :: n_state == N_WAITS && qkey == 0 -> n_idle = 1
+       :: else
+       fi;
+       if
+       :: released && n_state == N_WAITS ->
           if
           :: waited <= Q_BOUND -> waited++   /* longer is all alike */
           :: else
           fi;
-          /* bound: a dead head holds the queue up for at most the bound */
+          /* bound: a dead waiter holds the queue up for at most the bound after a release */
           assert(!h_dead || waited <= Q_BOUND)
+       :: else
+       fi;
+       if
+       :: h_holdup && n_state == N_WAITS ->
+          held_up++;
+          /* held: a grant nobody confirms holds the queue up for the provisional lease and
+             one refresh at most */
+          assert(held_up <= Q_HELD)
        :: else
        fi
      }
@@ -1002,91 +1148,277 @@ end:
 }
 
 active proctype QHolder() {
-  atomic {
-    /* release.lua: delete, then wake the live head; a head whose attempt waits behind its
-       grant list gets it run at once, in the same pass (queue.lua wake) */
-    qkey == Q_HOLDER ->
-    qkey = 0; released = 1;
-    if
-    :: h_queued && h_left == 0 -> h_queued = 0; h_pending = 0
-    :: else
-    fi;
-    /* notice: the front's entries lapse within Q_LIFE unless refreshed */
-#ifndef NO_NOTICE
-    if
-    :: h_queued && h_left > Q_LIFE -> h_left = Q_LIFE
-    :: else
-    fi;
-#endif
-    if
-    :: h_queued && h_pending -> q_acquire(Q_H, h_granted)
-    :: else
-    fi
-  }
+  if
+  :: atomic {
+       /* release.lua: delete, then wake the live head (its attempt waiting behind its grant
+          list runs at once, in the same pass) */
+       q_holds -> q_holds = 0;
+       qkey = 0; released = 1;
+       q_wake()
+     }
+  :: atomic {
+       /* dies: its key expires a TTL after its last renewal, and nobody is woken */
+       q_holds -> q_holds = 0
+     }
+  fi
+}
+
+/* starts a command under a lease counted from when `early` says */
+inline q_start(early) {
+  /* exclusion */
+  assert(n_state != N_RUNS && !h_running);
+  /* lease: no command starts under a lease counted from an attempt sent before the grant */
+  assert(!early)
 }
 
 active proctype QHead() {
-  bool got;
 end:
   do
   :: atomic {
-       /* dies, or freezes for good, before it confirmed a grant (a holder that dies after
-          is the two-holder model's: its keeper stops its command at the kill point) */
-       !h_dead && !h_ran -> h_dead = 1
+       /* dies, or freezes for good, before it confirmed a grant (a holder that dies after is
+          the two-holder model's: its keeper stops its command at the kill point) */
+       !h_dead && !h_ran && !h_gone -> h_dead = 1
      }
   :: atomic {
        /* killed: its connection closes, and the server drops the attempt it kept waiting */
-       !h_dead && !h_ran -> h_dead = 1; h_pending = 0
+       !h_dead && !h_ran && !h_gone -> h_dead = 1; h_pending = 0; h_sa = 0
      }
   :: atomic {
-       /* alive: its attempt comes back refused and is sent again (a refresh) */
-       !h_dead && !h_granted && h_queued ->
-       h_pending = 1;
-       /* acquire.lua: its entry lives Q_LIFE at the front of a free lock, else Q_FAR_LIFE */
-       if
-       :: qkey == 0 -> h_left = Q_LIFE; q_acquire(Q_H, h_granted)
-       :: else -> h_left = Q_FAR_LIFE
-       fi
+       /* refused: its next attempt goes to wait on the server */
+       !h_dead && h_answer == A_BUSY ->
+       h_answer = A_NONE; h_pending = 1; h_block = h_next
      }
   :: atomic {
-       /* alive (or awake again): it reads its grant and confirms it (extend.lua): the
-          whole lease if the key is still its own, else it waits again, at the back */
-       !h_dead && h_granted ->
-       h_granted = 0;
+       /* provisional: its confirmation (extend.lua) makes it the whole lease, counted from the
+          confirmation, if the key is still its own; else it waits again, at the back */
+       !h_dead && h_answer == A_PROV ->
+       h_answer = A_NONE;
        if
        :: qkey == Q_H ->
-          qleft = Q_TTL;
-          /* exclusion */
-          assert(!n_running);
+          qleft = Q_TTL; h_holdup = 0; held_up = 0;
+          q_start(false);
           h_running = 1; h_ran = 1
-       :: else
+       :: else -> h_pending = 1; h_block = h_next
        fi
      }
-  :: atomic { h_running -> h_running = 0; qkey = 0 }   /* its command ends; released */
+  :: atomic {
+       /* the whole lease, from its attempt's send: it runs, unless that lease has run out */
+       !h_dead && h_answer == A_FULL ->
+       h_answer = A_NONE;
+       if
+       :: qkey == Q_H ->
+          h_holdup = 0; held_up = 0;
+          q_start(h_early);
+          h_running = 1; h_ran = 1
+       :: else -> h_gone = 1
+       fi
+     }
+  :: atomic {
+       /* the queue is full: busy at once */
+       !h_dead && h_answer == A_FULLQ -> h_answer = A_NONE; h_gone = 1
+     }
+  :: atomic {
+       /* its command ends: released */
+       h_running -> h_running = 0; h_gone = 1; qkey = 0; q_wake()
+     }
+  :: atomic {
+       /* an attempt whose block ran out runs, whether H is there to read it or not */
+       h_pending && h_sa >= h_block -> q_attempt_h()
+     }
   od
 }
 
 active proctype QNext() {
-  bool got;
 end:
   do
   :: atomic {
-       !n_got ->
-       n_idle = 0;
-       q_acquire(Q_N, got);
+       /* arrives: its first attempt; a free lock nobody is queued for is taken outright, with
+          the whole lease counted from this attempt's send */
+       n_state == N_AWAY ->
        if
-       :: got ->
-          n_got = 1;
-          /* N confirms at once (it is alive): the whole lease */
-          qleft = Q_TTL;
-          assert(!h_running);
-          n_running = 1
+       :: qkey == 0 -> q_live_head()
        :: else
        fi;
-       got = 0
+       if
+       :: qkey == 0 && !h_in -> q_start(false); n_state = N_RUNS; qkey = Q_N
+       :: else ->
+          if
+          :: qkey == 0 ->
+             q_notice(false);
+             if
+             :: h_pushed -> h_pushed = 0; q_attempt_h()
+             :: else
+             fi
+          :: else
+          fi;
+          if
+          :: MAX_WAITERS > 0 && LIVE_COUNT >= MAX_WAITERS -> n_state = N_GONE   /* full */
+          :: else -> n_state = N_WAITS; n_idle = 0; h_first = h_in
+          fi
+       fi
      }
-  :: atomic { n_running -> n_running = 0; qkey = 0 }
+  :: atomic {
+       /* tries again at a free lock: it takes it when it heads the queue (it confirms at
+          once: the whole lease), else it puts the head on notice */
+       n_state == N_WAITS && qkey == 0 ->
+       n_idle = 0;
+       if
+       :: HEAD_IS_H -> q_live_head()
+       :: else
+       fi;
+       if
+       :: HEAD_IS_H ->
+          q_notice(false);
+          if
+          :: h_pushed -> h_pushed = 0; q_attempt_h()
+          :: else
+          fi
+       :: else ->
+          q_start(false);
+          n_state = N_RUNS; qkey = Q_N;
+          h_holdup = 0; held_up = 0; waited = 0; released = 0
+       fi
+     }
+  :: atomic { n_state == N_RUNS -> n_state = N_GONE; qkey = 0; q_wake() }
   od
+}
+
+#if MAX_WAITERS > 0
+/* waiters: never more than --max-waiters live entries, a thawed waiter's included */
+active proctype QBounded() {
+  assert(LIVE_COUNT <= MAX_WAITERS)
+}
+#endif
+#endif
+
+#if defined(QUEUE) && defined(REPLACE)
+/* ---- replacers in the queue (-DQUEUE -DREPLACE) ----
+   One server; a holder, and two --replace runs, R1 and R2, R2's first attempt after R1's.
+   Time is left out: every step comes at any moment, however late (a holder that releases or
+   whose key expires, a waiter's attempt that runs at a push or when its block runs out, a
+   provisional grant nobody confirmed that lapses, a command that ends). A replacer's refused
+   attempt that finds a holder it may displace asks it to stop (acquire_rest.lua) and queues
+   ahead of plain waiters (there are none here). A replacer whose first attempt finds the lock
+   free and nobody queued takes it outright and runs; a later attempt's grant is provisional,
+   and its confirmation makes it the lease. */
+#define R_HOLDER 3        /* the holder's key; a replacer's is its index + 1 */
+#define RS_AWAY 0
+#define RS_WAITS 1        /* arrived: queued, or granted and not confirmed */
+#define RS_RUNS 2
+#define RS_GONE 3
+#define RA_NONE 0
+#define RA_BUSY 1
+#define RA_PROV 2
+#define RA_REPLACED 3     /* superseded by a later replacer: it leaves without running */
+
+byte rkey = R_HOLDER;     /* who holds the key: 0 free */
+bool rprov;               /* the key is a provisional grant not confirmed */
+bool rin[2];              /* the replacer is queued */
+bool r1_first;            /* R1 is ahead of R2 (both queued) */
+bool rpend[2];            /* its attempt waits on the server */
+byte rans[2];             /* the answer it has to read */
+byte rst[2];
+bool sup[2];              /* told to give up: superseded while waiting, or a provisional
+                             grantee displaced */
+bool asked2;              /* R2 asked a holder to stop */
+
+#define RHEAD (rin[0] && (r1_first || !rin[1]) -> 1 : (rin[1] -> 2 : 0))
+
+/* acquire_rest.lua for replacer i */
+inline r_attempt(i, first) {
+  if
+  :: sup[i] -> rans[i] = RA_REPLACED; rin[i] = 0
+  :: !sup[i] && rkey == 0 && (RHEAD == 0 || RHEAD == i + 1) ->
+     /* last: R1 takes the lock only before R2 asked */
+     assert(i != 0 || !asked2);
+     rkey = i + 1; rin[i] = 0;
+     if
+     :: first -> rst[i] = RS_RUNS   /* outright: the whole lease, and it runs */
+     :: else -> rprov = 1; rans[i] = RA_PROV
+     fi
+  :: !sup[i] && !(rkey == 0 && (RHEAD == 0 || RHEAD == i + 1)) ->
+     if
+     :: !rin[i] -> rin[i] = 1; r1_first = (i == 0 && !rin[1]) || (i == 1 && rin[0])
+     :: else
+     fi;
+     if
+     :: rkey != 0 && rkey != i + 1 ->
+        /* it asks the holder to stop */
+        if
+        :: i == 1 -> asked2 = 1
+        :: else
+        fi;
+#ifndef NO_SUPERSEDE
+        /* and supersedes every earlier replacer still waiting: out of the queue, told */
+        if
+        :: i == 1 && rst[0] == RS_WAITS && rkey != 1 -> sup[0] = 1; rin[0] = 0
+        :: else
+        fi;
+#endif
+#ifndef NO_GIVE_UP
+        /* a provisional grantee it displaces gives up: its confirmation is refused */
+        if
+        :: rprov -> sup[rkey - 1] = 1
+        :: else
+        fi;
+#endif
+        skip
+     :: else
+     fi;
+     rans[i] = RA_BUSY
+  fi
+}
+
+proctype Replacer(byte i) {
+end:
+  do
+  :: atomic {
+       /* arrives: its first attempt */
+       rst[i] == RS_AWAY && (i == 0 || rst[0] != RS_AWAY) ->
+       rst[i] = RS_WAITS; r_attempt(i, true);
+       assert(rst[1 - i] != RS_RUNS || rst[i] != RS_RUNS)
+     }
+  :: atomic { rans[i] == RA_BUSY -> rans[i] = RA_NONE; rpend[i] = 1 }
+  :: atomic { rpend[i] -> rpend[i] = 0; r_attempt(i, false) }
+  :: atomic {
+       /* its confirmation (extend.lua): refused to a grantee told to give up, which
+          releases; a grant that lapsed meanwhile is waited for again */
+       rans[i] == RA_PROV ->
+       rans[i] = RA_NONE;
+       if
+       :: rkey == i + 1 && !sup[i] ->
+          assert(i != 0 || !asked2);
+          rprov = 0;
+          /* exclusion */
+          assert(rst[1 - i] != RS_RUNS);
+          rst[i] = RS_RUNS
+       :: sup[i] ->
+          if
+          :: rkey == i + 1 -> rkey = 0; rprov = 0
+          :: else
+          fi;
+          rst[i] = RS_GONE
+       :: else -> rpend[i] = 1
+       fi
+     }
+  :: atomic { rans[i] == RA_REPLACED -> rans[i] = RA_NONE; rst[i] = RS_GONE }
+  :: atomic { rst[i] == RS_RUNS -> rst[i] = RS_GONE; rkey = 0 }
+  od
+}
+
+active proctype RWorld() {
+end:
+  do
+  :: atomic { rkey == R_HOLDER -> rkey = 0 }     /* the holder releases, or its key expires */
+  :: atomic { rprov -> rkey = 0; rprov = 0 }     /* a grant nobody confirmed lapses */
+  od
+}
+
+init {
+  atomic {
+    run Replacer(0);
+    run Replacer(1)
+  }
 }
 #endif
 
