@@ -61,8 +61,8 @@
  *                   provisional one that only the waiter's own confirmation extends;
  *   NO_NOTICE       a lock that comes free leaves the front's entries their long life (the
  *                   one they have while the lock is held), instead of putting them on notice;
- *   NO_LIFE_FROM_SEND   an attempt that runs refreshes its entry to now + life, not
- *                   now + life - block;
+ *   NO_LIFE_FROM_SEND   an attempt that runs refreshes its entry to now + life, not to a
+ *                   life from its send (never less than Q_LIFE from now);
  *   LAPSED_KEEPS_PLACE  an attempt whose entry lapsed but is still in the queue keeps its
  *                   place (its arrival, and no --max-waiters count), instead of joining anew;
  *   HEAD_ONLY_PROVISIONAL  only a grant to the head of a queue is provisional: a waiter whose
@@ -1058,24 +1058,25 @@ inline q_attempt_h() {
         :: else
         fi;
         /* its entry lives Q_LIFE at the front of a free lock, Q_FAR_LIFE elsewhere, counted
-           from the attempt's send: now + life - block (a deadline already past is lapsed) */
+           from the attempt's send (queue.lua lapse_at: sent + life, never less than Q_LIFE
+           from now, which a living waiter's next attempt beats) */
         if
         :: qkey == 0 ->
-#ifdef NO_LIFE_FROM_SEND
            h_left = Q_LIFE;
-#else
-           if :: Q_LIFE > h_block -> h_left = Q_LIFE - h_block :: else -> h_left = 0 fi;
-#endif
-           /* life: the entry lapses no later than a life after its waiter's last send */
-           assert(h_left == 0 || h_left + h_sa <= Q_LIFE);
+           /* life: the entry lapses no later than the longest life after its waiter's last
+              send (--max-waiters' 15 s) */
+           assert(h_left + h_sa <= Q_FAR_LIFE);
            h_next = Q_FAST
         :: else ->
 #ifdef NO_LIFE_FROM_SEND
            h_left = Q_FAR_LIFE;
 #else
-           h_left = Q_FAR_LIFE - h_block;
+           if
+           :: Q_FAR_LIFE > h_sa + Q_LIFE -> h_left = Q_FAR_LIFE - h_sa
+           :: else -> h_left = Q_LIFE
+           fi;
 #endif
-           assert(h_left == 0 || h_left + h_sa <= Q_FAR_LIFE);
+           assert(h_left + h_sa <= Q_FAR_LIFE);
            /* on_server.rs block_after: at the front of a held lock, until it expires */
            if :: qleft < Q_FAR -> h_next = qleft :: else -> h_next = Q_FAR fi
         fi;
