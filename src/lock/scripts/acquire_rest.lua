@@ -28,13 +28,15 @@ end
 -- A waiter's own entry: a later replacer may have superseded it (--replace, below), and an
 -- entry that lapsed is no place in the queue: the waiter joins again, at the back, as a
 -- newcomer (--max-waiters applies), whether or not a script has swept the entry out yet.
+-- A superseded replacer's mark, in the waiters hash in place of its entry's who.
+local SUPERSEDED = 'superseded\31'
 local joining = false
 if ticket ~= '' then
   if replacer ~= '' then
     local mark = redis.call('HMGET', KEYS[7], ticket)[1]
-    if mark and string.sub(mark, 1, 11) == 'superseded\31' then
+    if mark and string.sub(mark, 1, #SUPERSEDED) == SUPERSEDED then
       redis.call('HDEL', KEYS[7], ticket)
-      return {-3, string.sub(mark, 12)}
+      return {-3, string.sub(mark, #SUPERSEDED + 1)}
     end
   end
   local lapses = redis.call('ZSCORE', KEYS[6], ticket)
@@ -201,7 +203,7 @@ if replacing == 1 and joining then
     if w ~= ticket then
       redis.call('ZREM', KEYS[5], w)
       redis.call('ZREM', KEYS[6], w)
-      redis.call('HSET', KEYS[7], w, 'superseded\31' .. replacer)
+      redis.call('HSET', KEYS[7], w, SUPERSEDED .. replacer)
       local wake_up = KEYS[5] .. ':' .. w
       redis.call('LPUSH', wake_up, '1')
       redis.call('PEXPIRE', wake_up, '2000')
