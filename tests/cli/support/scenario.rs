@@ -540,7 +540,9 @@ fn random_run(
         && keys.len() == 1
         && topology == Topology::Server
         && dice.below(8) == 0;
-    let once_per = !replace && keys.len() == 1 && dice.below(30) == 0;
+    // --once-per: one key, one server (a quorum keeps no record per window); never replacing.
+    let once_per =
+        !replace && keys.len() == 1 && topology == Topology::Server && dice.below(30) == 0;
     Run {
         keys,
         shape,
@@ -1112,7 +1114,8 @@ impl Played {
             let first = replacers[0].1.arrived;
             let untouched = replacers.iter().all(|(_, r)| !r.faulted())
                 && !self.disturbed(&[k], first, run.ended());
-            let patient = run.spec.wait_s.is_none_or(|w| w >= 10);
+            // Without --wait a replacer that meets a shared hold is a plain busy run (75).
+            let patient = run.spec.wait_s.is_some_and(|w| w >= 10);
             if !apart || !untouched || !patient || run.stderr().contains("queue is full") {
                 continue;
             }
