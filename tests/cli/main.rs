@@ -42,6 +42,7 @@ mod run_signals;
 mod run_stress;
 mod run_supervision;
 mod run_usage;
+mod scenarios;
 mod seams;
 mod sentinel;
 mod several;

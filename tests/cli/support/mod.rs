@@ -15,6 +15,7 @@ pub mod proxy;
 pub mod quorum;
 pub mod redis_server;
 pub mod redlock;
+pub mod scenario;
 pub mod sections;
 pub mod sentinel;
 pub mod status;

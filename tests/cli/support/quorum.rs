@@ -20,6 +20,15 @@ impl RedisQuorum {
         }
     }
 
+    /// `count` fresh servers, each with extra `redis-server` arguments.
+    pub fn start_with(count: usize, extra_args: &[&str]) -> RedisQuorum {
+        RedisQuorum {
+            nodes: (0..count)
+                .map(|_| RedisServer::start_with(extra_args))
+                .collect(),
+        }
+    }
+
     pub fn node(&self, index: usize) -> &RedisServer {
         &self.nodes[index]
     }

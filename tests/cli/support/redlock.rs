@@ -337,6 +337,21 @@ impl Running {
         send_signal(self.pid, signal);
     }
 
+    /// Whether redlock has exited (without waiting).
+    pub fn has_exited(&mut self) -> bool {
+        self.try_exit().is_some()
+    }
+
+    /// Sends `signal` unless redlock has exited already; returns whether it was sent.
+    pub fn signal_if_running(&mut self, signal: i32) -> bool {
+        if self.has_exited() {
+            return false;
+        }
+        // SAFETY: kill(2) has no memory-safety preconditions; a process that exited a moment
+        // ago (not yet reaped) yields ESRCH or nothing.
+        unsafe { libc::kill(self.pid, signal) == 0 }
+    }
+
     /// Kills redlock itself with SIGKILL (its child is not signalled by the test).
     pub fn kill9(&mut self) {
         if self.try_exit().is_none() {

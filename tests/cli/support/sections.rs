@@ -116,6 +116,56 @@ pub fn expect_fences_in_start_order(log: &Path) -> Vec<Section> {
     sections
 }
 
+/// How a section held its lock, for [`expect_sections_within_shapes`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Held {
+    Exclusive,
+    Shared,
+    /// One of N slots.
+    Slots(usize),
+}
+
+/// Panics, showing the offending sections, unless `sections` (of one key, in start order, as
+/// [`read_sections`] returns them) overlap only as their shapes allow: an exclusive section
+/// alone, shared sections with shared ones only, at most N sections of N slots at once (and
+/// with no other shape); and unless the fences of the exclusive sections grow in the order they
+/// started. `held` says how each section held the lock.
+#[track_caller]
+pub fn expect_sections_within_shapes(sections: &[Section], held: impl Fn(&Section) -> Held) {
+    let mut active: Vec<&Section> = Vec::new();
+    for section in sections {
+        active.retain(|a| a.last >= section.first);
+        let shape = held(section);
+        let clash = active.iter().find(|a| {
+            let other = held(a);
+            match (shape, other) {
+                (Held::Shared, Held::Shared) => false,
+                (Held::Slots(n), Held::Slots(m)) => n != m || active.len() >= n,
+                _ => true,
+            }
+        });
+        if let Some(a) = clash {
+            panic!(
+                "a {shape:?} section overlaps a {:?} one (with {} running):\n  {a:?}\n  {section:?}",
+                held(a),
+                active.len()
+            );
+        }
+        active.push(section);
+    }
+    let exclusive: Vec<&Section> = sections
+        .iter()
+        .filter(|s| held(s) == Held::Exclusive)
+        .collect();
+    for pair in exclusive.windows(2) {
+        let (a, b) = (pair[0], pair[1]);
+        assert!(
+            a.fence < b.fence,
+            "fences of exclusive sections do not grow in the order they started:\n  {a:?}\n  {b:?}"
+        );
+    }
+}
+
 fn stamp_micros(stamp: &str) -> Option<u64> {
     let (secs, micros) = stamp.split_once(['.', ','])?;
     Some(secs.parse::<u64>().ok()? * 1_000_000 + micros.parse::<u64>().ok()?)
