@@ -277,11 +277,11 @@ fn confirm(nodes: &mut Nodes, claim: &Claim, grant: &Grant) -> Confirmation {
             let _ = nodes.release(claim.keys, claim.token, None, None, None);
             Confirmation::Failed(e)
         }
-        // A later replacer asked before the confirmation: nothing of this run started; the
-        // grant is given back, and the last replacer to arrive is the one that runs.
+        // A replacer asked before the confirmation: nothing of this run started; the grant is
+        // given back (the waiter's life says what follows).
         Renewal::Replaced(by) => {
             let _ = nodes.release(claim.keys, claim.token, None, None, None);
-            Confirmation::Superseded(by)
+            Confirmation::AskedToStop(by)
         }
     }
 }

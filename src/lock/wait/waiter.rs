@@ -12,7 +12,8 @@
 //! Queued ────┬─ refused ─► Queued           (an entry that lapsed joins again, at the back)
 //!            ├─ granted ─► Granted ─ confirm ┬─ confirmed ─► Holder   (lease from the confirmation's send)
 //!            │                               ├─ lapsed, or taken by another ─► Queued (at the back)
-//!            │                               └─ a later replacer asked ─► GivenUp (superseded)
+//!            │                               ├─ a replacer asked, this one a replacer ─► GivenUp (superseded)
+//!            │                               └─ a replacer asked, this one a plain waiter ─► Queued
 //!            ├─ superseded by a later replacer ─► GivenUp
 //!            └─ full (its entry lapsed, and the queue filled meanwhile) ─► GivenUp
 //!
@@ -77,8 +78,9 @@ pub enum Confirmation {
     /// The grant lapsed before the confirmation reached the server (the waiter was frozen or
     /// starved), or another holds the lock now.
     Lapsed,
-    /// A later replacer asked this grantee to stop (who asked); the grant was given back.
-    Superseded(String),
+    /// A replacer asked this grantee to stop (who asked) before it started anything; the grant
+    /// was given back.
+    AskedToStop(String),
     /// It failed otherwise; the grant was given back.
     Failed(anyhow::Error),
 }
@@ -218,9 +220,15 @@ impl<'a> Waiter<'a> {
                 self.state = State::Queued;
                 Step::Wait(busy.clone())
             }
-            Confirmation::Superseded(by) => {
+            // A replacer that is asked to stop was superseded by a later one: the last to
+            // arrive runs. A plain waiter waits again, behind the replacer.
+            Confirmation::AskedToStop(by) if self.base.is_some_and(|q| q.replace.is_some()) => {
                 self.state = State::GivenUp;
                 Step::Over(Ok(Taken::Superseded(by)))
+            }
+            Confirmation::AskedToStop(_) => {
+                self.state = State::Queued;
+                Step::Wait(busy.clone())
             }
             Confirmation::Failed(e) => {
                 self.state = State::GivenUp;
@@ -358,10 +366,23 @@ mod tests {
                 panic!();
             };
             assert!(matches!(
-                w.confirmed(grant, Confirmation::Superseded("d3".into()), &busy(0)),
+                w.confirmed(grant, Confirmation::AskedToStop("d3".into()), &busy(0)),
+                Step::Wait(_)
+            ));
+            assert_eq!(w.state(), State::Queued);
+            let mut replacer = Waiter::new(Some(Queueing {
+                replace: Some("d2"),
+                ..queueing()
+            }));
+            let Step::Confirm(grant) = replacer.answered(granted(true), claim, Moment::now())
+            else {
+                panic!();
+            };
+            assert!(matches!(
+                replacer.confirmed(grant, Confirmation::AskedToStop("d3".into()), &busy(0)),
                 Step::Over(Ok(Taken::Superseded(_)))
             ));
-            assert_eq!(w.state(), State::GivenUp);
+            assert_eq!(replacer.state(), State::GivenUp);
         });
     }
 
