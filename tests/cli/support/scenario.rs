@@ -51,7 +51,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use super::redlock::{Outcome, Running};
 use super::sections::{Dice, Held, Section, expect_sections_within_shapes, read_sections};
-use super::{RedisQuorum, RedisServer, Redlock, TempDir, companion_key};
+use super::{RedisQuorum, RedisSentinel, RedisServer, Redlock, TempDir, companion_key};
 
 /// The keys a scenario plays on; the second only in scenarios with runs of several keys.
 pub const KEYS: [&str; 2] = ["ka", "kb"];
@@ -100,6 +100,8 @@ pub enum Topology {
     Server,
     /// Three independent servers, every run naming all of them.
     Quorum,
+    /// A master and its replica behind a sentinel, which runs find the master through.
+    Sentinel,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -241,6 +243,8 @@ pub enum Move {
     DebugSleep {
         node: usize,
     },
+    /// The sentinel makes the replica the master (Sentinel only).
+    Failover,
 }
 
 /// A move and how long after the previous move it is made.
@@ -262,13 +266,13 @@ impl Scenario {
     /// The scenario of `seed`: a topology, then moves at random times over 8–15 s.
     pub fn generate(seed: u64) -> Scenario {
         let mut dice = Dice::new(seed);
-        let topology = if dice.below(4) == 0 {
-            Topology::Quorum
-        } else {
-            Topology::Server
+        let topology = match dice.below(6) {
+            0 => Topology::Quorum,
+            1 => Topology::Sentinel,
+            _ => Topology::Server,
         };
         let nodes = match topology {
-            Topology::Server => 1,
+            Topology::Server | Topology::Sentinel => 1,
             Topology::Quorum => 3,
         };
         // A bounded queue is one bound for every waiter of the scenario; runs of several keys
@@ -327,6 +331,8 @@ impl Scenario {
                 }
             } else if roll < 88 {
                 Move::ClientKill
+            } else if roll < 92 && topology == Topology::Sentinel {
+                Move::Failover
             } else if roll < 92 {
                 Move::Restart {
                     node: dice.below(nodes) as usize,
@@ -376,6 +382,7 @@ impl Scenario {
                 Move::ClientKill => "client-kill".to_owned(),
                 Move::Restart { node } => format!("restart n{node}"),
                 Move::DebugSleep { node } => format!("sleep n{node}"),
+                Move::Failover => "failover".to_owned(),
             };
             let _ = write!(text, " +{}ms {what};", step.after_ms);
         }
@@ -449,6 +456,9 @@ impl Scenario {
         let mut place = match self.topology {
             Topology::Server => Place::Server(Box::new(RedisServer::start_with(&debug))),
             Topology::Quorum => Place::Quorum(Box::new(RedisQuorum::start_with(3, &debug))),
+            Topology::Sentinel => Place::Sentinel(Box::new(RedisSentinel::start_with_server_args(
+                &debug,
+            ))),
         };
         let clock = Clock::new();
         let limit = self.steps.iter().find_map(|s| match &s.what {
@@ -484,11 +494,11 @@ impl Scenario {
             }
         }
         played.queue_over = sampler.stop();
-        if self.topology == Topology::Server
+        if self.topology != Topology::Quorum
             && !played
                 .disturbances
                 .iter()
-                .any(|d| d.what == Disturbance::Restart)
+                .any(|d| matches!(d.what, Disturbance::Restart | Disturbance::Failover))
         {
             let server = &place.servers()[0];
             played.audit = (0..KEYS.len())
@@ -535,14 +545,14 @@ fn random_run(
         }
     };
     let wait_s = (dice.below(10) < 7).then(|| 3 + dice.below(28));
-    // --replace: exclusive, one key, one server; never with --once-per.
+    // --replace: exclusive, one key, not a quorum; never with --once-per.
     let replace = shape == Shape::Exclusive
         && keys.len() == 1
-        && topology == Topology::Server
+        && topology != Topology::Quorum
         && dice.below(8) == 0;
     // --once-per: one key, one server (a quorum keeps no record per window); never replacing.
     let once_per =
-        !replace && keys.len() == 1 && topology == Topology::Server && dice.below(30) == 0;
+        !replace && keys.len() == 1 && topology != Topology::Quorum && dice.below(30) == 0;
     Run {
         keys,
         shape,
@@ -568,6 +578,7 @@ fn pick_key(dice: &mut Dice, several: bool) -> usize {
 enum Place {
     Server(Box<RedisServer>),
     Quorum(Box<RedisQuorum>),
+    Sentinel(Box<RedisSentinel>),
 }
 
 impl Place {
@@ -575,13 +586,18 @@ impl Place {
         match self {
             Place::Server(server) => Redlock::new(server),
             Place::Quorum(quorum) => quorum.redlock(),
+            Place::Sentinel(sentinel) => {
+                Redlock::without_url().args(["--url", &sentinel.url()])
+            }
         }
     }
 
+    /// The servers that hold the locks: on Sentinel, the master of the moment.
     fn servers(&self) -> Vec<&RedisServer> {
         match self {
             Place::Server(server) => vec![server],
             Place::Quorum(quorum) => quorum.nodes().iter().collect(),
+            Place::Sentinel(sentinel) => vec![sentinel.master()],
         }
     }
 
@@ -593,6 +609,7 @@ impl Place {
         match self {
             Place::Server(server) => server,
             Place::Quorum(quorum) => quorum.node_mut(node % 3),
+            Place::Sentinel(sentinel) => sentinel.master_mut(),
         }
     }
 }
@@ -693,6 +710,7 @@ enum Disturbance {
     ClientKill,
     Restart,
     DebugSleep,
+    Failover,
 }
 
 impl Disturbance {
@@ -700,7 +718,10 @@ impl Disturbance {
     fn of_servers(self) -> bool {
         matches!(
             self,
-            Disturbance::ClientKill | Disturbance::Restart | Disturbance::DebugSleep
+            Disturbance::ClientKill
+                | Disturbance::Restart
+                | Disturbance::DebugSleep
+                | Disturbance::Failover
         )
     }
 }
@@ -904,6 +925,18 @@ impl Played {
                     to: clock.now(),
                 });
             }
+            Move::Failover => {
+                let from = clock.now();
+                if let Place::Sentinel(sentinel) = place {
+                    sentinel.failover();
+                }
+                self.disturbances.push(Disturbed {
+                    what: Disturbance::Failover,
+                    key: None,
+                    from,
+                    to: clock.now(),
+                });
+            }
             Move::DebugSleep { node } => {
                 let from = clock.now();
                 let _: redis::RedisResult<()> = place
@@ -1015,9 +1048,13 @@ impl Played {
                 .iter()
                 .filter(|s| {
                     !self.disturbances.iter().any(|d| {
+                        // A restart of the only server, or a failover to a replica the lock
+                        // had not reached (no --replicas), loses the lock: the promise is
+                        // --replicas' to keep, not waiting's.
                         let takes_away = d.what == Disturbance::ForceRelease
+                            || d.what == Disturbance::Failover
                             || (d.what == Disturbance::Restart
-                                && self.topology == Topology::Server);
+                                && self.topology != Topology::Quorum);
                         takes_away && d.touches(&[k], s.first, s.last)
                     })
                 })

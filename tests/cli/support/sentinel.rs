@@ -63,6 +63,8 @@ struct Setup {
     sentinel_user: Option<(String, String, String)>,
     /// TLS only, everywhere: the server certificate's file, its key and the CA's.
     tls: Option<[String; 3]>,
+    /// More arguments for the master and the replica.
+    server_args: Vec<String>,
 }
 
 impl RedisSentinel {
@@ -115,6 +117,15 @@ impl RedisSentinel {
         RedisSentinel::start_inner(setup, None)
     }
 
+    /// Plain master, replica and sentinel, the master and replica started with `args` too.
+    pub fn start_with_server_args(args: &[&str]) -> RedisSentinel {
+        let setup = Setup {
+            server_args: args.iter().map(|a| a.to_string()).collect(),
+            ..Setup::default()
+        };
+        RedisSentinel::start_inner(setup, None)
+    }
+
     /// Plain master, replica and sentinel; the sentinel requires `sentinel_password`.
     pub fn start_with_sentinel_password(sentinel_password: &str) -> RedisSentinel {
         let setup = Setup {
@@ -137,6 +148,7 @@ impl RedisSentinel {
     fn start_inner(setup: Setup, certs: Option<&Certs>) -> RedisSentinel {
         // A master waits 5 s by default before a diskless sync, in case more replicas come.
         let mut args = vec!["--repl-diskless-sync-delay", "0"];
+        args.extend(setup.server_args.iter().map(String::as_str));
         if let Some(pw) = &setup.password {
             args.extend(["--requirepass", pw, "--masterauth", pw]);
         }
