@@ -206,6 +206,17 @@ impl Inspection {
             .collect()
     }
 
+    /// Whether the holder that took the lock with fence `fence` holds it still, in any shape;
+    /// `None` when that cannot be told: a holder whose fence is not recorded (a foreign
+    /// client's key) may be anyone.
+    pub fn held_with_fence(&self, fence: i64) -> Option<bool> {
+        let holders = self.holders();
+        if holders.iter().any(|h| h.fence().is_none()) {
+            return None;
+        }
+        Some(holders.iter().any(|h| h.fence() == Some(fence)))
+    }
+
     /// The holders whose command runs (see [`Holding::running`]).
     pub fn running(&self) -> Vec<Holding<'_>> {
         self.holders().into_iter().filter(|h| h.running()).collect()
@@ -291,7 +302,7 @@ fn sharers_of(
 }
 
 /// The commands [`inspect`] sends per lock, and the key each one reads.
-const READS: usize = 13;
+pub const READS: usize = 13;
 
 /// Reads the lock and its companions for every key in one round trip: one [`Reading`] per key,
 /// in order. MGET (not GET) so that a key of another type reads as nil; TYPE tells the two
@@ -312,38 +323,7 @@ pub fn inspect(con: &mut Conn, keys: &[Keys], now_ms: i64) -> Result<Vec<Reading
 
     let mut pipe = redis::pipe();
     for k in keys {
-        pipe.cmd("TYPE")
-            .arg(&k.lock)
-            .cmd("MGET")
-            .arg(&k.lock)
-            .arg(&k.fence)
-            .cmd("PTTL")
-            .arg(&k.lock)
-            .cmd("HGETALL")
-            .arg(&k.holder)
-            .cmd("HGETALL")
-            .arg(&k.last)
-            .cmd("HGETALL")
-            .arg(&k.stats)
-            .cmd("ZRANGE")
-            .arg(&k.queue)
-            .arg(0)
-            .arg(-1)
-            .cmd("HGETALL")
-            .arg(&k.waiters)
-            .cmd("HGETALL")
-            .arg(&k.paused)
-            .cmd("HGETALL")
-            .arg(k.pause_all_for(cluster))
-            .cmd("ZRANGE")
-            .arg(&k.leases)
-            .arg(0)
-            .arg(-1)
-            .arg("WITHSCORES")
-            .cmd("HGETALL")
-            .arg(&k.holders)
-            .cmd("HGETALL")
-            .arg(&k.once);
+        queue_reads(&mut pipe, k, cluster);
     }
     pipe.ignore_errors();
     let replies: Vec<Value> = pipe.query(con).context("cannot read the lock state")?;
@@ -357,8 +337,48 @@ pub fn inspect(con: &mut Conn, keys: &[Keys], now_ms: i64) -> Result<Vec<Reading
         .collect())
 }
 
-/// One lock's replies, in the order [`inspect`] asks.
-fn decode(chunk: &[Value], k: &Keys, cluster: bool, now_ms: i64) -> Reading {
+/// Puts the [`READS`] commands that read lock `k` on `pipe`, in the order [`decode`] reads
+/// their replies: for a reader that reads a lock's state in the same round trip as something
+/// else (`log`, which reads the holders with the audit log). `cluster`: whether `con` is a
+/// Cluster's (the prefix-wide pause record is then read where the lock's slot allows).
+pub fn queue_reads(pipe: &mut redis::Pipeline, k: &Keys, cluster: bool) {
+    pipe.cmd("TYPE")
+        .arg(&k.lock)
+        .cmd("MGET")
+        .arg(&k.lock)
+        .arg(&k.fence)
+        .cmd("PTTL")
+        .arg(&k.lock)
+        .cmd("HGETALL")
+        .arg(&k.holder)
+        .cmd("HGETALL")
+        .arg(&k.last)
+        .cmd("HGETALL")
+        .arg(&k.stats)
+        .cmd("ZRANGE")
+        .arg(&k.queue)
+        .arg(0)
+        .arg(-1)
+        .cmd("HGETALL")
+        .arg(&k.waiters)
+        .cmd("HGETALL")
+        .arg(&k.paused)
+        .cmd("HGETALL")
+        .arg(k.pause_all_for(cluster))
+        .cmd("ZRANGE")
+        .arg(&k.leases)
+        .arg(0)
+        .arg(-1)
+        .arg("WITHSCORES")
+        .cmd("HGETALL")
+        .arg(&k.holders)
+        .cmd("HGETALL")
+        .arg(&k.once);
+}
+
+/// One lock's replies (an error reply as a [`Value::ServerError`]), in the order
+/// [`queue_reads`] asks.
+pub fn decode(chunk: &[Value], k: &Keys, cluster: bool, now_ms: i64) -> Reading {
     let read: [&str; READS] = [
         &k.lock,
         &k.lock,
@@ -554,6 +574,37 @@ mod tests {
         let free = Inspection::nothing();
         assert!(free.holders().is_empty());
         assert_eq!((free.shape(), free.ttl_left_ms()), (None, None));
+    }
+
+    #[test]
+    fn a_fence_holds_the_lock_while_a_holder_of_any_shape_has_it() {
+        let mut shared = sharer(Some(0), 1_000, 9_000, false);
+        shared.fence = Some(8);
+        let i = Inspection {
+            key_type: "none".into(),
+            shared_shape: Some(Shape::Slots(2)),
+            sharers: vec![shared],
+            now_ms: 5_000,
+            ..Inspection::default()
+        };
+        assert_eq!(i.held_with_fence(8), Some(true));
+        assert_eq!(i.held_with_fence(7), Some(false));
+        let exclusive = Inspection {
+            key_type: "string".into(),
+            holder_record: Some(Holder {
+                fence: Some(7),
+                ..Holder::default()
+            }),
+            ..Inspection::default()
+        };
+        assert_eq!(exclusive.held_with_fence(7), Some(true));
+        assert_eq!(exclusive.held_with_fence(6), Some(false));
+        let foreign = Inspection {
+            key_type: "string".into(),
+            ..Inspection::default()
+        };
+        assert_eq!(foreign.held_with_fence(7), None, "a key without a record");
+        assert_eq!(Inspection::nothing().held_with_fence(7), Some(false));
     }
 
     #[test]

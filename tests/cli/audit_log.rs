@@ -290,10 +290,16 @@ fn follow_all_prints_every_logs_new_entries_and_never_those_since_left_out() {
     let outcome = follow.wait();
     outcome.expect_code(0);
     assert!(
-        !outcome.stdout.contains(" old"),
+        !outcome.stdout.contains("acquired  old"),
         "an entry older than --since was printed: {outcome}"
     );
-    assert_eq!(outcome.stdout.lines().count(), 6, "{outcome}");
+    // The old take never ended: the new one shows its lapse, just before it.
+    let lines: Vec<&str> = outcome.stdout.lines().collect();
+    assert_eq!(lines.len(), 7, "{outcome}");
+    assert!(
+        lines[4].contains("  quiet  expired  old, inferred"),
+        "{outcome}"
+    );
 }
 
 #[test]
@@ -521,6 +527,9 @@ fn follow_prints_an_entry_that_sorts_early_once_and_says_when_a_log_has_a_gap() 
             "acquired\x1ffence=5\x1fhost=a\x1fpid=1\x1fuser=u\x1fcmd=job.sh",
         ),
     ]);
+    // Its holder holds the lock: the take is not found lapsed before its release comes.
+    let _: () = server.query(&["SET", "job", "t", "PX", "60000"]);
+    let _: i64 = server.query(&["HSET", &companion_key("job", "holder"), "fence", "5"]);
     let mut follow = Redlock::new(&server)
         .args(["log", "job", "--follow"])
         .spawn();
@@ -747,4 +756,217 @@ fn a_provisional_grant_displaced_by_a_replacer_ends_its_take_in_the_log() {
         return;
     }
     panic!("in five rounds the waiter was never continued within its provisional lease");
+}
+
+/// redlock's process tree: itself, its keeper and its command, each pid once.
+fn tree_of(pid: i32) -> Vec<i32> {
+    let mut out = vec![pid];
+    let mut at = 0;
+    while at < out.len() {
+        let tasks = std::fs::read_dir(format!("/proc/{}/task", out[at]))
+            .map(|d| d.flatten().map(|t| t.path()).collect::<Vec<_>>())
+            .unwrap_or_default();
+        for task in tasks {
+            let children = std::fs::read_to_string(task.join("children")).unwrap_or_default();
+            for child in children.split_whitespace().filter_map(|c| c.parse().ok()) {
+                if !out.contains(&child) {
+                    out.push(child);
+                }
+            }
+        }
+        at += 1;
+    }
+    out
+}
+
+/// A host that dies under a run: redlock, its keeper and its command are killed at once
+/// (SIGKILL), so nothing gives the lock back and its lease lapses.
+fn crash(run: &mut crate::support::redlock::Running) {
+    for pid in tree_of(run.pid()) {
+        // SAFETY: kill(2) with a pid of the test's own descendants and a valid signal.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+    }
+    run.kill9();
+}
+
+/// `log --json`'s entries for `lock` once one of them is an inferred `expired`; fails after
+/// `within`.
+fn until_expired(server: &RedisServer, lock: &str, within: Duration) -> Vec<serde_json::Value> {
+    wait_until("the lapse to show in the log", within, || {
+        let log = events(server, lock);
+        log.iter().any(|e| e["event"] == "expired").then_some(log)
+    })
+}
+
+#[test]
+fn a_crashed_holders_take_ends_as_an_inferred_expiry_once_its_lease_lapses() {
+    let server = RedisServer::start();
+    let mut holder = Redlock::new(&server)
+        .args(["run", "--key", "job", "--ttl", "1s", "-c", child::HOLD])
+        .spawn();
+    holder.expect_line("ready");
+    // While it holds, its take has no end.
+    assert_eq!(names(&events(&server, "job")), ["acquired"]);
+    crash(&mut holder);
+    let log = until_expired(&server, "job", Duration::from_secs(10));
+    assert_eq!(names(&log), ["acquired", "expired"], "{log:#?}");
+    assert_eq!(log[1]["fence"], log[0]["fence"]);
+    assert_eq!(log[1]["inferred"], true);
+    assert_eq!(log[1]["cmd"], log[0]["cmd"]);
+    assert_eq!(log[1]["id"], format!("expired-{}", log[0]["fence"]));
+    assert!(log[1]["time_ms"].as_i64() >= log[0]["time_ms"].as_i64());
+    let text = Redlock::new(&server).args(["log", "job"]).exits_with(0);
+    let line = text.stdout.lines().nth(1).unwrap_or_default();
+    assert!(
+        line.contains("  expired  ") && line.contains(", inferred"),
+        "{text}"
+    );
+    expect_every_take_ended(&server, "job");
+    // The next take shows the lapse just before it, from then on.
+    Redlock::new(&server)
+        .args(["run", "--key", "job", "--ttl", "5s", "--", "true"])
+        .exits_with(0);
+    let log = events(&server, "job");
+    assert_eq!(
+        names(&log),
+        ["acquired", "expired", "acquired", "released"],
+        "{log:#?}"
+    );
+    assert_eq!(log[1]["time_ms"], log[2]["time_ms"]);
+    expect_every_take_ended(&server, "job");
+    // Nothing was written for the lapse: the list holds what the scripts wrote.
+    assert_eq!(audit_entries(&server, "job").len(), 3);
+}
+
+#[test]
+fn follow_shows_a_lapse_as_it_is_found() {
+    let server = RedisServer::start();
+    let mut holder = Redlock::new(&server)
+        .args(["run", "--key", "job", "--ttl", "1s", "-c", child::HOLD])
+        .spawn();
+    holder.expect_line("ready");
+    let mut follow = Redlock::new(&server)
+        .args(["log", "job", "--follow", "--json"])
+        .spawn();
+    follow.expect_line_containing("\"acquired\"");
+    crash(&mut holder);
+    let expired = follow.expect_line_containing("\"expired\"");
+    assert!(expired.contains("\"inferred\":true"), "{expired}");
+    // The next take, and nothing more for the lapse.
+    Redlock::new(&server)
+        .args(["run", "--key", "job", "--ttl", "5s", "--", "true"])
+        .exits_with(0);
+    follow.expect_line_containing("\"acquired\"");
+    follow.expect_line_containing("\"released\"");
+    follow.signal(libc::SIGTERM);
+    let out = follow.wait();
+    out.expect_code(0);
+    assert_eq!(out.stdout.matches("\"expired\"").count(), 1, "{out}");
+}
+
+#[test]
+fn a_shared_holders_lapsed_lease_ends_its_take_and_not_the_others() {
+    let server = RedisServer::start();
+    let mut lapsing = Redlock::new(&server)
+        .args(["run", "--key", "job", "--ttl", "1s", "--shared", "-c"])
+        .arg(child::HOLD)
+        .spawn();
+    lapsing.expect_line("ready");
+    let mut living = Redlock::new(&server)
+        .args(["run", "--key", "job", "--ttl", "10s", "--shared", "-c"])
+        .arg(child::HOLD)
+        .spawn();
+    living.expect_line("ready");
+    crash(&mut lapsing);
+    let log = until_expired(&server, "job", Duration::from_secs(15));
+    assert_eq!(names(&log), ["acquired", "acquired", "expired"], "{log:#?}");
+    assert_eq!(log[2]["fence"], log[0]["fence"], "the lapsed one: {log:#?}");
+    assert_eq!(log[2]["shape"], "shared");
+    living.close_stdin();
+    living.exits_with(0);
+    // No later take could not have been made while it held: the lapse shows at each read.
+    let log = events(&server, "job");
+    assert_eq!(
+        names(&log),
+        ["acquired", "acquired", "released", "expired"],
+        "{log:#?}"
+    );
+    assert_eq!(log[2]["fence"], log[1]["fence"]);
+    assert_eq!(log[3]["fence"], log[0]["fence"]);
+    expect_every_take_ended(&server, "job");
+}
+
+#[test]
+fn a_provisional_grant_nobody_confirmed_ends_as_an_expiry_before_the_next_take() {
+    // The head waiter is frozen while its attempt waits on the server, so the release grants
+    // it the lock provisionally; continued after that lease lapsed, it waits again and runs.
+    let server = RedisServer::start();
+    let mut holder = Redlock::new(&server)
+        .args(["run", "--key", "job", "--ttl", "10s", "-c", child::HOLD])
+        .spawn();
+    holder.expect_line("ready");
+    let waiter = Redlock::new(&server)
+        .args([
+            "run", "--key", "job", "--ttl", "10s", "--wait", "60s", "--", "true",
+        ])
+        .spawn();
+    wait_until(
+        "the waiter's attempt to wait on the server",
+        Duration::from_secs(10),
+        || {
+            (queued(&server, "job") == 1 && server.info_number("clients", "blocked_clients") == 1)
+                .then_some(())
+        },
+    );
+    waiter.signal(libc::SIGSTOP);
+    holder.close_stdin();
+    holder.exits_with(0);
+    // The grant is made at the release, unconfirmed; 1 s later its lease lapsed.
+    let log = until_expired(&server, "job", Duration::from_secs(10));
+    assert_eq!(
+        names(&log),
+        ["acquired", "released", "acquired", "expired"],
+        "{log:#?}"
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    waiter.signal(libc::SIGCONT);
+    waiter.exits_with(0);
+    let log = events(&server, "job");
+    assert_eq!(
+        names(&log),
+        [
+            "acquired", "released", "acquired", "expired", "acquired", "released"
+        ],
+        "{log:#?}"
+    );
+    assert_eq!(log[3]["fence"], log[2]["fence"]);
+    assert_eq!(log[5]["fence"], log[4]["fence"]);
+    expect_every_take_ended(&server, "job");
+}
+
+#[test]
+fn a_forced_run_has_one_end_and_its_own_release_is_noticed() {
+    let server = RedisServer::start();
+    let mut holder = Redlock::new(&server)
+        .args(["run", "--key", "job", "--ttl", "1s", "-c", child::HOLD])
+        .spawn();
+    holder.expect_line("ready");
+    Redlock::new(&server)
+        .args(["release", "job", "--force"])
+        .exits_with(0);
+    holder.exits_with(76);
+    // The scripts wrote the forced release and the run's own lost lease.
+    let raw: Vec<String> = audit_entries(&server, "job")
+        .into_iter()
+        .map(|e| e.event)
+        .collect();
+    assert_eq!(raw, ["acquired", "forced", "lost"]);
+    let log = events(&server, "job");
+    assert_eq!(names(&log), ["acquired", "forced", "noticed"], "{log:#?}");
+    assert_eq!(log[2]["logged_as"], "lost");
+    assert_eq!(log[2]["fence"], log[0]["fence"]);
+    assert_eq!(log[2]["outcome"], "lease lost");
+    expect_every_take_ended(&server, "job");
+    let text = Redlock::new(&server).args(["log", "job"]).exits_with(0);
+    assert!(text.stdout.contains("  noticed  "), "{text}");
 }

@@ -1,18 +1,21 @@
 //! The audit log's promise, as a check any test (or a generated scenario) can make: every
-//! `acquired` in a lock's log has exactly one end after it (`released`, `lost` or `forced`).
+//! `acquired` in a lock's log has exactly one end after it (`released`, `lost`, `forced`, or
+//! the `expired` that `redlock log` infers for a lease that lapsed).
 //!
-//! The log is read raw (LRANGE of `{L}:redlock:audit`), so the check does not depend on how
-//! `redlock log` shows it. An end belongs to the latest take before it with its fence; failing
-//! that (a quorum's node logs the run's fence, the highest of the nodes', at the end), to the
-//! latest take before it made by the same host and pid that is not ended yet. An end that
-//! belongs to no take (a lease lost on a node that never granted it) breaks nothing.
+//! The check reads what `redlock log --json` shows: a lapse is an end only there (no script
+//! runs when a lease lapses), and a run's own `lost` after its take was forced or lapsed is
+//! shown there as `noticed`, not an end. An end belongs to the latest take before it with its
+//! fence; failing that (a quorum's node logs the run's fence, the highest of the nodes', at
+//! the end), to the latest take before it made by the same host and pid that is not ended yet.
+//! An end that belongs to no take (a lease lost on a node that never granted it) breaks
+//! nothing. [`audit_entries`] reads the list raw, as the scripts wrote it.
 
 use std::collections::HashMap;
 
-use super::{RedisServer, companion_key};
+use super::{RedisServer, Redlock, companion_key};
 
-/// The events that end a take.
-pub const ENDS: [&str; 3] = ["released", "lost", "forced"];
+/// The events that end a take, as `redlock log` shows them.
+pub const ENDS: [&str; 4] = ["released", "lost", "forced", "expired"];
 
 /// One entry of the list: its time, its event and its fields.
 #[derive(Clone, Debug)]
@@ -89,10 +92,36 @@ pub fn ends_of_takes(entries: &[AuditEntry]) -> Vec<(usize, Vec<usize>)> {
     takes
 }
 
+/// A lock's log as `redlock log --json` shows it (`lock`: its key, as given to redlock),
+/// oldest first; each entry's `raw` is its JSON line.
+pub fn shown_entries(server: &RedisServer, lock: &str) -> Vec<AuditEntry> {
+    let out = Redlock::new(server)
+        .args(["log", lock, "--json"])
+        .exits_with(0);
+    out.stdout
+        .lines()
+        .map(|line| {
+            let value: serde_json::Value =
+                serde_json::from_str(line).unwrap_or_else(|e| out.fail(&format!("{e}: {line}")));
+            let object = value.as_object().expect("one object per line");
+            let text = |v: &serde_json::Value| match v {
+                serde_json::Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            AuditEntry {
+                ms: value["time_ms"].as_i64().expect("time_ms"),
+                event: text(&value["event"]),
+                fields: object.iter().map(|(k, v)| (k.clone(), text(v))).collect(),
+                raw: line.to_string(),
+            }
+        })
+        .collect()
+}
+
 /// The takes of a lock's log that do not have exactly one end, as readable lines (empty when
 /// the promise holds).
 pub fn takes_not_ended_once(server: &RedisServer, lock: &str) -> Vec<String> {
-    let entries = audit_entries(server, lock);
+    let entries = shown_entries(server, lock);
     ends_of_takes(&entries)
         .into_iter()
         .filter(|(_, ends)| ends.len() != 1)
@@ -108,7 +137,7 @@ pub fn takes_not_ended_once(server: &RedisServer, lock: &str) -> Vec<String> {
 pub fn expect_every_take_ended(server: &RedisServer, lock: &str) {
     let wrong = takes_not_ended_once(server, lock);
     if !wrong.is_empty() {
-        let log: Vec<String> = audit_entries(server, lock).iter().map(show).collect();
+        let log: Vec<String> = shown_entries(server, lock).iter().map(show).collect();
         panic!(
             "{lock}: every take must have exactly one end in the audit log:\n  {}\nthe log:\n  {}",
             wrong.join("\n  "),

@@ -13,8 +13,13 @@
 //! An earlier version kept the log as a stream, `{L}:redlock:log`: it is read too, merged by
 //! time, until it expires.
 //!
-//! Read-only (`LRANGE`, `LINDEX`, and `XRANGE` for the older logs), so a `+@read` user can read
-//! the log. The logs of several keys are merged by time. `--follow` then asks each key's log
+//! Every take is shown with exactly one end (`ends.rs`): a lease that lapsed, which no script
+//! logs, gets an inferred `expired` end, found from a later take that could not have been made
+//! while it held, or from the lock's holders, read (`inspect.rs`'s reading) in the same round
+//! trip as its log, after its newest entry; a run's `lost` after its take ended is `noticed`.
+//!
+//! Read-only (`LRANGE`, `LINDEX`, `inspect.rs`'s reads, and `XRANGE` for the older logs), so a
+//! `+@read` user can read the log. The logs of several keys are merged by time. `--follow` then asks each key's log
 //! for what came after the newest entry it had, every [`FOLLOW_EVERY`] (one `LINDEX` when
 //! nothing did, a pipeline of them per 256 logs; when something did, the list's last 64
 //! entries, and the whole list only when those do not reach back to what it had), until
@@ -49,14 +54,29 @@ use redis::Value;
 use super::spill::{TimeSort, Timed};
 use crate::Context;
 use crate::cli::LogArgs;
+use crate::lock::inspect::{self, Inspection};
 use crate::lock::keys;
 use crate::redis::server::Conn;
 use crate::report::exit::Exit;
 use crate::report::log::{self, json_str};
 use crate::supervise::signals::{self, Event, Signals};
 
+mod ends;
+
+use ends::Ends;
+
 /// How often `--follow` asks for new entries.
 pub const FOLLOW_EVERY: Duration = Duration::from_millis(250);
+
+/// How many polls of `--follow` go by between two reads of the holders of the locks whose log
+/// has a take without an end (see `ends.rs`): a lapse shows within a second, and a lock held
+/// for hours costs the server one reading of its state a second, not four.
+const LAPSE_POLLS: u32 = 4;
+
+/// How far behind this host's clock a shared lease's deadline must be for `log` to count it
+/// as lapsed: the deadline is on the server's clock, and a host whose clock runs ahead of it
+/// must not end a live lease.
+const LAPSE_SKEW_MS: i64 = 2_000;
 
 /// One entry of one lock's log.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -81,8 +101,17 @@ impl Entry {
             .filter(|v| !v.is_empty())
     }
 
+    /// `MS-SEQ`; an inferred end's is `expired-FENCE` (see `ends.rs`).
     fn id(&self) -> String {
+        if self.inferred() {
+            return format!("expired-{}", self.get("fence").unwrap_or("?"));
+        }
         format!("{}-{}", self.ms, self.seq)
+    }
+
+    /// Whether the reader inferred it (an `expired` end), rather than a script writing it.
+    fn inferred(&self) -> bool {
+        self.get("inferred") == Some("true")
     }
 
     /// `2026-01-02T03:00:01.234Z  report:daily  released  web-2 (pid 42, user report), fence 7,
@@ -127,6 +156,9 @@ impl Entry {
         if let Some(by) = self.get("by") {
             line.push_str(&format!(", by {by}"));
         }
+        if self.inferred() {
+            line.push_str(", inferred");
+        }
         if let Some(reason) = self.get("reason") {
             line.push_str(&format!(", reason: {reason}"));
         }
@@ -166,6 +198,7 @@ impl Entry {
             field(&mut out, name);
             match value.parse::<i64>() {
                 Ok(n) if NUMERIC.contains(&name.as_str()) => out.push_str(&n.to_string()),
+                _ if name == "inferred" => out.push_str("true"),
                 _ => json_str(&mut out, value),
             }
         }
@@ -198,6 +231,9 @@ struct Log {
     lock: String,
     list: String,
     stream: String,
+    /// The lock's keys, whose holders are read with the log (none for the prefix-wide log,
+    /// which has no takes).
+    keys: Option<Box<keys::Keys>>,
 }
 
 impl Log {
@@ -206,6 +242,7 @@ impl Log {
             lock: k.lock.clone(),
             list: k.log.clone(),
             stream: k.old_log.clone(),
+            keys: Some(Box::new(k.clone())),
         }
     }
 }
@@ -261,8 +298,16 @@ pub fn log(ctx: &Context, args: LogArgs) -> Result<Exit> {
         return Ok(Exit::Success);
     };
     // From here on: what came after the newest entry of each list.
-    let (logs, mut last): (Vec<Log>, Vec<Option<String>>) = followed.into_iter().unzip();
+    let mut logs = Vec::with_capacity(followed.len());
+    let mut last = Vec::with_capacity(followed.len());
+    let mut ends = Vec::with_capacity(followed.len());
+    for (log, newest, its_ends) in followed {
+        logs.push(log);
+        last.push(newest);
+        ends.push(its_ends);
+    }
     let mut sweep = Sweep::new(logs.len());
+    let mut polls: u32 = 0;
     loop {
         match signals.wait(Some(FOLLOW_EVERY)) {
             Event::Signal(sig) if signals::JOB_CONTROL.contains(&sig) => continue,
@@ -270,6 +315,13 @@ pub fn log(ctx: &Context, args: LogArgs) -> Result<Exit> {
             _ => {}
         }
         let due = sweep.due(Instant::now());
+        // The holders of the due logs with a take without an end, every few polls.
+        polls = polls.wrapping_add(1);
+        let check: Vec<bool> = if polls.is_multiple_of(LAPSE_POLLS) {
+            ends.iter().map(Ends::any_open).collect()
+        } else {
+            vec![false; logs.len()]
+        };
         // Node by node, as the first read: a quorum's other nodes are asked only when the
         // first fails. A node's connection that failed is made anew on its next use, so when
         // none answers (a connection idle since the last failover may have been closed), each
@@ -278,7 +330,7 @@ pub fn log(ctx: &Context, args: LogArgs) -> Result<Exit> {
         let mut first_error = None;
         'ask: for _ in 0..2 {
             for i in 0..nodes.len() {
-                match nodes.on(i, |con| read_after(con, &logs, &last, &due)) {
+                match nodes.on(i, |con| read_after(con, &logs, &last, &due, &check)) {
                     Ok(read) => {
                         fresh = Some(read);
                         break 'ask;
@@ -289,7 +341,7 @@ pub fn log(ctx: &Context, args: LogArgs) -> Result<Exit> {
                 }
             }
         }
-        let Some(mut fresh) = fresh else {
+        let Some((fresh, holders)) = fresh else {
             return Err(first_error.expect("at least one node"));
         };
         // Where each log now ends, in the list's order: a release's entry is stamped with
@@ -299,8 +351,30 @@ pub fn log(ctx: &Context, args: LogArgs) -> Result<Exit> {
             last[*i].clone_from(&entry.raw);
             sweep.heard(*i, now);
         }
-        fresh.sort_by_key(|(_, e)| (e.ms, e.seq));
-        for (_, entry) in fresh {
+        // Each log's new entries go through its takes' ends: the takes known before this
+        // poll were written before its holders were read, and its new entries, read after
+        // them, hold every end written before.
+        let mut news: std::collections::BTreeMap<usize, (Vec<Entry>, Option<Inspection>)> =
+            std::collections::BTreeMap::new();
+        for (i, entry) in fresh {
+            news.entry(i).or_default().0.push(entry);
+        }
+        for (i, read) in holders {
+            news.entry(i).or_default().1 = Some(read);
+        }
+        let now_ms = super::status::now_ms();
+        let mut shown = Vec::new();
+        for (i, (entries, holders)) in news {
+            if holders.is_some() {
+                ends[i].before_read();
+            }
+            shown.extend(ends[i].through(entries, 0));
+            if let Some(holders) = holders {
+                shown.extend(ends[i].lapsed(&holders, now_ms));
+            }
+        }
+        shown.sort_by_key(|e| (e.ms, e.seq));
+        for entry in shown {
             print(&entry, &ctx.prefix, args.json)?;
         }
     }
@@ -371,8 +445,9 @@ const LOGS_AT_ONCE: usize = 32;
 /// file and merges (see the module doc).
 const SORT_IN_MEMORY: usize = 8 * 1024 * 1024;
 
-/// A log `--follow` follows, and its list's newest entry when it was last read.
-type Followed = (Log, Option<String>);
+/// A log `--follow` follows, its list's newest entry when it was last read, and its takes'
+/// ends so far.
+type Followed = (Log, Option<String>, Ends);
 
 /// What `log` reads before it prints.
 struct Reading<'a> {
@@ -392,10 +467,12 @@ impl Reading<'_> {
         let mut sorted = TimeSort::new(SORT_IN_MEMORY);
         let mut followed = Vec::new();
         let mut take = |con: &mut Conn, logs: &[Log]| -> Result<()> {
-            for (log, (entries, newest)) in logs.iter().zip(read_logs(con, logs, self.from_ms)?) {
-                for entry in entries
+            for (log, read) in logs.iter().zip(read_logs(con, logs, self.from_ms)?) {
+                let since = |e: &Entry| self.from_ms.is_none_or(|from| e.ms >= from);
+                for entry in read
+                    .stream
                     .into_iter()
-                    .filter(|e| e.raw.is_none() || self.from_ms.is_none_or(|from| e.ms >= from))
+                    .chain(read.list.into_iter().filter(since))
                 {
                     let line = if self.json {
                         entry.json()
@@ -411,7 +488,7 @@ impl Reading<'_> {
                 }
                 sorted.boundary()?;
                 if self.follow {
-                    followed.push((log.clone(), newest));
+                    followed.push((log.clone(), read.newest, read.ends));
                 }
             }
             Ok(())
@@ -443,6 +520,7 @@ impl Reading<'_> {
                 lock: String::new(),
                 list: keys::prefix_log_key(self.prefix),
                 stream: keys::prefix_old_log_key(self.prefix),
+                keys: None,
             }],
         )?;
         Ok((sorted, followed))
@@ -459,17 +537,70 @@ fn print(entry: &Entry, prefix: &str, json: bool) -> Result<()> {
     log::stdout(&format!("{line}\n")).context("cannot print the log")
 }
 
+/// One log as [`read_logs`] read it.
+struct LogRead {
+    /// An earlier version's entries (since the time asked).
+    stream: Vec<Entry>,
+    /// The list's entries, with the ends the reader infers put in (see `ends.rs`).
+    list: Vec<Entry>,
+    /// The list's newest entry, for `--follow`.
+    newest: Option<String>,
+    /// Its takes' ends so far, for `--follow`.
+    ends: Ends,
+}
+
 /// Every entry of each of `logs`, in one round trip (on a cluster, one per command): the
-/// earlier version's stream (since `from_ms`), then the list (whole); and the list's newest
-/// entry.
-fn read_logs(
-    con: &mut Conn,
-    logs: &[Log],
-    from_ms: Option<i64>,
-) -> Result<Vec<(Vec<Entry>, Option<String>)>> {
+/// list's newest entry, the lock's holders (`inspect.rs`'s reading), the earlier version's
+/// stream (since `from_ms`), then the list (whole), in that order: a take at or before the
+/// newest entry read first was written before the holders were read, so a fence missing from
+/// them lapsed unless the list, read after, ends it (see `ends.rs`). A lock whose holders
+/// cannot be read is shown without the ends that reading would infer.
+fn read_logs(con: &mut Conn, logs: &[Log], from_ms: Option<i64>) -> Result<Vec<LogRead>> {
     let start = from_ms.map_or("-".to_string(), |ms| ms.to_string());
+    let now = super::status::now_ms();
+    let mut out = Vec::with_capacity(logs.len());
+    if let Conn::Cluster(_) = con {
+        // A cluster routes a pipeline by its first key; the prefix-wide log's list and stream
+        // lie in different slots unless the prefix has a hash tag: one command at a time.
+        for log in logs {
+            let context = || format!("cannot read the log of {}", log.lock);
+            let mut marker: Vec<String> = redis::cmd("LRANGE")
+                .arg(&log.list)
+                .arg(-1)
+                .arg(-1)
+                .query(con)
+                .with_context(context)?;
+            let holders = match &log.keys {
+                Some(k) => inspect::inspect(con, std::slice::from_ref(k), now - LAPSE_SKEW_MS)
+                    .ok()
+                    .and_then(|mut r| r.pop())
+                    .and_then(Result::ok),
+                None => None,
+            };
+            let stream: Value = redis::cmd("XRANGE")
+                .arg(&log.stream)
+                .arg(&start)
+                .arg("+")
+                .query(con)
+                .with_context(context)?;
+            let list: Vec<String> = redis::cmd("LRANGE")
+                .arg(&log.list)
+                .arg(0)
+                .arg(-1)
+                .query(con)
+                .with_context(context)?;
+            out.push(settle(log, marker.pop(), holders, &stream, list, now));
+        }
+        return Ok(out);
+    }
     let mut pipe = redis::pipe();
     for log in logs {
+        // LRANGE rather than LINDEX: `--follow`'s polls are the LINDEX a server sees from
+        // `log`, one per followed log, which its operators may count.
+        pipe.cmd("LRANGE").arg(&log.list).arg(-1).arg(-1);
+        if let Some(k) = &log.keys {
+            inspect::queue_reads(&mut pipe, k, false);
+        }
         pipe.cmd("XRANGE")
             .arg(&log.stream)
             .arg(&start)
@@ -479,61 +610,125 @@ fn read_logs(
             .arg(0)
             .arg(-1);
     }
-    let replies: Vec<redis::RedisResult<Value>> = if let Conn::Cluster(_) = con {
-        // A cluster routes a pipeline by its first key; the prefix-wide log's list and stream
-        // lie in different slots unless the prefix has a hash tag: one command at a time.
-        pipe.cmd_iter().map(|cmd| cmd.query(con)).collect()
-    } else {
-        pipe.ignore_errors();
-        let replies: Vec<Value> = pipe.query(con).context("cannot read the logs")?;
-        replies
-            .into_iter()
-            .map(|reply| match reply {
-                Value::ServerError(e) => Err(redis::RedisError::from(e)),
-                reply => Ok(reply),
-            })
-            .collect()
-    };
-    if replies.len() != logs.len() * 2 {
+    pipe.ignore_errors();
+    let replies: Vec<Value> = pipe.query(con).context("cannot read the logs")?;
+    let asked: usize = logs
+        .iter()
+        .map(|l| 3 + if l.keys.is_some() { inspect::READS } else { 0 })
+        .sum();
+    if replies.len() != asked {
         anyhow::bail!("unexpected reply from the server");
     }
-    let mut replies = replies.into_iter();
-    let mut out = Vec::with_capacity(logs.len());
+    let mut at = 0;
     for log in logs {
         let context = || format!("cannot read the log of {}", log.lock);
-        let stream = replies.next().expect("counted").with_context(context)?;
-        let list = replies.next().expect("counted").with_context(context)?;
-        let raw: Vec<String> = redis::from_redis_value(list)
+        let reply = |i: usize| match &replies[i] {
+            Value::ServerError(e) => Err(redis::RedisError::from(e.clone())).with_context(context),
+            reply => Ok(reply),
+        };
+        let mut marker: Vec<String> = redis::from_redis_value_ref(reply(at)?)
             .map_err(redis::RedisError::from)
             .with_context(context)?;
-        let newest = raw.last().cloned();
-        let mut entries = stream_entries(&stream, log);
-        entries.extend(list_entries(raw, log));
-        out.push((entries, newest));
+        at += 1;
+        let holders = log.keys.as_ref().and_then(|k| {
+            let holders = inspect::decode(
+                &replies[at..at + inspect::READS],
+                k,
+                false,
+                now - LAPSE_SKEW_MS,
+            );
+            at += inspect::READS;
+            holders.ok()
+        });
+        let stream = reply(at)?;
+        let list: Vec<String> = redis::from_redis_value_ref(reply(at + 1)?)
+            .map_err(redis::RedisError::from)
+            .with_context(context)?;
+        at += 2;
+        out.push(settle(log, marker.pop(), holders, stream, list, now));
     }
     Ok(out)
 }
 
+/// One log's replies as [`LogRead`]: `marker` is the list's newest entry read before
+/// `holders`, so the entries up to it were written before those were read.
+fn settle(
+    log: &Log,
+    marker: Option<String>,
+    holders: Option<Inspection>,
+    stream: &Value,
+    raw: Vec<String>,
+    now: i64,
+) -> LogRead {
+    let newest = raw.last().cloned();
+    let entries = list_entries(raw, log);
+    let before_read = marker
+        .and_then(|m| entries.iter().rposition(|e| e.raw.as_ref() == Some(&m)))
+        .map_or(0, |at| at + 1);
+    let mut ends = Ends::default();
+    let mut list = ends.through(entries, before_read);
+    if let Some(holders) = holders {
+        list.extend(ends.lapsed(&holders, now));
+    }
+    LogRead {
+        stream: stream_entries(stream, log),
+        list,
+        newest,
+        ends,
+    }
+}
+
+/// What a poll of `--follow` read: each log's new entries (with the index of their log), and
+/// the holders of the locks it checked, read before those entries.
+type Polled = (Vec<(usize, Entry)>, Vec<(usize, Inspection)>);
+
 /// The entries of the `due` logs' lists after the one `last` names for each (all of them when
-/// that is not in the list any more, or is `None`), with the index of their log. One `LINDEX`
-/// per log when nothing was added, `LOGS_AT_ONCE * 8` per round trip (one per round trip on a
-/// cluster).
+/// that is not in the list any more, or is `None`), with the index of their log; and, for the
+/// due logs `check` names, the lock's holders, read just before. One `LINDEX` per log when
+/// nothing was added (and `inspect.rs`'s reading of a checked lock), `LOGS_AT_ONCE * 8` logs
+/// per round trip (one per round trip on a cluster). A lock whose holders cannot be read is
+/// left unchecked.
 fn read_after(
     con: &mut Conn,
     logs: &[Log],
     last: &[Option<String>],
     due: &[usize],
-) -> Result<Vec<(usize, Entry)>> {
+    check: &[bool],
+) -> Result<Polled> {
     let cluster = matches!(con, Conn::Cluster(_));
     let at_once = if cluster { 1 } else { LOGS_AT_ONCE * 8 };
+    let now = super::status::now_ms();
     let mut out = Vec::new();
+    let mut held = Vec::new();
     for chunk in due.chunks(at_once) {
         let mut pipe = redis::pipe();
+        let keys_of = |i: usize| logs[i].keys.as_deref().filter(|_| check[i]);
         for &i in chunk {
+            if let Some(k) = keys_of(i) {
+                inspect::queue_reads(&mut pipe, k, cluster);
+            }
             pipe.cmd("LINDEX").arg(&logs[i].list).arg(-1);
         }
         pipe.ignore_errors();
-        let newest: Vec<Value> = pipe.query(con).context("cannot read the logs")?;
+        let replies: Vec<Value> = pipe.query(con).context("cannot read the logs")?;
+        let mut newest = Vec::with_capacity(chunk.len());
+        let mut at = 0;
+        for &i in chunk {
+            if let Some(k) = keys_of(i) {
+                let Some(replies) = replies.get(at..at + inspect::READS) else {
+                    anyhow::bail!("unexpected reply from the server");
+                };
+                if let Ok(holders) = inspect::decode(replies, k, cluster, now - LAPSE_SKEW_MS) {
+                    held.push((i, holders));
+                }
+                at += inspect::READS;
+            }
+            let Some(reply) = replies.get(at) else {
+                anyhow::bail!("unexpected reply from the server");
+            };
+            newest.push(reply.clone());
+            at += 1;
+        }
         for (&i, newest) in chunk.iter().zip(&newest) {
             let (log, seen) = (&logs[i], &last[i]);
             let newest: Option<String> = match newest {
@@ -551,7 +746,7 @@ fn read_after(
             );
         }
     }
-    Ok(out)
+    Ok((out, held))
 }
 
 /// How many of a list's newest entries `--follow` reads when it has news: the entries after
@@ -808,6 +1003,7 @@ mod tests {
             lock: "report".into(),
             list: String::new(),
             stream: String::new(),
+            keys: None,
         };
         let raw = [
             "1000\u{1f}acquired\u{1f}host=web-1\u{1f}pid=7\u{1f}user=ann\u{1f}fence=5\u{1f}cmd=./a",
