@@ -10,6 +10,7 @@ mod busy;
 mod check;
 mod cluster;
 mod deploy_container;
+mod deploy_kubernetes;
 mod deploy_systemd;
 mod docs;
 mod doctor;
