@@ -12,6 +12,7 @@ mod cluster;
 mod deploy_container;
 mod deploy_kubernetes;
 mod deploy_systemd;
+mod doc_blocks;
 mod docs;
 mod doctor;
 mod failover;
