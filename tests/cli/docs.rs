@@ -231,24 +231,39 @@ fn every_subcommand_page_has_its_exit_status_and_examples() {
     }
 }
 
-/// The one command the README gives for the tests: the first `sh` block of its "Tests" section.
+/// The one command the README gives for the tests: the first `sh` block of its "Tests" section,
+/// which the README's opening shows too, as the second of its two commands.
 fn readme_test_command(root: &Path) -> String {
     let readme = fs::read_to_string(root.join("README.md")).expect("read README.md");
+    let first_sh_block = |text: &str| {
+        text.split("```sh\n")
+            .nth(1)
+            .and_then(|rest| rest.split("\n```").next())
+            .map(|block| block.trim().to_owned())
+    };
     let section = readme
         .split("\n## Tests\n")
         .nth(1)
         .expect("README.md has a \"## Tests\" section");
-    let block = section
-        .split("```sh\n")
-        .nth(1)
-        .and_then(|rest| rest.split("\n```").next())
-        .expect("README.md's \"Tests\" section starts with a ```sh block");
-    let command = block.trim();
+    let command =
+        first_sh_block(section).expect("README.md's \"Tests\" section starts with a ```sh block");
     assert!(
         !command.is_empty() && !command.contains('\n'),
-        "README.md's \"Tests\" block should hold one command: {block:?}"
+        "README.md's \"Tests\" block should hold one command: {command:?}"
     );
-    command.to_owned()
+    let opening = readme.split("\n## ").next().unwrap_or_default();
+    let commands: Vec<String> = opening
+        .split("```sh\n")
+        .skip(1)
+        .filter_map(|rest| rest.split("\n```").next())
+        .map(|block| block.trim().to_owned())
+        .collect();
+    assert_eq!(
+        commands.get(1),
+        Some(&command),
+        "the README opens with two commands, the first run's and the tests' ({command:?})"
+    );
+    command
 }
 
 #[test]
