@@ -2,8 +2,7 @@
 //! by the promises about waiting. The generator, the player and the oracles are
 //! `support/scenario.rs`; this file decides which scenarios `cargo test` plays.
 //!
-//! `cargo test` plays a bounded slice: fixed seeds, plus one seed from the clock per slice
-//! (printed, so a failure can be replayed), four slices side by side. Every scenario prints its
+//! `cargo test` plays a bounded slice: twelve fixed seeds, four slices side by side. Every scenario prints its
 //! seed and its moves; a failure says how to replay it:
 //!
 //! ```text
@@ -28,32 +27,32 @@ use std::time::{Duration, Instant};
 use crate::support::scenario::{Move, Run, Scenario, Topology};
 use crate::support::sections::Dice;
 
-/// A slice: its fixed seeds, then one from the clock.
+/// A slice: fixed seeds, so that `cargo test` plays the same scenarios every time; the soak
+/// below plays new ones.
 fn slice(fixed: &[u64]) {
-    let random = Dice::seed_from_clock() % 1_000_000_007;
-    for &seed in fixed.iter().chain([&random]) {
+    for &seed in fixed {
         Scenario::generate(seed).run();
     }
 }
 
 #[test]
 fn slice_1() {
-    slice(&[1, 5]);
+    slice(&[1, 5, 9]);
 }
 
 #[test]
 fn slice_2() {
-    slice(&[2, 6]);
+    slice(&[2, 6, 10]);
 }
 
 #[test]
 fn slice_3() {
-    slice(&[3, 7]);
+    slice(&[3, 7, 11]);
 }
 
 #[test]
 fn slice_4() {
-    slice(&[4, 8]);
+    slice(&[4, 8, 12]);
 }
 
 /// Plays the scenario of `REDLOCK_SCENARIO_SEED` (nothing without it).
