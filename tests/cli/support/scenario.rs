@@ -48,12 +48,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use super::audit::takes_not_ended_once;
 use super::redlock::{Outcome, Running};
 use super::sections::{Dice, Held, Section, expect_sections_within_shapes, read_sections};
-use super::audit::takes_not_ended_once;
-use super::{
-    RedisQuorum, RedisSentinel, RedisServer, Redlock, TempDir, companion_key, wait_until,
-};
+use super::{RedisQuorum, RedisSentinel, RedisServer, Redlock, TempDir, companion_key, wait_until};
 
 /// The keys a scenario plays on; the second only in scenarios with runs of several keys.
 pub const KEYS: [&str; 2] = ["ka", "kb"];
@@ -458,9 +456,9 @@ impl Scenario {
         let mut place = match self.topology {
             Topology::Server => Place::Server(Box::new(RedisServer::start_with(&debug))),
             Topology::Quorum => Place::Quorum(Box::new(RedisQuorum::start_with(3, &debug))),
-            Topology::Sentinel => Place::Sentinel(Box::new(RedisSentinel::start_with_server_args(
-                &debug,
-            ))),
+            Topology::Sentinel => {
+                Place::Sentinel(Box::new(RedisSentinel::start_with_server_args(&debug)))
+            }
         };
         let clock = Clock::new();
         let limit = self.steps.iter().find_map(|s| match &s.what {
@@ -505,14 +503,15 @@ impl Scenario {
             let server = &place.servers()[0];
             // A killed or frozen holder's take ends when its lease lapses: read the logs once
             // no lease of either key is left.
-            wait_until("the scenario's leases to end", Duration::from_secs(30), || {
-                KEYS.iter()
-                    .all(|k| {
-                        !server.exists(k)
-                            && !server.exists(&companion_key(k, "leases"))
-                    })
-                    .then_some(())
-            });
+            wait_until(
+                "the scenario's leases to end",
+                Duration::from_secs(30),
+                || {
+                    KEYS.iter()
+                        .all(|k| !server.exists(k) && !server.exists(&companion_key(k, "leases")))
+                        .then_some(())
+                },
+            );
             played.audit = KEYS
                 .iter()
                 .map(|k| {
@@ -595,9 +594,7 @@ impl Place {
         match self {
             Place::Server(server) => Redlock::new(server),
             Place::Quorum(quorum) => quorum.redlock(),
-            Place::Sentinel(sentinel) => {
-                Redlock::without_url().args(["--url", &sentinel.url()])
-            }
+            Place::Sentinel(sentinel) => Redlock::without_url().args(["--url", &sentinel.url()]),
         }
     }
 

@@ -120,7 +120,7 @@ impl RedisSentinel {
     /// Plain master, replica and sentinel, the master and replica started with `args` too.
     pub fn start_with_server_args(args: &[&str]) -> RedisSentinel {
         let setup = Setup {
-            server_args: args.iter().map(|a| a.to_string()).collect(),
+            server_args: args.iter().map(ToString::to_string).collect(),
             ..Setup::default()
         };
         RedisSentinel::start_inner(setup, None)
