@@ -356,8 +356,8 @@ pub(crate) fn named_among(long: &str, words: &[String]) -> String {
 }
 
 /// The format of redlock's own lines, read before the command line is parsed (an error in it
-/// is said in that format): `--log-format` before `--`, else `REDLOCK_LOG_FORMAT`. Anything
-/// but `json` is text.
+/// is said in that format): `--log-format` before `--`, else (or when that is no format)
+/// `REDLOCK_LOG_FORMAT`. Anything but `json` is text.
 pub fn log_format_of(args: &[std::ffi::OsString]) -> LogFormat {
     let mut words = args.iter().skip(1).map(|a| a.to_str());
     let mut flag = None;
@@ -373,7 +373,10 @@ pub fn log_format_of(args: &[std::ffi::OsString]) -> LogFormat {
         }
     }
     let env = std::env::var("REDLOCK_LOG_FORMAT").ok();
-    match flag.or(env.as_deref()) {
+    match flag
+        .filter(|f| ["text", "json"].contains(f))
+        .or(env.as_deref())
+    {
         Some("json") => LogFormat::Json,
         _ => LogFormat::Text,
     }
