@@ -7,9 +7,10 @@ use std::time::Duration;
 use anyhow::Result;
 
 use crate::cli::Global;
+use crate::cli::named;
 use crate::lock::nodes;
 use crate::redis::server::Server;
-use crate::report::error::usage;
+use crate::report::error::{Failure, usage};
 use crate::report::log;
 
 /// What every subcommand needs from the global options, checked before anything is contacted.
@@ -38,7 +39,7 @@ impl Context {
         }
         let password = match &global.password_file {
             Some(path) => Some(crate::redis::url::read_password_file(
-                "--password-file",
+                &named("password-file"),
                 path,
             )?),
             None => None,
@@ -47,7 +48,7 @@ impl Context {
             username: global.sentinel_user.clone(),
             password: match &global.sentinel_password_file {
                 Some(path) => Some(crate::redis::url::read_password_file(
-                    "--sentinel-password-file",
+                    &named("sentinel-password-file"),
                     path,
                 )?),
                 None => None,
@@ -63,11 +64,13 @@ impl Context {
             global.tls_cert_file.as_deref(),
             global.tls_key_file.as_deref(),
             global.tls_insecure,
-        )?;
+        )
+        .map_err(|e| as_given(e, &["tls-ca-file", "tls-cert-file", "tls-key-file"]))?;
         let servers = urls
             .iter()
             .map(|url| Server::parse(url, password.as_deref(), &tls, &sentinel))
-            .collect::<Result<Vec<_>>>()?;
+            .collect::<Result<Vec<_>>>()
+            .map_err(|e| as_given(e, &["url"]))?;
         if tls.insecure && servers.iter().any(Server::is_tls) {
             log::warn(
                 "tls_insecure",
@@ -102,7 +105,10 @@ impl Context {
             }
         }
         if global.timeout.is_zero() {
-            return Err(usage("--timeout must be greater than 0"));
+            return Err(usage(format!(
+                "{} must be greater than 0",
+                named("timeout")
+            )));
         }
         Ok(Context {
             servers,
@@ -161,6 +167,32 @@ impl Context {
     pub fn nodes(&self, timeout: Duration) -> nodes::Nodes {
         nodes::Nodes::new(&self.servers, timeout)
     }
+}
+
+/// A usage error about one of `longs` (the `--url` that is not one, a certificate file that
+/// cannot be read), naming the environment variable instead of the flag when the value came
+/// from there (`REDLOCK_URL=...`): the messages below `context.rs` know only the flag.
+fn as_given(err: anyhow::Error, longs: &[&str]) -> anyhow::Error {
+    let Some(failure) = err.downcast_ref::<Failure>() else {
+        return err;
+    };
+    for long in longs {
+        let flag = format!("--{long}");
+        let name = named(long);
+        if name == flag {
+            continue;
+        }
+        let message = &failure.message;
+        let renamed = if let Some(rest) = message.strip_prefix(&format!("{flag} ")) {
+            format!("{name}={rest}")
+        } else if message.contains(&format!(" {flag} ")) {
+            message.replacen(&format!(" {flag} "), &format!(" {name}="), 1)
+        } else {
+            continue;
+        };
+        return usage(renamed);
+    }
+    err
 }
 
 /// `--url` values are split on commas (so `REDLOCK_URL` can list a quorum), but a cluster or

@@ -129,9 +129,10 @@ fn run_guarded() -> u8 {
     if cfg!(debug_assertions) && std::env::var_os("REDLOCK_DEBUG_PANIC").is_some() {
         panic!("REDLOCK_DEBUG_PANIC is set");
     }
-    let cli = match Cli::parse_args(std::env::args_os().collect()) {
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let cli = match Cli::parse_args(&args) {
         Ok(cli) => cli,
-        Err(err) => return usage_error(err),
+        Err(err) => return usage_error(err, &args),
     };
     log::init(cli.global.verbose, cli.global.quiet, cli.global.log_format);
     let result = Context::new(&cli.global).and_then(|ctx| dispatch(&ctx, cli.command));
@@ -186,42 +187,34 @@ fn event_name(exit: Exit) -> &'static str {
     }
 }
 
-/// clap's own errors, reduced to the one `redlock:` line the contract promises (64).
-/// `--help` and `--version` are not errors.
-fn usage_error(err: clap::Error) -> u8 {
+/// clap's own errors, reduced to the one `redlock:` line the contract promises (64), in the
+/// words of `cli::usage` and in the format `--log-format` asks for. `--help` and `--version`
+/// are not errors.
+fn usage_error(err: clap::Error, args: &[std::ffi::OsString]) -> u8 {
+    let format = cli::log_format_of(args);
     match err.kind() {
         ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
             let _ = err.print();
             return 0;
         }
-        ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+        // `redlock` alone shows the help (on stderr, as a usage error); JSON lines get the one
+        // line instead.
+        ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand if format == log::LogFormat::Text => {
             eprint!("{}", err.render());
             return Exit::Usage.code();
         }
         _ => {}
     }
-    let text = err.render().to_string();
-    let mut lines = text.lines();
-    let first = lines.next().unwrap_or("invalid arguments");
-    let first = first.strip_prefix("error: ").unwrap_or(first);
-    // "the following required arguments were not provided:" lists them on the lines below, one
-    // per indented line: they go on the one line, which must name what is wrong.
-    let listed: Vec<&str> = if first.ends_with(':') {
-        lines
-            .take_while(|l| l.starts_with(' '))
-            .map(str::trim)
-            .collect()
+    log::init(false, false, format);
+    let line = cli::usage::explain(&err, args);
+    let see = if line.contains("--help") {
+        String::new()
     } else {
-        Vec::new()
-    };
-    let first = if listed.is_empty() {
-        first.to_string()
-    } else {
-        format!("{first} {}", listed.join(", "))
+        " (see 'redlock --help')".to_string()
     };
     log::error(
         "usage",
-        &format!("{first} (see 'redlock --help')"),
+        &format!("{line}{see}"),
         &[("exit", Exit::Usage.code().into())],
     );
     Exit::Usage.code()

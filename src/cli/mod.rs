@@ -18,6 +18,7 @@ use crate::report::log::LogFormat;
 mod args;
 mod by_hand;
 mod run;
+pub mod usage;
 
 pub use self::args::{
     AcquireArgs, CheckArgs, DoctorArgs, ExtendArgs, GenerateDocsArgs, LogArgs, MetricsArgs,
@@ -281,7 +282,12 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         return Err("a duration cannot be negative".into());
     }
     if !t.is_empty() && t.chars().all(|c| c.is_ascii_digit()) {
-        return Err(format!("missing unit; write e.g. '{t}s' or '{t}ms'"));
+        // No zero is suggested: most durations refuse it.
+        return Err(if t.chars().all(|c| c == '0') {
+            "missing unit; write a duration such as '30s', '500ms' or '5m'".into()
+        } else {
+            format!("missing unit; write e.g. '{t}s' for seconds (or ms, m, h)")
+        });
     }
     humantime::parse_duration(t).map_err(|e| e.to_string())
 }
@@ -297,12 +303,12 @@ impl Cli {
     /// One line clap would read wrongly is refused first: a global option given both before
     /// and after `run` (clap keeps one side's values; `--url a run --url b` would be a one-node
     /// "quorum").
-    pub fn parse_args(args: Vec<std::ffi::OsString>) -> Result<Cli, clap::Error> {
-        if let Some(at) = names_run(&args) {
-            if let Some(cli) = by_hand::parse(&args, at, &|name| std::env::var_os(name)) {
+    pub fn parse_args(args: &[std::ffi::OsString]) -> Result<Cli, clap::Error> {
+        if let Some(at) = names_run(args) {
+            if let Some(cli) = by_hand::parse(args, at, &|name| std::env::var_os(name)) {
                 return Ok(cli);
             }
-            if let Some(name) = by_hand::on_both_sides(&args, at) {
+            if let Some(name) = by_hand::on_both_sides(args, at) {
                 return Err(clap::Error::raw(
                     ErrorKind::ArgumentConflict,
                     format!(
@@ -313,6 +319,66 @@ impl Cli {
             }
         }
         Cli::try_parse_from(args)
+    }
+}
+
+/// How a message names option `--LONG`: by the environment variable its value came from when
+/// the option is not on the command line and its variable is set (clap then read the
+/// variable), otherwise as the flag. For messages about a value, on error paths only: it
+/// builds clap's definition.
+pub fn named(long: &str) -> String {
+    let words: Vec<String> = std::env::args_os()
+        .skip(1)
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    named_among(long, &words)
+}
+
+/// [`named`] for the command line `words` (without the program's name).
+pub(crate) fn named_among(long: &str, words: &[String]) -> String {
+    let flag = format!("--{long}");
+    let given = words
+        .iter()
+        .take_while(|w| *w != "--")
+        .any(|w| *w == flag || w.strip_prefix(&flag).is_some_and(|v| v.starts_with('=')));
+    if given {
+        return flag;
+    }
+    // The hand reader's table has every variable clap reads (a test holds it to that).
+    let var = by_hand::ENV
+        .iter()
+        .find(|(index, _)| by_hand::OPTS[*index].long == long)
+        .map(|(_, var)| *var);
+    match var {
+        Some(var) if std::env::var_os(var).is_some_and(|v| !v.is_empty()) => var.to_string(),
+        _ => flag,
+    }
+}
+
+/// The format of redlock's own lines, read before the command line is parsed (an error in it
+/// is said in that format): `--log-format` before `--`, else (or when that is no format)
+/// `REDLOCK_LOG_FORMAT`. Anything but `json` is text.
+pub fn log_format_of(args: &[std::ffi::OsString]) -> LogFormat {
+    let mut words = args.iter().skip(1).map(|a| a.to_str());
+    let mut flag = None;
+    while let Some(word) = words.next() {
+        match word {
+            Some("--") => break,
+            Some("--log-format") => flag = words.next().flatten(),
+            Some(w) if w.starts_with("--log-format=") => flag = w.get(13..),
+            _ => {}
+        }
+        if flag.is_some() {
+            break;
+        }
+    }
+    let env = std::env::var("REDLOCK_LOG_FORMAT").ok();
+    match flag
+        .filter(|f| ["text", "json"].contains(f))
+        .or(env.as_deref())
+    {
+        Some("json") => LogFormat::Json,
+        _ => LogFormat::Text,
     }
 }
 
@@ -372,7 +438,7 @@ mod tests {
             assert!(names_run(&words(line)).is_none(), "{line}");
         }
         // An error on the short path is reported by the full tree.
-        assert!(Cli::parse_args(words("redlock run --key k --ttl 5 -- x")).is_err());
+        assert!(Cli::parse_args(&words("redlock run --key k --ttl 5 -- x")).is_err());
     }
 
     #[test]
@@ -382,12 +448,12 @@ mod tests {
             "redlock --prefix a: run --prefix=b: --key k --ttl 5s -- x",
             "redlock -v run --key k --ttl 5s -v -- x",
         ] {
-            let err = Cli::parse_args(words(line)).unwrap_err();
+            let err = Cli::parse_args(&words(line)).unwrap_err();
             assert_eq!(err.kind(), ErrorKind::ArgumentConflict, "{line}");
         }
         // After `--`, words are the command's.
         assert!(
-            Cli::parse_args(words("redlock -v run --key k --ttl 5s -- x -v")).is_ok(),
+            Cli::parse_args(&words("redlock -v run --key k --ttl 5s -- x -v")).is_ok(),
             "the command's own -v"
         );
     }
@@ -418,6 +484,8 @@ mod tests {
         assert_eq!(parse_duration("1h 30m"), Ok(Duration::from_secs(5400)));
         assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
         assert!(parse_duration("5").unwrap_err().contains("5s"));
+        // Zero is refused by most durations: it is never suggested.
+        assert!(!parse_duration("0").unwrap_err().contains("'0"));
         assert!(parse_duration("-5s").unwrap_err().contains("negative"));
         assert!(parse_duration("soon").is_err());
         assert!(parse_duration("99999999999999999999999h").is_err());

@@ -106,32 +106,26 @@ pub fn acquire(ctx: &Context, args: AcquireArgs) -> Result<Exit> {
             }
             Ok(Exit::Success)
         }
-        Taken::Busy(busy) => {
-            log::error(
-                "busy",
-                &format!("{} is {}", busy.lock(&keys), busy.describe()),
-                &[("key", (&keys.lock).into())],
-            );
-            Ok(Exit::Busy(BUSY))
-        }
+        Taken::Busy(busy) => Ok(log::ending(
+            "busy",
+            &format!("{} is {}", busy.lock(&keys), busy.describe()),
+            &[("key", (&keys.lock).into())],
+            Exit::Busy(BUSY),
+        )),
         // Not asked for by `acquire` (no --once-per, no --replace); as busy if a server says so
         // anyway.
-        Taken::Superseded(by) => {
-            log::error(
-                "busy",
-                &format!("{}: superseded by {by}", keys.lock),
-                &[("key", (&keys.lock).into())],
-            );
-            Ok(Exit::Busy(BUSY))
-        }
-        Taken::Skipped(ran) => {
-            log::error(
-                "skipped",
-                &format!("{}: {}", keys.lock, ran.describe()),
-                &[("key", (&keys.lock).into())],
-            );
-            Ok(Exit::Busy(BUSY))
-        }
+        Taken::Superseded(by) => Ok(log::ending(
+            "busy",
+            &format!("{}: superseded by {by}", keys.lock),
+            &[("key", (&keys.lock).into())],
+            Exit::Busy(BUSY),
+        )),
+        Taken::Skipped(ran) => Ok(log::ending(
+            "skipped",
+            &format!("{}: {}", keys.lock, ran.describe()),
+            &[("key", (&keys.lock).into())],
+            Exit::Busy(BUSY),
+        )),
         Taken::Interrupted(sig) => Ok(wait::interrupted(sig, &keys)),
     }
 }

@@ -100,16 +100,20 @@ pub fn metrics(ctx: &Context, args: MetricsArgs) -> Result<Exit> {
         .and_then(|()| Ok(stdout.flush()?))
         .context("cannot print the metrics")?;
     if let Some(unreadable) = unreadable {
-        log::error("unreadable", &unreadable.why(), &[]);
-        return Ok(unreadable.exit());
+        return Ok(log::ending(
+            "unreadable",
+            &unreadable.why(),
+            &[],
+            unreadable.exit(),
+        ));
     }
     if let Some(lock) = wrong_type {
-        log::error(
+        return Ok(log::ending(
             "wrong_type",
             &format!("{lock} holds another type of value and is no lock"),
             &[],
-        );
-        return Ok(Exit::Config);
+            Exit::Config,
+        ));
     }
     Ok(Exit::Success)
 }

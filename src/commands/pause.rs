@@ -185,7 +185,7 @@ fn drain(
             .map(|(k, h)| (k.lock.clone(), h.fence()))
             .collect();
         if Instant::now() >= until {
-            log::error(
+            return Ok(log::ending(
                 "busy",
                 &format!(
                     "not drained after {}: still running: {}; the pause stays",
@@ -193,8 +193,8 @@ fn drain(
                     who.join("; ")
                 ),
                 &[],
-            );
-            return Ok(Exit::Busy(BUSY));
+                Exit::Busy(BUSY),
+            ));
         }
         if shown.as_ref() != Some(&ids) {
             let _ = log::stdout(&format!(

@@ -38,9 +38,10 @@ use redis::cluster::{ClusterClientBuilder, ClusterConnection};
 use redis::{Cmd, ConnectionAddr, ConnectionInfo, ConnectionLike, RedisResult, TlsMode, Value};
 
 use super::node::{self, Node};
+use super::reach::{self, Dialled};
 use super::tls::{TlsTarget, explain_tls, maybe_tls};
 use super::wire::Wire;
-use crate::report::error::{classify_redis, fail, is_timeout};
+use crate::report::error::{classify_redis, fail, is_timeout, worded};
 use crate::report::exit::Exit;
 
 #[derive(Clone)]
@@ -268,12 +269,38 @@ impl Server {
     /// as a 69; otherwise as it is. For callers that talk to a connection themselves (doctor);
     /// `nodes/mod.rs` does the same for the lock's operations.
     pub fn explained(&self, err: anyhow::Error) -> anyhow::Error {
-        match self
+        // Whether the connection answered before is not known here: only what is plain
+        // whatever it did (refused, unknown host, a password) is worded.
+        self.explain(err, None, true)
+    }
+
+    /// `err` in plain words (see `reach.rs`): a TLS handshake this server refused (as a 69),
+    /// a connection that could not be made or was closed unanswered, a refused password.
+    /// `answered`: whether the connection had answered a request before `err`; `timeout`: the
+    /// wait it was given, when known. Otherwise `err` as it is.
+    pub fn explain(
+        &self,
+        err: anyhow::Error,
+        timeout: Option<Duration>,
+        answered: bool,
+    ) -> anyhow::Error {
+        if let Some(text) = self
             .tls
             .as_ref()
             .and_then(|target| explain_tls(&err, target))
         {
-            Some(text) => fail(Exit::Unavailable, text),
+            return fail(Exit::Unavailable, text);
+        }
+        let address = self.address().unwrap_or_else(|| self.name.clone());
+        let dialled = Dialled {
+            name: &self.name,
+            address: &address,
+            tls: self.is_tls(),
+            timeout,
+            answered,
+        };
+        match reach::explain(&err, &dialled) {
+            Some(text) => worded(err, text),
             None => err,
         }
     }
@@ -415,7 +442,7 @@ impl Server {
             ))),
             Err(e) => {
                 let err = anyhow!(e).context(format!("cannot connect to {}", self.name));
-                Err(self.explained(err))
+                Err(self.explain(err, Some(timeout), false))
             }
         }
     }
@@ -454,7 +481,7 @@ impl Server {
             Ok(con) => Ok(con),
             Err(e) => {
                 let err = anyhow!(e).context(format!("cannot connect to {}", self.name));
-                Err(self.explained(err))
+                Err(self.explain(err, Some(timeout), false))
             }
         }
     }

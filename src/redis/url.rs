@@ -237,13 +237,16 @@ fn percent_decode(s: &str) -> String {
 
 /// Reads the first line of a password file. An unreadable or empty file is a usage error (64):
 /// the operator named it, so guessing another way to authenticate would only hide the mistake.
-/// `flag` is the option that named the file, for the message.
+/// `flag` is the option that named the file (`--password-file`), or the environment variable
+/// (`REDLOCK_PASSWORD_FILE`), for the message.
 pub fn read_password_file(flag: &str, path: &Path) -> Result<String> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| usage(format!("cannot read {flag} {}: {e}", path.display())))?;
+    let sep = if flag.starts_with('-') { ' ' } else { '=' };
+    let named = format!("{flag}{sep}{}", path.display());
+    let text =
+        std::fs::read_to_string(path).map_err(|e| usage(format!("cannot read {named}: {e}")))?;
     let password = text.lines().next().unwrap_or("").trim_end_matches('\r');
     if password.is_empty() {
-        return Err(usage(format!("{flag} {} is empty", path.display())));
+        return Err(usage(format!("{named} is empty")));
     }
     Ok(password.to_string())
 }

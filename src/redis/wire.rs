@@ -258,10 +258,18 @@ impl Wire {
                 {
                     return self.setup(None, password, db, identify);
                 }
-                _ => {
+                // The server's own words tell a wrong password from one it has no use for.
+                other => {
+                    let why = match other {
+                        Some(Value::ServerError(e)) => {
+                            format!("{} {}", e.code(), e.details().unwrap_or_default())
+                        }
+                        _ => "no answer to AUTH".to_string(),
+                    };
                     return Err((
                         ErrorKind::AuthenticationFailed,
                         "Password authentication failed",
+                        why,
                     )
                         .into());
                 }
@@ -592,10 +600,38 @@ fn number(digits: &[u8]) -> RedisResult<i64> {
         .ok_or_else(|| malformed("a number that is not one"))
 }
 
+/// Why no TCP connection was made, kept inside the `io::Error` so that messages can tell an
+/// unknown host and a handshake nobody answered from other failures (`reach.rs`).
+#[derive(Debug)]
+pub enum Unconnected {
+    /// The host name resolves to no address: the host, and the resolver's words.
+    UnknownHost(String, String),
+    /// The TCP handshake got no answer within the connect timeout.
+    NoHandshake,
+}
+
+impl std::fmt::Display for Unconnected {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Unconnected::UnknownHost(host, why) => write!(f, "cannot resolve {host}: {why}"),
+            Unconnected::NoHandshake => f.write_str("connecting timed out"),
+        }
+    }
+}
+
+impl std::error::Error for Unconnected {}
+
 /// A TCP connection with Nagle off and both timeouts set, tried on each address of `host`.
 fn tcp(host: &str, port: u16, connect: Duration, timeout: Duration) -> io::Result<TcpStream> {
+    // Not `NotFound`: the redis crate reads that kind as a refused connection.
+    let unknown = |why: String| io::Error::other(Unconnected::UnknownHost(host.into(), why));
+    let addrs = (host, port).to_socket_addrs().map_err(|e| {
+        let why = e.to_string();
+        let why = why.strip_prefix("failed to lookup address information: ");
+        unknown(why.unwrap_or(&e.to_string()).to_string())
+    })?;
     let mut last = None;
-    for addr in (host, port).to_socket_addrs()? {
+    for addr in addrs {
         match TcpStream::connect_timeout(&addr, connect) {
             Ok(s) => {
                 s.set_nodelay(true)?;
@@ -603,15 +639,16 @@ fn tcp(host: &str, port: u16, connect: Duration, timeout: Duration) -> io::Resul
                 s.set_write_timeout(Some(timeout))?;
                 return Ok(s);
             }
+            Err(e) if e.kind() == io::ErrorKind::TimedOut => {
+                last = Some(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    Unconnected::NoHandshake,
+                ));
+            }
             Err(e) => last = Some(e),
         }
     }
-    Err(last.unwrap_or_else(|| {
-        io::Error::new(
-            io::ErrorKind::NotFound,
-            format!("{host} resolves to no address"),
-        )
-    }))
+    Err(last.unwrap_or_else(|| unknown("no address".into())))
 }
 
 #[cfg(test)]

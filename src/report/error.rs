@@ -41,6 +41,36 @@ impl fmt::Display for Failure {
 
 impl std::error::Error for Failure {}
 
+/// An error put in plain words: what is wrong and what to do, where the causes below it only
+/// name the symptom (a refused connection, `AuthenticationFailed`). [`render`] prints the words
+/// and none of the causes; [`classify`] and the predicates still read the causes, so a
+/// timed-out request worded this way is still a timeout.
+#[derive(Debug)]
+pub struct Worded {
+    text: String,
+    cause: anyhow::Error,
+}
+
+/// `err`, said as `text` (see [`Worded`]).
+pub fn worded(err: anyhow::Error, text: impl Into<String>) -> anyhow::Error {
+    anyhow::Error::new(Worded {
+        text: text.into(),
+        cause: err,
+    })
+}
+
+impl fmt::Display for Worded {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+impl std::error::Error for Worded {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(self.cause.as_ref())
+    }
+}
+
 /// The Redis errors in an error's chain of causes, outermost first.
 pub fn redis_errors(err: &anyhow::Error) -> impl Iterator<Item = &RedisError> {
     err.chain().filter_map(|c| c.downcast_ref::<RedisError>())
@@ -139,11 +169,6 @@ pub fn is_definitive_error(err: &anyhow::Error) -> bool {
     redis_errors(err).any(is_definitive)
 }
 
-/// Whether the server closed the connection (reset, end of file) somewhere in `err`.
-pub fn is_dropped(err: &anyhow::Error) -> bool {
-    redis_errors(err).any(RedisError::is_connection_dropped)
-}
-
 /// An error and its causes on one line, without repeating a cause its parent already quotes.
 pub fn render(err: &anyhow::Error) -> String {
     let mut line = String::new();
@@ -160,6 +185,9 @@ pub fn render(err: &anyhow::Error) -> String {
             line.push_str(": ");
         }
         line.push_str(&text);
+        if cause.is::<Worded>() {
+            break;
+        }
     }
     // Unauthenticated, a server with requirepass says NOAUTH, or (to a large request such as
     // a script) "Protocol error: unauthenticated multibulk length": say what to do.
@@ -178,6 +206,12 @@ pub fn render(err: &anyhow::Error) -> String {
         line.push_str(
             " (permission denied: the user's ACL lacks a command the script calls; \
              `redlock doctor` names it)",
+        );
+    } else if redis_errors(err).any(|e| e.code() == Some("NOPERM")) {
+        // A denial outside a script names the command or key, but not what to do.
+        line.push_str(
+            " (permission denied by the user's ACL: `redlock doctor` names the rule that \
+             grants it; the guide lists a least-privilege user)",
         );
     }
     line

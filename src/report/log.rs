@@ -135,6 +135,21 @@ pub fn error(event: &str, msg: &str, fields: &[(&str, Field)]) {
     emit(Level::Error, event, msg, fields);
 }
 
+/// A final error line that ends redlock with `exit` (busy, skipped, a signal while waiting, an
+/// unreadable lock): like every final error line, it carries the status as `exit`. Returns
+/// `exit`.
+pub fn ending(
+    event: &str,
+    msg: &str,
+    fields: &[(&str, Field)],
+    exit: crate::report::exit::Exit,
+) -> crate::report::exit::Exit {
+    let mut all: Vec<(&str, Field)> = fields.to_vec();
+    all.push(("exit", exit.code().into()));
+    emit(Level::Error, event, msg, &all);
+    exit
+}
+
 pub fn emit(level: Level, event: &str, msg: &str, fields: &[(&str, Field)]) {
     if !enabled(level) {
         return;

@@ -388,21 +388,17 @@ fn room_line(stderr: &str) -> Option<&str> {
         .find(|l| l.contains("runs as redlock's descendants"))
 }
 
-fn slice_or_skip(label: &str) -> Option<Slice> {
-    match Slice::new(label) {
-        Ok(slice) => Some(slice),
-        Err(why) => {
-            eprintln!("SKIPPED: this machine cannot arrange a cgroup hierarchy: {why}");
-            None
-        }
-    }
+/// The slice of a test that arranges cgroups. A machine that cannot arrange them (no cgroup v2
+/// hierarchy this user may write) fails the test saying so: a skipped test would pass unseen.
+fn slice_for(label: &str) -> Slice {
+    Slice::new(label).unwrap_or_else(|why| {
+        panic!("this machine cannot arrange a cgroup v2 hierarchy, which the test needs: {why}")
+    })
 }
 
 #[test]
 fn a_delegated_unit_gives_the_command_a_cgroup_inside_it_and_stops_through_redlock() {
-    let Some(slice) = slice_or_skip("delegated") else {
-        return;
-    };
+    let slice = slice_for("delegated");
     // Delegate=yes: the unit's cgroup is redlock's to make cgroups in.
     let unit = slice.make("report-daily.service");
     let stderr = stop_like_systemd(&slice, &unit, Room::SlotBelow(&unit), "auto");
@@ -411,9 +407,7 @@ fn a_delegated_unit_gives_the_command_a_cgroup_inside_it_and_stops_through_redlo
 
 #[test]
 fn a_unit_without_delegation_keeps_the_command_among_redlocks_descendants() {
-    let Some(slice) = slice_or_skip("undelegated") else {
-        return;
-    };
+    let slice = slice_for("undelegated");
     let unit = slice.make("report-daily.service");
     stop_like_systemd(&slice, &unit, Room::Descendants(&unit), "descendants");
     assert!(
@@ -456,15 +450,10 @@ fn controller_for(slice: &Slice) -> Result<String, String> {
 
 #[test]
 fn with_controllers_enabled_in_the_unit_redlock_in_its_leaf_keeps_the_command_inside() {
-    let Some(slice) = slice_or_skip("controllers") else {
-        return;
-    };
+    let slice = slice_for("controllers");
     let controller = match controller_for(&slice) {
         Ok(c) => c,
-        Err(why) => {
-            eprintln!("SKIPPED: {why}");
-            return;
-        }
+        Err(why) => panic!("this machine offers no controller the test can enable: {why}"),
     };
     // The slice and the delegated unit pass the controller down; with it enabled, the unit
     // may not hold processes itself, so systemd (DelegateSubgroup=supervisor) or a wrapper
@@ -489,19 +478,15 @@ fn with_controllers_enabled_in_the_unit_redlock_in_its_leaf_keeps_the_command_in
 fn a_domain_controller_cannot_be_enabled_where_redlock_runs() {
     // Why redlock never meets a domain controller enabled in its own cgroup (tree.rs): the
     // kernel refuses to enable one in a cgroup that holds a process.
-    let Some(slice) = slice_or_skip("refused") else {
-        return;
-    };
+    let slice = slice_for("refused");
     let controller = match controller_for(&slice) {
         Ok(c) => c,
-        Err(why) => {
-            eprintln!("SKIPPED: {why}");
-            return;
-        }
+        Err(why) => panic!("this machine offers no controller the test can enable: {why}"),
     };
     if ["cpu", "cpuset", "pids", "perf_event"].contains(&controller.as_str()) {
-        eprintln!("SKIPPED: the controller offered here, {controller}, is a threaded one");
-        return;
+        panic!(
+            "the controller offered here, {controller}, is a threaded one: the test needs a domain one"
+        );
     }
     write_control(
         &slice.dir.join("cgroup.subtree_control"),
@@ -535,9 +520,7 @@ fn a_domain_controller_cannot_be_enabled_where_redlock_runs() {
 
 #[test]
 fn in_a_thread_root_redlock_says_why_the_command_gets_no_cgroup_and_still_stops_it_all() {
-    let Some(slice) = slice_or_skip("threaded") else {
-        return;
-    };
+    let slice = slice_for("threaded");
     // A threaded child makes the unit a thread root ("domain threaded"), as threaded
     // controllers (pids, cpu) enabled beside its processes do: a new child of it is "domain
     // invalid" and cannot hold the command.

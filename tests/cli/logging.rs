@@ -119,6 +119,7 @@ fn quiet_prints_only_the_final_error_line_as_json() {
     assert_eq!(events.len(), 1, "{outcome}");
     assert_eq!(events[0].str("level"), "error");
     assert_eq!(events[0].str("event"), "busy");
+    assert_eq!(events[0].int("exit"), 75, "{outcome}");
     held.close_stdin();
     held.exits_with(0);
 }

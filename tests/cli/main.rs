@@ -21,6 +21,7 @@ mod integrity;
 mod logging;
 mod many_locks;
 mod metrics;
+mod mistakes;
 mod model;
 mod nested;
 mod once;

@@ -159,7 +159,7 @@ pub fn take<'a>(
         Taken::Interrupted(sig) => return Ok(Took::Refused(wait::interrupted(sig, keys))),
         // The last replacer to arrive is the one that runs: a later one took this one's turn.
         Taken::Superseded(by) => {
-            log::error(
+            return Ok(Took::Refused(log::ending(
                 "superseded",
                 &format!(
                     "{}: a later --replace ({by}) superseded this one before it ran; not running \
@@ -167,8 +167,8 @@ pub fn take<'a>(
                     keys.lock
                 ),
                 &[("key", (&keys.lock).into())],
-            );
-            return Ok(Took::Refused(Exit::Replaced));
+                Exit::Replaced,
+            )));
         }
     };
     log::info(
@@ -211,10 +211,10 @@ fn refused(plan: &Plan, event: &str, msg: &str) -> Exit {
     let fields = [("key", (&plan.keys.lock).into())];
     if code == 0 {
         log::warn(event, msg, &fields);
+        Exit::Busy(code)
     } else {
-        log::error(event, msg, &fields);
+        log::ending(event, msg, &fields, Exit::Busy(code))
     }
-    Exit::Busy(code)
 }
 
 /// How a held run ended, before the release: what the release records and how the run's
@@ -254,15 +254,15 @@ impl Ending {
     pub fn verdict(self, keys: &crate::lock::keys::Keys, released: Option<bool>) -> Result<Exit> {
         let (end, exit) = match self.verdict {
             Verdict::Signal(sig) => {
-                log::error(
+                return Ok(log::ending(
                     "interrupted",
                     &format!(
                         "{} before the command started; lock released",
                         signals::name(sig)
                     ),
                     &[],
-                );
-                return Ok(Exit::Signal(sig));
+                    Exit::Signal(sig),
+                ));
             }
             Verdict::NotStarted(err) => return Err(err),
             Verdict::Ran { end, exit } => (end, exit),

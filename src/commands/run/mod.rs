@@ -82,12 +82,14 @@ fn once_per(ctx: &Context, args: &RunArgs) -> Result<Option<lock::Once>> {
 fn max_waiters(args: &RunArgs) -> Result<Option<u32>> {
     match (args.max_waiters, args.wait) {
         (None, _) => Ok(None),
-        (Some(_), None) => Err(usage(
-            "--max-waiters needs --wait (it limits how many runs wait for the key)",
-        )),
-        (Some(0), Some(_)) => Err(usage(
-            "--max-waiters must be at least 1 (a run that must not queue is a run without --wait)",
-        )),
+        (Some(_), None) => Err(usage(format!(
+            "{} needs --wait (it limits how many runs wait for the key)",
+            crate::cli::named("max-waiters")
+        ))),
+        (Some(0), Some(_)) => Err(usage(format!(
+            "{} must be at least 1 (a run that must not queue is a run without --wait)",
+            crate::cli::named("max-waiters")
+        ))),
         (Some(n), Some(_)) => Ok(Some(n)),
     }
 }

@@ -212,24 +212,23 @@ impl Shown {
             let _ = log::stdout(&end);
         }
         if let Some(failed) = self.unreadable {
-            log::error("unreadable", &failed.text, &[]);
-            return failed.exit;
+            return log::ending("unreadable", &failed.text, &[], failed.exit);
         }
         if self.unknown {
-            log::error(
+            return log::ending(
                 "unavailable",
                 "the quorum cannot tell whether a lock is held: too many nodes did not answer",
                 &[],
+                Exit::Unavailable,
             );
-            return Exit::Unavailable;
         }
         if self.wrong_type {
-            log::error(
+            return log::ending(
                 "wrong_type",
                 "a key holds another type of value and is no lock; see the output above",
                 &[],
+                Exit::Config,
             );
-            return Exit::Config;
         }
         if self.all || self.all_held {
             Exit::Success

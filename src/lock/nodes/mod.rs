@@ -28,9 +28,8 @@ use anyhow::{Result, anyhow};
 use crate::lock;
 use crate::lock::keys::{self, Keys};
 use crate::redis::server::{Conn, Server, set_timeouts};
-use crate::redis::tls::{explain_tls, maybe_tls};
 use crate::report::error::{
-    classify, fail, is_dropped, is_readonly, is_server_reply, is_timeout, render, usage,
+    classify, fail, is_readonly, is_server_reply, is_timeout, render, usage,
 };
 use crate::report::exit::Exit;
 
@@ -124,28 +123,13 @@ impl Node {
         Ok(con)
     }
 
-    /// A TLS handshake that failed becomes one plain line (still 69); a plain `redis://` server
-    /// that hangs up at the first request may be a TLS port, and the error says so. A TLS server's plain
-    /// port shows up as the handshake timing out (when connecting to one server, with the
-    /// first request through a cluster): the error stays a timeout (a timed-out acquire is
-    /// undone), with the likely cause added.
+    /// An error in plain words (`Server::explain`): a TLS handshake that failed is one plain
+    /// line (still 69); a refused connection, an unknown host, a refused password say so; a
+    /// plain `redis://` server that hangs up before its first answer may be a TLS port, and a
+    /// TLS server's plain port shows up as the handshake timing out. A timeout stays a timeout
+    /// underneath the words (a timed-out acquire is undone).
     fn explain(&self, err: anyhow::Error, answered: bool) -> anyhow::Error {
-        let Some(target) = self.server.tls_target() else {
-            if !answered && self.server.name().starts_with("redis://") && is_dropped(&err) {
-                return err.context(maybe_tls(self.server.name(), "rediss://"));
-            }
-            return err;
-        };
-        if let Some(text) = explain_tls(&err, target) {
-            return fail(Exit::Unavailable, text);
-        }
-        if !answered && is_timeout(&err) && !is_server_reply(&err) {
-            return err.context(format!(
-                "{} gave no TLS answer (is it the plain port? use redis:// or the tls-port)",
-                target.address
-            ));
-        }
-        err
+        self.server.explain(err, self.timeout, answered)
     }
 }
 

@@ -483,7 +483,7 @@ fn now_us() -> i64 {
 
 /// Says that a signal ended the wait, and returns the status for it (128+N).
 pub fn interrupted(sig: libc::c_int, keys: &Keys) -> crate::report::exit::Exit {
-    crate::report::log::error(
+    crate::report::log::ending(
         "interrupted",
         &format!(
             "{} while waiting for {}; nothing held",
@@ -491,8 +491,8 @@ pub fn interrupted(sig: libc::c_int, keys: &Keys) -> crate::report::exit::Exit {
             keys.names()
         ),
         &[],
-    );
-    crate::report::exit::Exit::Signal(sig)
+        crate::report::exit::Exit::Signal(sig),
+    )
 }
 
 /// A random duration in [lo, hi), from the OS random source.
