@@ -151,8 +151,7 @@ pub struct RunArgs {
     #[arg(
         long,
         env = "REDLOCK_RETRY_FAILED",
-        help_heading = BUSY_HEADING,
-        hide_short_help = true
+        help_heading = BUSY_HEADING
     )]
     pub retry_failed: bool,
 

@@ -291,9 +291,18 @@ impl Server {
         {
             return fail(Exit::Unavailable, text);
         }
-        let address = self.address().unwrap_or_else(|| self.name.clone());
+        // Through Sentinel, a failure of the master's connection is the master's: name the
+        // master the sentinel pointed at (sentinel.rs words it), not the sentinel's URL.
+        let master = self.is_sentinel().then(|| master_named(&err)).flatten();
+        let (name, address) = match &master {
+            Some(named) => (named.clone(), named.clone()),
+            None => (
+                self.name.clone(),
+                self.address().unwrap_or_else(|| self.name.clone()),
+            ),
+        };
         let dialled = Dialled {
-            name: &self.name,
+            name: &name,
             address: &address,
             tls: self.is_tls(),
             timeout,
@@ -507,4 +516,19 @@ pub fn set_timeouts(con: &Conn, timeout: Duration) -> Result<()> {
             Ok(())
         }
     }
+}
+
+/// The master a sentinel named, as `sentinel.rs` words it in `err`'s chain ("the master
+/// HOST:PORT that sentinel … names for SERVICE").
+fn master_named(err: &anyhow::Error) -> Option<String> {
+    err.chain().find_map(|cause| {
+        let text = cause.to_string();
+        let at = text.find("the master ")?;
+        let named = &text[at..];
+        let end = named.find(" names for ")? + " names for ".len();
+        let service_end = named[end..]
+            .find(|c: char| c.is_whitespace() || c == ':')
+            .map_or(named.len(), |i| end + i);
+        Some(named[..service_end].to_string())
+    })
 }

@@ -188,7 +188,7 @@ fn the_main_page_has_the_exit_status_table_environment_and_examples() {
     }
     let examples = plain(section(&page, "EXAMPLES"));
     for example in [
-        "* * * * redlock run",
+        "* * * * /usr/local/bin/redlock -q run",
         "--conflict-exit-code 0",
         " -c '",
         "redlock acquire",

@@ -289,8 +289,8 @@ fn a_hung_master_is_named_when_the_lookup_runs_out_of_time() {
         .args(["run", "--key", "job", "--ttl", "2s", "-c", "echo started"])
         .exits_with(69)
         .error_mentions(&[&format!(
-            "the master 127.0.0.1:{} that sentinel 127.0.0.1:{} names for mymaster did not \
-             answer",
+            "the master 127.0.0.1:{} that sentinel 127.0.0.1:{} names for mymaster took the \
+             connection but did not answer",
             sentinel.master().port(),
             sentinel.port()
         )])

@@ -127,10 +127,12 @@ pub(super) fn prose(sub: Option<&str>) -> Prose {
             examples: &[
                 (
                     "The same crontab on every host: exactly one host runs the job each time, \
-                     and a crashed host frees the lock within a minute.",
+                     the others exit 0 and print nothing (cron mails any output), and a crashed \
+                     host frees the lock within a minute. Cron's PATH is /usr/bin:/bin: name the \
+                     binary by its path.",
                     "REDLOCK_URL=redis://locks.internal:6379\n\
                      REDLOCK_PASSWORD_FILE=/etc/redlock/password\n\
-                     */10 * * * * redlock run --key billing-sync --ttl 1m -- /usr/local/bin/billing-sync",
+                     */10 * * * * /usr/local/bin/redlock -q run --key billing-sync --ttl 1m --conflict-exit-code 0 -- /usr/local/bin/billing-sync",
                 ),
                 (
                     "Count a run skipped because another host holds the lock as a success \
@@ -199,12 +201,14 @@ pub(super) fn prose(sub: Option<&str>) -> Prose {
             ],
             examples: &[
                 (
-                    "A crontab line for every host; the others exit 75 while one runs the job:",
-                    "*/10 * * * * redlock run --key billing-sync --ttl 1m -- /usr/local/bin/billing-sync",
+                    "A crontab line for every host; the others exit 75 while one runs the job \
+                     (cron's PATH is /usr/bin:/bin: name the binary by its path):",
+                    "*/10 * * * * /usr/local/bin/redlock run --key billing-sync --ttl 1m -- /usr/local/bin/billing-sync",
                 ),
                 (
-                    "The same, counting a skipped run as success:",
-                    "*/10 * * * * redlock run --key billing-sync --ttl 1m --conflict-exit-code 0 -- /usr/local/bin/billing-sync",
+                    "The same, counting a skipped run as success and printing nothing for it, \
+                     so that cron mails nobody:",
+                    "*/10 * * * * /usr/local/bin/redlock -q run --key billing-sync --ttl 1m --conflict-exit-code 0 -- /usr/local/bin/billing-sync",
                 ),
                 (
                     "A shell command, waiting up to five minutes for the lock:",
@@ -214,7 +218,7 @@ pub(super) fn prose(sub: Option<&str>) -> Prose {
                     "Run each tick of a schedule once even when the hosts' clocks differ by \
                      seconds: the lock stays taken for four minutes, so a host whose clock lags \
                      finds it busy, and is free again for the next tick.",
-                    "*/5 * * * * redlock run --key heartbeat-mail --ttl 30s --hold-at-least 4m -- send-heartbeat",
+                    "*/5 * * * * /usr/local/bin/redlock -q run --key heartbeat-mail --ttl 30s --hold-at-least 4m --conflict-exit-code 0 -- send-heartbeat",
                 ),
                 (
                     "A rolling restart across hosts: at most two hosts restart at once, each \
