@@ -53,7 +53,10 @@
 //!    instructions the server executes per run, redlock's, the floor's and a busy refusal's, with
 //!    redis-server under callgrind (when valgrind is installed: exact counts, which show what a
 //!    change to the scripts does where the CPU time moves by a quarter between runs); memory per
-//!    idle lock and keys without a TTL; waiters' CPU and connections; and a herd of 500.
+//!    idle lock and keys without a TTL; waiters' CPU, commands (every command the server runs,
+//!    the scripts' own included) and connections, at 10, 300 and 1,000 waiters behind a holder
+//!    that renews (target: ≤ 30 us per waiter per second, and a command rate per waiter that
+//!    does not grow with the queue); and a herd of 500.
 //!
 //! 10. **Many locks.** `status --all`, `status --all --json`, `metrics --all` and `log --all`
 //!     over 10,000 and then 100,000 idle locks (copies of a real run's records, made by a script
@@ -100,8 +103,11 @@ const DEAD_HEAD_RUNS: usize = 20;
 const BILL_PAIRS: usize = 16;
 const BILL_BLOCK_RUNS: usize = 50;
 const IDLE_LOCKS: usize = 2000;
-const BILL_WAITERS: [usize; 3] = [10, 100, 1000];
-const BILL_WINDOW: Duration = Duration::from_secs(5);
+const BILL_WAITERS: [usize; 3] = [10, 300, 1000];
+const BILL_WINDOW: Duration = Duration::from_secs(10);
+/// The waiters' holder: a realistic TTL, renewed every third of it while the waiters wait, so
+/// that the front of the queue follows an expiry that keeps moving.
+const BILL_HOLDER_TTL: &str = "5s";
 const HERD: usize = 500;
 const MANY_LOCKS: [usize; 2] = [10_000, 100_000];
 const MANY_LISTINGS: [&str; 4] = [
@@ -194,11 +200,17 @@ fn main() {
 
     println!("Summary (targets; reported only, the bench exits 0 either way)");
     #[rustfmt::skip]
-    let (cpu_ratio, idle_bytes, untimed, waiter_cpu) = match bill {
-        Some(b) => (Some(b.cpu_ratio), Some(b.idle_bytes), Some(b.untimed), Some(b.waiter_cpu)),
-        None => (None, None, None, None),
+    let (cpu_ratio, idle_bytes, untimed, waiter_cpu, waiter_growth) = match bill {
+        Some(b) => (
+            Some(b.cpu_ratio),
+            Some(b.idle_bytes),
+            Some(b.untimed),
+            Some(b.waiter_cpu),
+            Some(b.waiter_commands_growth),
+        ),
+        None => (None, None, None, None, None),
     };
-    let rows: [Target; 14] = [
+    let rows: [Target; 15] = [
         (
             "start-up redlock/flock (TCP, medians)",
             ratio,
@@ -292,6 +304,13 @@ fn main() {
             " us",
             "<= 30 us",
             |v| v <= 30.0,
+        ),
+        (
+            "commands per waiter per second, most/fewest waiters",
+            waiter_growth,
+            "",
+            "<= 1.1",
+            |v| v <= 1.1,
         ),
     ];
     for (name, value, unit, target, meets) in rows {
@@ -1082,6 +1101,8 @@ struct Bill {
     idle_bytes: f64,
     untimed: f64,
     waiter_cpu: f64,
+    /// Commands per waiter per second at the most waiters, over that at the fewest.
+    waiter_commands_growth: f64,
 }
 
 /// CPU time redis-server's main thread has used, in ns.
@@ -1178,31 +1199,55 @@ fn bill(server: &Server) -> Res<Bill> {
     );
     ctl.cmd(&["FLUSHALL"])?;
 
-    // Waiters: CPU per waiter per second and connections, while they wait. The idle server's
-    // own upkeep moves by a few hundred us/s from one window to the next, which swamps a few
-    // waiters: the smaller counts are measured in several rounds, and the median taken.
-    let mut worst_waiter = 0.0f64;
+    // Waiters: CPU and commands per waiter per second, and connections, while they wait behind
+    // a holder that renews. The idle server's own upkeep moves by a few hundred us/s from one
+    // window to the next, which swamps a few waiters: the smaller counts are measured in
+    // several rounds, and the median taken. Commands are every command the server runs (the
+    // scripts' own included), beyond the holder's renewals and the bench's own INFO.
+    let (mut worst_waiter, mut commands_at) = (0.0f64, Vec::new());
     for waiters in BILL_WAITERS {
         let rounds = if waiters < 100 { 5 } else { 1 };
-        let mut per_waiter = Vec::new();
+        let (mut per_waiter, mut per_waiter_commands, mut per_waiter_attempts) =
+            (Vec::new(), Vec::new(), Vec::new());
         for round in 0..rounds {
-            let (cpu, connections, all_ran) =
-                waiters_round(server, &mut ctl, &url, waiters, round)?;
-            per_waiter.push(cpu);
+            let w = waiters_round(server, &mut ctl, &url, waiters, round)?;
+            per_waiter.push(w.cpu);
+            per_waiter_commands.push(w.commands);
+            per_waiter_attempts.push(w.attempts);
             if round + 1 == rounds {
-                per_waiter.sort_by(f64::total_cmp);
+                for v in [
+                    &mut per_waiter,
+                    &mut per_waiter_commands,
+                    &mut per_waiter_attempts,
+                ] {
+                    v.sort_by(f64::total_cmp);
+                }
                 let cpu = percentile(&per_waiter, 50.0).max(0.0);
+                let commands = percentile(&per_waiter_commands, 50.0);
                 println!(
-                    "   {waiters:>5} waiters: {cpu:.1} us of server CPU per waiter per second (median of {rounds} round(s), beyond the server without them); {connections:.2} connections per waiter"
+                    "   {waiters:>5} waiters behind a --ttl {BILL_HOLDER_TTL} holder that renews: {cpu:.1} us of server CPU and {commands:.2} commands ({:.3} attempts) per waiter per second (median of {rounds} round(s), beyond the server and the holder without them); {:.2} connections per waiter",
+                    percentile(&per_waiter_attempts, 50.0),
+                    w.connections
                 );
                 println!(
                     "          then all {waiters} ran, one after another, in {:.2} s",
-                    all_ran.as_secs_f64()
+                    w.all_ran.as_secs_f64()
                 );
                 worst_waiter = worst_waiter.max(cpu);
+                commands_at.push(commands);
             }
         }
     }
+    // The queue's length must not raise a waiter's rate: the most waiters' against the fewest.
+    let commands_growth = match (commands_at.first(), commands_at.last()) {
+        (Some(&few), Some(&many)) if few > 0.0 => many / few,
+        _ => f64::NAN,
+    };
+    println!(
+        "   commands per waiter per second at {} waiters against {}: {commands_growth:.2}x",
+        BILL_WAITERS[BILL_WAITERS.len() - 1],
+        BILL_WAITERS[0]
+    );
 
     // A herd: contenders started together, without --wait; the one that takes the lock holds
     // it for 3 s, so every other finds it held.
@@ -1253,6 +1298,7 @@ fn bill(server: &Server) -> Res<Bill> {
         idle_bytes,
         untimed: keys - expiring,
         waiter_cpu: worst_waiter,
+        waiter_commands_growth: commands_growth,
     })
 }
 
@@ -1277,27 +1323,66 @@ fn holding(url: &str, key: &str, ttl: &str) -> Res<Guard> {
     Ok(holder)
 }
 
-/// One round of section 9's waiters: `waiters` queued behind a holder for `BILL_WINDOW`, the
-/// server's CPU rate with them against the rate just before they came (per waiter, us/s), the
-/// connections per waiter, and how long all took to run once the holder let go.
+/// What one round of section 9's waiters measured, per waiter.
+struct WaitersRound {
+    /// Server CPU, us per waiter per second.
+    cpu: f64,
+    /// Commands the server ran (`total_commands_processed`, the scripts' own included) per
+    /// waiter per second.
+    commands: f64,
+    /// Attempts (`EVALSHA`) per waiter per second.
+    attempts: f64,
+    /// Connections per waiter.
+    connections: f64,
+    /// How long all took to run once the holder let go.
+    all_ran: Duration,
+}
+
+/// The server's counters a waiters round reads around its windows: main-thread CPU (ns),
+/// commands run, EVALSHA calls, and when they were read.
+fn bill_counters(server: &Server, ctl: &mut Conn) -> Res<(u64, f64, f64, Instant)> {
+    let cpu = server_cpu_ns(server)?;
+    let commands: f64 = info_field(ctl, "stats", "total_commands_processed")?
+        .parse()
+        .map_err(text)?;
+    // cmdstat_evalsha:calls=N,usec=…
+    let evalsha = info_field(ctl, "commandstats", "cmdstat_evalsha")
+        .ok()
+        .and_then(|v| v.strip_prefix("calls=")?.split(',').next()?.parse().ok())
+        .unwrap_or(0.0);
+    Ok((cpu, commands, evalsha, Instant::now()))
+}
+
+/// One round of section 9's waiters: `waiters` queued behind a holder that renews (TTL
+/// `BILL_HOLDER_TTL`) for `BILL_WINDOW`; the server's CPU and command rates with them against
+/// the rates with the holder alone just before they came, per waiter; the connections per
+/// waiter, and how long all took to run once the holder let go.
 fn waiters_round(
     server: &Server,
     ctl: &mut Conn,
     url: &str,
     waiters: usize,
     round: usize,
-) -> Res<(f64, f64, Duration)> {
+) -> Res<WaitersRound> {
     let key = format!("bench:waiters:{waiters}:{round}");
-    let mut holder = holding(url, &key, "30s")?;
+    let mut holder = holding(url, &key, BILL_HOLDER_TTL)?;
     let clients_before: f64 = info_field(ctl, "clients", "connected_clients")?
         .parse()
         .map_err(text)?;
-    // The server's own upkeep (its cron) and the holder, without waiters.
-    let idle_before = server_cpu_ns(server)?;
-    let idle_started = Instant::now();
-    sleep(BILL_WINDOW);
-    let idle_rate =
-        (server_cpu_ns(server)? - idle_before) as f64 / 1e3 / idle_started.elapsed().as_secs_f64();
+    // The server's own upkeep (its cron), the holder's renewals and these readings, without
+    // waiters.
+    let rates = |server: &Server, ctl: &mut Conn| -> Res<(f64, f64, f64)> {
+        let (cpu, commands, evalsha, at) = bill_counters(server, ctl)?;
+        sleep(BILL_WINDOW);
+        let (cpu2, commands2, evalsha2, at2) = bill_counters(server, ctl)?;
+        let secs = (at2 - at).as_secs_f64();
+        Ok((
+            (cpu2 - cpu) as f64 / 1e3 / secs,
+            (commands2 - commands) / secs,
+            (evalsha2 - evalsha) / secs,
+        ))
+    };
+    let idle = rates(server, ctl)?;
     let mut guards = Vec::new();
     for _ in 0..waiters {
         let mut w = redlock(
@@ -1320,12 +1405,11 @@ fn waiters_round(
         }
         sleep(Duration::from_millis(20));
     }
-    sleep(Duration::from_secs(1));
-    let before = server_cpu_ns(server)?;
-    let started = Instant::now();
-    sleep(BILL_WINDOW);
-    let rate = (server_cpu_ns(server)? - before) as f64 / 1e3 / started.elapsed().as_secs_f64();
-    let per_waiter = (rate - idle_rate) / waiters as f64;
+    // Past every waiter's first blocked attempt (a waiter away from the front of a held lock
+    // tries again every 5 s), so the window sees the steady pace.
+    sleep(Duration::from_secs(6));
+    let busy = rates(server, ctl)?;
+    let per = |with: f64, without: f64| (with - without) / waiters as f64;
     let clients: f64 = info_field(ctl, "clients", "connected_clients")?
         .parse()
         .map_err(text)?;
@@ -1344,7 +1428,13 @@ fn waiters_round(
             return Err(format!("a waiter ended with {status}"));
         }
     }
-    Ok((per_waiter, connections, all_started.elapsed()))
+    Ok(WaitersRound {
+        cpu: per(busy.0, idle.0),
+        commands: per(busy.1, idle.1),
+        attempts: per(busy.2, idle.2),
+        connections,
+        all_ran: all_started.elapsed(),
+    })
 }
 
 // ---------------------------------------------------------------------------------------------
