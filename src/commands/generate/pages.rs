@@ -131,7 +131,7 @@ pub(super) fn prose(sub: Option<&str>) -> Prose {
                      host frees the lock within a minute. Cron's PATH is /usr/bin:/bin: name the \
                      binary by its path.",
                     "REDLOCK_URL=redis://locks.internal:6379\n\
-                     REDLOCK_PASSWORD_FILE=/etc/redlock/password\n\
+                     REDLOCK_PASSWORD_FILE=/etc/redlock/pass\n\
                      */10 * * * * /usr/local/bin/redlock -q run --key billing-sync --ttl 1m --conflict-exit-code 0 -- /usr/local/bin/billing-sync",
                 ),
                 (
@@ -336,7 +336,7 @@ pub(super) fn prose(sub: Option<&str>) -> Prose {
             examples: &[
                 (
                     "Check the server cron jobs use, as the user they use:",
-                    "REDLOCK_URL=redis://cron@locks.internal:6379 REDLOCK_PASSWORD_FILE=/etc/redlock/password redlock doctor",
+                    "REDLOCK_URL=redis://cron@locks.internal:6379 REDLOCK_PASSWORD_FILE=/etc/redlock/pass redlock doctor",
                 ),
                 (
                     "A server without persistence, where a restart would forget every lock:",
