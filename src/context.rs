@@ -86,15 +86,18 @@ impl Context {
             ));
         }
         // A server named twice would be counted twice: said here when the URLs show it (the
-        // same host and port, or socket), before anything is contacted; other ways of naming
-        // one server twice are found by what the servers are when the nodes connect
-        // (`lock::nodes`).
+        // same host and port, or socket) or their names resolve to one address (`localhost`
+        // and `127.0.0.1`), before anything is contacted, so a server that is slow to answer
+        // cannot slip through; other ways of naming one server twice (a socket and its port)
+        // are found by what the servers are when the nodes connect (`lock::nodes`).
         if servers.len() > 1 {
+            let resolved: Vec<Vec<std::net::SocketAddr>> = servers.iter().map(resolve).collect();
             for (i, server) in servers.iter().enumerate() {
-                if let Some(twin) = servers[..i]
-                    .iter()
-                    .find(|s| s.address().is_some() && s.address() == server.address())
-                {
+                if let Some(twin) = servers[..i].iter().enumerate().find_map(|(j, s)| {
+                    let same_text = s.address().is_some() && s.address() == server.address();
+                    let same_address = resolved[j].iter().any(|a| resolved[i].contains(a));
+                    (same_text || same_address).then_some(s)
+                }) {
                     return Err(usage(format!(
                         "{} and {} are one Redis server: a quorum counts each server once, so \
                          give independent servers, each once",
@@ -237,4 +240,26 @@ mod tests {
             ]
         );
     }
+}
+
+/// The addresses a TCP server's host and port resolve to (none for a socket, or a name that
+/// does not resolve: that node then fails as unreachable, as it would anyway).
+fn resolve(server: &Server) -> Vec<std::net::SocketAddr> {
+    use std::net::ToSocketAddrs;
+    server
+        .address()
+        .filter(|a| !a.starts_with('/'))
+        .and_then(|a| a.to_socket_addrs().ok())
+        .map_or_else(Vec::new, |addrs| {
+            addrs
+                .map(|a| match a {
+                    // ::ffff:127.0.0.1 is 127.0.0.1.
+                    std::net::SocketAddr::V6(v6) => match v6.ip().to_ipv4_mapped() {
+                        Some(v4) => std::net::SocketAddr::from((v4, v6.port())),
+                        None => a,
+                    },
+                    a => a,
+                })
+                .collect()
+        })
 }

@@ -358,6 +358,10 @@ fn acquire_call(
             replacer.map_or(String::new(), str::to_string),
             sent_ms,
         ]);
+        if once.is_some() || replacer.is_some() {
+            let waits = replacer.is_some() && queue.is_some_and(|q| q.waits);
+            args.push(if waits { "1" } else { "" }.to_string());
+        }
     }
     if once.is_some() || replacer.is_some() {
         names.push(keys.once.clone());

@@ -210,6 +210,8 @@ pub struct Queueing<'a> {
     pub max_waiters: Option<u32>,
     /// `--replace`: ask the exclusive holder to stop, as this (who asks, in words).
     pub replace: Option<&'a str>,
+    /// The run waits with `--wait` (a replacer without it waits only for a holder it asked).
+    pub waits: bool,
     /// `None` for the waiter's first attempt, which takes a free lock outright. A later one
     /// (the waiter queued) is granted the lock only provisionally, and carries when it was
     /// sent on the server's clock as the waiter reckons it (`Some(None)`: not known), from

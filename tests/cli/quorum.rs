@@ -948,6 +948,22 @@ fn localhost_and_127_0_0_1_of_one_port_are_refused_by_every_subcommand_that_writ
 }
 
 #[test]
+fn names_that_resolve_to_one_address_are_refused_even_while_that_server_does_not_answer() {
+    // The server is frozen: it cannot say who it is, so only the names can tell.
+    let (a, b, c) = (
+        RedisServer::start(),
+        RedisServer::start(),
+        RedisServer::start(),
+    );
+    let by_name = format!("redis://localhost:{}", a.port());
+    let short = format!("redis://127.1:{}", a.port());
+    let urls = [a.url(), by_name.clone(), short, b.url(), c.url()];
+    a.pause();
+    refused_as_one_server(&urls, RUN, [&a.url(), &by_name], &[&b, &c]);
+    a.resume();
+}
+
+#[test]
 fn a_servers_unix_socket_and_its_tcp_port_are_one_server() {
     let (a, b) = (RedisServer::start(), RedisServer::start());
     let urls = [a.unix_url(), b.url(), a.url()];

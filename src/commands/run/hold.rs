@@ -137,6 +137,8 @@ pub fn take<'a>(
                 _ => String::new(),
             };
             let waited = match (plan.args.replace, busy.replacing) {
+                // Kept out of a full queue, it asked nobody.
+                (true, false) if busy.full.is_some() => waited,
                 (true, false) => format!(
                     "{waited}; --replace does not apply: the holder said --no-replace, took the \
                      lock with `redlock acquire` or another client, or holds it shared, or the \

@@ -17,7 +17,7 @@
 --         the holder record keeps it as 'who'
 -- ARGV[5] 'no' when --replace may not ask this holder to stop (--no-replace, `redlock
 --         acquire`), '' (or none) otherwise
--- ARGV[6..15], given by a run that waits, shares, runs once per window or replaces (none
+-- ARGV[6..16], given by a run that waits, shares, runs once per window or replaces (none
 -- otherwise, which is read as ''):
 -- ARGV[6] the waiter's ticket ('' when not waiting)   ARGV[7] its arrival ('' for the server's
 --         clock in µs)   ARGV[8] who waits or holds a shared lease (record.rs writes it; ''
@@ -32,7 +32,9 @@
 --          replacing; see below)
 -- ARGV[15] when a waiter's later attempt was sent, on the server's clock as the waiter reckons
 --          it ('' for now): its entry's life counts from there (queue.lua, lapse_at)
--- ARGV[16..] (--once-per) the holder's identity as field/value pairs (record.rs writes them),
+-- ARGV[16] '1' when a replacer waits with --wait ('' otherwise; given with --once-per or
+--          --replace)
+-- ARGV[17..] (--once-per) the holder's identity as field/value pairs (record.rs writes them),
 --          for the window's record
 -- The holder record is started, ttl, fence, who (and replace=no); a renewal adds renewed, a
 -- kept release finished, a replacer stop. The release channel is the queue's key with
@@ -65,15 +67,16 @@
 -- (extend.lua), and who asked is pushed to the holder's stop list, on which its heartbeat waits
 -- between renewals, so it learns at once. A holder whose record says replace=no (--no-replace,
 -- `redlock acquire`), one without a record (a foreign client), shared or slotted holders, and a
--- paused key are not asked: the replacer is a plain busy run. A replacer that asked (or found
--- the holder already asked) queues ahead of every plain waiter, behind earlier replacers: its
--- arrival is moved 2^52 back (scores stay exact doubles). The last replacer to arrive runs: one
--- that joins supersedes the replacers queued before it, which end their wait (-3).
+-- paused key are not asked: the replacer is a plain busy run. A replacer that waits (--wait,
+-- or for a holder it asked or found asked) queues ahead of every plain waiter: its arrival is
+-- moved 2^52 back (scores stay exact doubles). The last replacer to arrive runs: one that
+-- joins supersedes the replacers queued before it, which end their wait (-3). A replacer kept
+-- out of a full queue (--max-waiters) asks nobody.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 -- Numbers go to redis.call as text written with %d (see audit.lua).
 local now_text = string.format('%d', now)
--- The options of a rare run (ARGV[6..15]); a run without them sends none.
+-- The options of a rare run (ARGV[6..16]); a run without them sends none.
 local ticket, arrival, waiting, shape = ARGV[6] or '', ARGV[7] or '', ARGV[8] or '', ARGV[9] or ''
 local every_text, retry_failed, grant = ARGV[10] or '', ARGV[11] or '', ARGV[12] or ''
 local max_waiters, replacer = ARGV[13] or '', ARGV[14] or ''

@@ -6,6 +6,9 @@ local RUNNING = 'running'
 -- ARGV[15]: when a waiter's later attempt was sent, on the server's clock as the waiter reckons
 -- it ('' for now): its entry's life counts from there (lapse_at, queue.lua).
 local sent_ms = tonumber(ARGV[15] or '')
+-- ARGV[16]: '1' when a replacer waits with --wait (it then queues as a replacer whatever the
+-- holder; without --wait it waits only for a holder it asked).
+local replacer_wait = ARGV[16] or ''
 local function confirmed(record)
   redis.call('HSET', record, 'outcome', RUNNING)
 end
@@ -147,7 +150,7 @@ if free and not pause then
       if provisional then taken = 'granted' end
       redis.call('HSET', KEYS[13], 'window', string.format('%d', window), 'every', every_text,
         'token', ARGV[1], 'fence', fence_text, 'started', now_text, 'outcome', taken, 'ended', '',
-        'exit', '', unpack(ARGV, 16))
+        'exit', '', unpack(ARGV, 17))
       redis.call('PEXPIRE', KEYS[13], string.format('%d', 2 * every))
     end
     if shape == '' then
@@ -180,8 +183,20 @@ if pttl == -2 and sharers > 0 then
   pttl = math.max(tonumber(first[2]) - now, 0)
 end
 if pause then counted('busy', 'reason=paused\31') else counted('busy', '') end
+local ahead, full = 0, 0
+-- --max-waiters N: a waiter not yet queued joins only while fewer than N live entries (not
+-- lapsed: a frozen waiter counts until its entry does) are queued.
+if ticket ~= '' and max_waiters ~= '' and joining then
+  -- ZRANGEBYSCORE, which the queue already needs, rather than ZCOUNT, which a least-privilege
+  -- user may not be granted; at most N entries are read.
+  local queued = #redis.call('ZRANGEBYSCORE', KEYS[6], '(' .. now_text, '+inf', 'LIMIT', '0', max_waiters)
+  if queued >= tonumber(max_waiters) then
+    ticket, full = '', queued
+  end
+end
+-- A replacer kept out of a full queue does not run, so it asks nobody to stop.
 local replacing = 0
-if replacer ~= '' and current and not pause then
+if replacer ~= '' and current and not pause and full == 0 then
   local r = redis.call('HMGET', KEYS[3], 'fence', 'replace', 'stop')
   if r[1] and r[2] ~= 'no' then
     replacing = 1
@@ -194,11 +209,12 @@ if replacer ~= '' and current and not pause then
     end
   end
 end
--- The last replacer to arrive is the one that runs: one joining the queue supersedes every
--- earlier replacer still waiting (queued ahead of plain waiters, at negative scores). Each is
--- taken out of the queue, marked in the waiters hash, and woken, so that its next attempt
--- ends its wait at once (-3, above).
-if replacing == 1 and joining then
+-- A replacer that waits — with --wait, or for the holder it asked — queues ahead of every
+-- plain waiter, and the last one to arrive is the one that runs: joining, it supersedes every
+-- earlier replacer still waiting (at negative scores). Each is taken out of the queue, marked
+-- in the waiters hash, and woken, so that its next attempt ends its wait at once (-3, above).
+local replacer_waits = replacer ~= '' and ticket ~= '' and (replacer_wait == '1' or replacing == 1)
+if replacer_waits and joining then
   for _, w in ipairs(redis.call('ZRANGEBYSCORE', KEYS[5], '-inf', '(0')) do
     if w ~= ticket then
       redis.call('ZREM', KEYS[5], w)
@@ -210,22 +226,11 @@ if replacing == 1 and joining then
     end
   end
 end
-local ahead, full = 0, 0
--- --max-waiters N: a waiter not yet queued joins only while fewer than N live entries (not
--- lapsed: a frozen waiter counts until its entry does) are queued.
-if ticket ~= '' and max_waiters ~= '' and joining then
-  -- ZRANGEBYSCORE, which the queue already needs, rather than ZCOUNT, which a least-privilege
-  -- user may not be granted; at most N entries are read.
-  local queued = #redis.call('ZRANGEBYSCORE', KEYS[6], '(' .. now_text, '+inf', 'LIMIT', '0', max_waiters)
-  if queued >= tonumber(max_waiters) then
-    ticket, full = '', queued
-  end
-end
 local life = 0
 if ticket ~= '' then
   local at = arrival
   if at == '' then at = string.format('%d', tonumber(t[1]) * 1000000 + tonumber(t[2])) end
-  if replacing == 1 then at = string.format('%d', tonumber(at) - 4503599627370496) end
+  if replacer_waits then at = string.format('%d', tonumber(at) - 4503599627370496) end
   redis.call('ZADD', KEYS[5], 'NX', at, ticket)
   ahead = redis.call('ZRANK', KEYS[5], ticket)
   -- An entry lives QUEUE_LIFE unrefreshed at the front of a lock that is free (the waiters

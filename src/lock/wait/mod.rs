@@ -151,6 +151,7 @@ pub fn take(
         arrival_us: nodes.is_quorum().then(now_us),
         max_waiters: req.max_waiters,
         replace: req.replace,
+        waits: wait.is_some(),
         later: None,
     });
     let mut waiter = Waiter::new(queue);

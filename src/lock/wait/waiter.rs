@@ -304,6 +304,7 @@ mod tests {
             arrival_us: None,
             max_waiters: None,
             replace: None,
+            waits: true,
             later: None,
         }
     }
