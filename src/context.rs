@@ -215,6 +215,28 @@ fn rejoin_urls(pieces: &[String]) -> Vec<String> {
     urls
 }
 
+/// The addresses a TCP server's host and port resolve to (none for a socket, or a name that
+/// does not resolve: that node then fails as unreachable, as it would anyway).
+fn resolve(server: &Server) -> Vec<std::net::SocketAddr> {
+    use std::net::ToSocketAddrs;
+    server
+        .address()
+        .filter(|a| !a.starts_with('/'))
+        .and_then(|a| a.to_socket_addrs().ok())
+        .map_or_else(Vec::new, |addrs| {
+            addrs
+                .map(|a| match a {
+                    // ::ffff:127.0.0.1 is 127.0.0.1.
+                    std::net::SocketAddr::V6(v6) => match v6.ip().to_ipv4_mapped() {
+                        Some(v4) => std::net::SocketAddr::from((v4, v6.port())),
+                        None => a,
+                    },
+                    a => a,
+                })
+                .collect()
+        })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -240,26 +262,4 @@ mod tests {
             ]
         );
     }
-}
-
-/// The addresses a TCP server's host and port resolve to (none for a socket, or a name that
-/// does not resolve: that node then fails as unreachable, as it would anyway).
-fn resolve(server: &Server) -> Vec<std::net::SocketAddr> {
-    use std::net::ToSocketAddrs;
-    server
-        .address()
-        .filter(|a| !a.starts_with('/'))
-        .and_then(|a| a.to_socket_addrs().ok())
-        .map_or_else(Vec::new, |addrs| {
-            addrs
-                .map(|a| match a {
-                    // ::ffff:127.0.0.1 is 127.0.0.1.
-                    std::net::SocketAddr::V6(v6) => match v6.ip().to_ipv4_mapped() {
-                        Some(v4) => std::net::SocketAddr::from((v4, v6.port())),
-                        None => a,
-                    },
-                    a => a,
-                })
-                .collect()
-        })
 }
