@@ -343,17 +343,7 @@ fn a_replaced_run_is_its_own_outcome_and_counted_in_metrics_and_its_metrics_file
         .args(["-c", child::HOLD])
         .spawn();
     holder.expect_line("ready");
-    let mut replacer = Redlock::new(&server)
-        .args([
-            "run",
-            "--key",
-            "job",
-            "--ttl",
-            "10s",
-            "--replace",
-            "--wait",
-            "30s",
-        ])
+    let mut replacer = Redlock::replacing(&server, "job")
         .args(["-c", child::HOLD])
         .spawn();
     holder.exits_with(79);

@@ -188,17 +188,7 @@ fn lost_lease_shows_last_run_lease_lost_and_counts_it() {
 fn a_replaced_run_shows_as_replaced_and_is_counted() {
     let server = RedisServer::start();
     let holder = hold(&server, "job", "10s");
-    Redlock::new(&server)
-        .args([
-            "run",
-            "--key",
-            "job",
-            "--ttl",
-            "10s",
-            "--replace",
-            "--wait",
-            "30s",
-        ])
+    Redlock::replacing(&server, "job")
         .args(["--", "sh", "-c", "exit 3"])
         .exits_with(3);
     holder.exits_with(79);
@@ -212,17 +202,7 @@ fn a_replaced_run_shows_as_replaced_and_is_counted() {
     assert_eq!(lock.int("counters.runs"), 2);
     // While the replacer runs, the replaced run is the last one.
     let holder = hold(&server, "job", "10s");
-    let mut replacer = Redlock::new(&server)
-        .args([
-            "run",
-            "--key",
-            "job",
-            "--ttl",
-            "10s",
-            "--replace",
-            "--wait",
-            "30s",
-        ])
+    let mut replacer = Redlock::replacing(&server, "job")
         .args(["-c", child::HOLD])
         .spawn();
     replacer.expect_line("ready");

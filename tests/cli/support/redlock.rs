@@ -50,6 +50,21 @@ pub struct Redlock {
 }
 
 impl Redlock {
+    /// `run --key KEY --ttl 10s --replace --wait 30s` on `server`: a deploy that replaces the
+    /// holder; its command follows (`-c`, or `--` and the command).
+    pub fn replacing(server: &RedisServer, key: &str) -> Redlock {
+        Redlock::new(server).args([
+            "run",
+            "--key",
+            key,
+            "--ttl",
+            "10s",
+            "--replace",
+            "--wait",
+            "30s",
+        ])
+    }
+
     /// `redlock --url redis://127.0.0.1:PORT` for `server`; add the subcommand and its flags.
     pub fn new(server: &RedisServer) -> Redlock {
         Redlock::without_url().args(["--url", &server.url()])
