@@ -169,6 +169,28 @@ pub fn is_definitive_error(err: &anyhow::Error) -> bool {
     redis_errors(err).any(is_definitive)
 }
 
+/// A lock operation (`doing`: "cannot acquire KEY") a script refused with WRONGTYPE: the lock
+/// key holds another type of value. Said as `status` says it, with what to do; `several`
+/// when the operation named more than one key. The scripts read the lock key before they
+/// write anything, so nothing was changed. Other errors are returned as they are.
+pub fn not_a_lock(err: anyhow::Error, doing: &str, several: bool) -> anyhow::Error {
+    if !redis_errors(&err).any(|e| e.code() == Some("WRONGTYPE")) {
+        return err;
+    }
+    let text = if several {
+        format!(
+            "{doing}: one of the keys holds another type of value, so it is not a lock \
+             (WRONGTYPE); nothing was changed: delete it or choose other keys"
+        )
+    } else {
+        format!(
+            "{doing}: the key holds another type of value, so it is not a lock (WRONGTYPE); \
+             nothing was changed: delete it or choose another key"
+        )
+    };
+    worded(err, text)
+}
+
 /// An error and its causes on one line, without repeating a cause its parent already quotes.
 pub fn render(err: &anyhow::Error) -> String {
     let mut line = String::new();
@@ -239,6 +261,25 @@ mod tests {
         }
         let err = anyhow::Error::new(server_error("WRONGPASS invalid")).context("x");
         assert!(!render(&err).contains("--password-file"));
+    }
+
+    #[test]
+    fn a_key_of_another_type_is_said_to_be_no_lock() {
+        let err = anyhow::Error::new(server_error(
+            "WRONGTYPE Operation against a key holding the wrong kind of value script: 29db",
+        ))
+        .context("cannot acquire job");
+        let err = not_a_lock(err, "cannot acquire job", false);
+        let line = render(&err);
+        assert!(
+            line.starts_with("cannot acquire job: the key holds another type"),
+            "{line}"
+        );
+        assert!(line.contains("delete it or choose another key"), "{line}");
+        assert!(!line.contains("script"), "{line}");
+        assert_eq!(classify(&err), Exit::Config);
+        let other = not_a_lock(anyhow::anyhow!("refused"), "cannot acquire job", false);
+        assert_eq!(render(&other), "refused");
     }
 
     #[test]

@@ -449,13 +449,51 @@ const SERVERS: &[Row] = &[
             &["permission denied", "redlock doctor"],
         )
     },
-    // The lock key is something else already.
-    row(
-        "--url redis://:s3cret-pw@127.0.0.1:{secured} run --key taken --ttl 5s -- true",
-        78,
-        &["WRONGTYPE"],
-    ),
+    // The lock key is something else already: no lock, said as `status` says it, and what to
+    // do; never the script's digest or line.
+    Row {
+        not: NOT_A_SCRIPT,
+        ..row(
+            "--url redis://:s3cret-pw@127.0.0.1:{secured} run --key taken --ttl 5s -- true",
+            78,
+            NOT_A_LOCK,
+        )
+    },
+    Row {
+        not: NOT_A_SCRIPT,
+        ..row(
+            "--url redis://:s3cret-pw@127.0.0.1:{secured} acquire --key taken --ttl 5s",
+            78,
+            NOT_A_LOCK,
+        )
+    },
+    Row {
+        not: NOT_A_SCRIPT,
+        ..row(
+            "--url redis://:s3cret-pw@127.0.0.1:{secured} extend --key taken --ttl 5s --token t",
+            78,
+            NOT_A_LOCK,
+        )
+    },
+    Row {
+        not: NOT_A_SCRIPT,
+        ..row(
+            "--url redis://:s3cret-pw@127.0.0.1:{secured} release taken --force",
+            78,
+            NOT_A_LOCK,
+        )
+    },
 ];
+
+/// What a line says of a lock key that holds another type of value, and what it leaves out.
+const NOT_A_LOCK: &[&str] = &[
+    "taken",
+    "another type of value",
+    "not a lock",
+    "nothing was changed",
+    "delete it or choose another key",
+];
+const NOT_A_SCRIPT: &[&str] = &["script", "Operation against"];
 
 #[test]
 fn the_table_has_at_least_fifty_mistakes() {
