@@ -41,7 +41,7 @@ use super::node::{self, Node};
 use super::reach::{self, Dialled};
 use super::tls::{TlsTarget, explain_tls, maybe_tls};
 use super::wire::Wire;
-use crate::report::error::{classify_redis, fail, is_timeout, worded};
+use crate::report::error::{GIVE_PASSWORD, classify_redis, fail, is_timeout, worded};
 use crate::report::exit::Exit;
 
 #[derive(Clone)]
@@ -376,10 +376,7 @@ impl Server {
         let address = address_of(&seed);
         if classify_redis(&probe) == Exit::Permission {
             let text = if probe.code() == Some("NOAUTH") {
-                format!(
-                    "cluster node {address} requires a password: give it with --password-file \
-                     or in the URL"
-                )
+                format!("cluster node {address} requires a password: {GIVE_PASSWORD}")
             } else {
                 format!(
                     "cluster node {address} refused the password: check --password-file (and \

@@ -435,11 +435,29 @@ const SERVERS: &[Row] = &[
             &["has no password set", "--password-file"],
         )
     },
-    row(
-        "--url redis://127.0.0.1:{secured} run --key job --ttl 5s -- true",
-        77,
-        &["requires a password", "--password-file"],
-    ),
+    // A script is a request large enough that the server answers it with a protocol error
+    // rather than NOAUTH: the same words, without the protocol's.
+    Row {
+        not: &["Protocol error", "multibulk", "ResponseError"],
+        ..row(
+            "--url redis://127.0.0.1:{secured} run --key job --ttl 5s -- true",
+            77,
+            &[
+                "requires a password",
+                "--password-file",
+                "REDLOCK_PASSWORD_FILE",
+                "in the URL",
+            ],
+        )
+    },
+    Row {
+        not: &["NOAUTH", "+info"],
+        ..row(
+            "--url redis://127.0.0.1:{secured} status job",
+            77,
+            &["requires a password", "--password-file"],
+        )
+    },
     // An ACL user without the commands redlock runs.
     Row {
         not: &["cron-pw"],
@@ -539,6 +557,23 @@ fn connection_and_permission_mistakes_name_the_cause() {
         "hash",
         "redlock touched a key it does not own"
     );
+}
+
+#[test]
+fn status_without_a_password_says_so_of_replication_too() {
+    let secured = RedisServer::start_with(&["--requirepass", PASSWORD]);
+    let outcome = Redlock::without_url()
+        .args(["--url", &format!("redis://127.0.0.1:{}", secured.port())])
+        .args(["status", "job"])
+        .exits_with(77);
+    let line = outcome
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("replication"))
+        .unwrap_or_else(|| outcome.fail("no replication line"));
+    assert!(line.contains("requires a password"), "{line}");
+    // Granting +info is the fix for an ACL denial, not for a missing password.
+    assert!(!line.contains("+info"), "{line}");
 }
 
 /// Runs `row` as text and as JSON lines, and checks both.
