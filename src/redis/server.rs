@@ -51,6 +51,10 @@ pub struct Server {
     /// For a `rediss://` server or a `rediss+cluster://` seed: what its TLS failures are
     /// explained with.
     pub(super) tls: Option<TlsTarget>,
+    /// How the password file was named (`--password-file`, or `REDLOCK_PASSWORD_FILE` when
+    /// the value came from the environment) when the password came from one: messages about
+    /// the password name what the operator gave.
+    pub(super) password_file: Option<String>,
 }
 
 #[derive(Clone)]
@@ -250,6 +254,18 @@ impl Server {
         self.tls.as_ref()
     }
 
+    /// This server, its password read from the file named `named` (as the operator gave it:
+    /// the flag or the environment variable).
+    pub fn with_password_file(mut self, named: String) -> Server {
+        self.password_file = Some(named);
+        self
+    }
+
+    /// Where a password given for this server came from, as messages name it.
+    fn password_given(&self) -> &str {
+        self.password_file.as_deref().unwrap_or("the URL")
+    }
+
     /// A Sentinel setup (`redis+sentinel://`, `rediss+sentinel://`).
     pub fn is_sentinel(&self) -> bool {
         matches!(self.target, Target::Sentinel { .. })
@@ -307,6 +323,7 @@ impl Server {
             tls: self.is_tls(),
             timeout,
             answered,
+            password: self.password_given(),
         };
         match reach::explain(&err, &dialled) {
             Some(text) => worded(err, text),
@@ -379,8 +396,9 @@ impl Server {
                 format!("cluster node {address} requires a password: {GIVE_PASSWORD}")
             } else {
                 format!(
-                    "cluster node {address} refused the password: check --password-file (and \
-                     the URL's user)"
+                    "cluster node {address} refused the password: check it ({}) and the URL's \
+                     user",
+                    self.password_given()
                 )
             };
             return fail(Exit::Permission, text);

@@ -435,6 +435,25 @@ const SERVERS: &[Row] = &[
             &["has no password set", "--password-file"],
         )
     },
+    // A password file named in the environment is named by its variable.
+    Row {
+        env: &[("REDLOCK_PASSWORD_FILE", "{pwfile}")],
+        not: &[PASSWORD, "--password-file"],
+        ..row(
+            "--url redis://127.0.0.1:{plain} status job",
+            77,
+            &["has no password set", "REDLOCK_PASSWORD_FILE"],
+        )
+    },
+    Row {
+        env: &[("REDLOCK_PASSWORD_FILE", "{wrongfile}")],
+        not: &[WRONG, "--password-file"],
+        ..row(
+            "--url redis://127.0.0.1:{secured} run --key job --ttl 5s -- true",
+            77,
+            &["refused the password", "REDLOCK_PASSWORD_FILE"],
+        )
+    },
     // A script is a request large enough that the server answers it with a protocol error
     // rather than NOAUTH: the same words, without the protocol's.
     Row {
@@ -630,7 +649,7 @@ fn expect_words(outcome: &Outcome, line: &str, says: &[String], not: &[&str]) {
 /// The servers the rows name: `{url}`/`{plain}` a plain one (with an ACL user `cron` that
 /// may not run scripts), `{secured}` one with a password, `{tls}` a TLS-only one, `{free}` a
 /// port nobody listens on, `{silent}` a listener that takes connections and never answers,
-/// `{pwfile}` a file holding the password.
+/// `{pwfile}` a file holding the password, `{wrongfile}` one holding a wrong one.
 struct Servers {
     plain: RedisServer,
     secured: Option<RedisServer>,
@@ -665,6 +684,7 @@ impl Servers {
         servers.tls = Some((RedisServer::start_tls_only(&certs, &[]), certs));
         servers.silent = Some(Silent::start());
         std::fs::write(servers.scratch.join("pw"), format!("{PASSWORD}\n")).expect("write pw");
+        std::fs::write(servers.scratch.join("wrong"), format!("{WRONG}\n")).expect("write pw");
         servers
     }
 
@@ -678,7 +698,8 @@ impl Servers {
             .replace("{url}", &self.plain.url())
             .replace("{plain}", &self.plain.port().to_string())
             .replace("{free}", &self.free.to_string())
-            .replace("{pwfile}", &self.scratch.join("pw").to_string_lossy());
+            .replace("{pwfile}", &self.scratch.join("pw").to_string_lossy())
+            .replace("{wrongfile}", &self.scratch.join("wrong").to_string_lossy());
         if let Some(secured) = &self.secured {
             text = text.replace("{secured}", &secured.port().to_string());
         }
@@ -703,7 +724,7 @@ impl Servers {
             Redlock::new(&self.plain)
         };
         for (name, value) in row.env {
-            redlock = redlock.env(name, value);
+            redlock = redlock.env(name, self.fill(value));
         }
         redlock.args(words).timeout(Duration::from_secs(15))
     }
