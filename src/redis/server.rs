@@ -35,13 +35,15 @@ use std::time::Duration;
 
 use anyhow::{Result, anyhow};
 use redis::cluster::{ClusterClientBuilder, ClusterConnection};
-use redis::{Cmd, ConnectionAddr, ConnectionInfo, ConnectionLike, RedisResult, TlsMode, Value};
+use redis::{
+    Cmd, ConnectionAddr, ConnectionInfo, ConnectionLike, ErrorKind, RedisResult, TlsMode, Value,
+};
 
 use super::node::{self, Node};
 use super::reach::{self, Dialled};
 use super::tls::{TlsTarget, explain_tls, maybe_tls};
 use super::wire::Wire;
-use crate::report::error::{GIVE_PASSWORD, classify_redis, fail, is_timeout, worded};
+use crate::report::error::{GIVE_PASSWORD, classify_redis, fail, is_timeout, redis_errors, worded};
 use crate::report::exit::Exit;
 
 #[derive(Clone)]
@@ -317,6 +319,12 @@ impl Server {
                 self.address().unwrap_or_else(|| self.name.clone()),
             ),
         };
+        if !answered
+            && self.is_cluster()
+            && redis_errors(&err).any(|e| e.kind() == ErrorKind::ClusterConnectionNotFound)
+        {
+            return self.no_node(err, timeout.unwrap_or(Duration::from_secs(1)));
+        }
         let dialled = Dialled {
             name: &name,
             address: &address,
@@ -422,6 +430,42 @@ impl Server {
             ));
         }
         err
+    }
+
+    /// A cluster URL whose router found no node to send a request to, though a seed took the
+    /// connection: the router words it `No connections found`, which says nothing of why. The
+    /// seed is asked for its slot map on a connection of our own (failure path only): a
+    /// server that is no cluster node refuses (cluster support disabled), a cluster not yet
+    /// set up has no slots, and otherwise the nodes it lists did not answer from here (the
+    /// addresses they announce may be ones only their own network reaches).
+    fn no_node(&self, err: anyhow::Error, timeout: Duration) -> anyhow::Error {
+        let (seed, tls) = self.seed();
+        let address = address_of(&seed);
+        let slots = Wire::connect(&seed, tls, timeout, timeout)
+            .and_then(|mut con| redis::cmd("CLUSTER").arg("SLOTS").query::<Value>(&mut con));
+        let text = match slots {
+            Err(e)
+                if e.detail()
+                    .is_some_and(|d| d.contains("cluster support disabled")) =>
+            {
+                let scheme = if self.is_tls() { "rediss" } else { "redis" };
+                format!(
+                    "the server at {address} is not in cluster mode (cluster support disabled): \
+                     use {scheme}://{address} for a single server"
+                )
+            }
+            Ok(Value::Array(slots)) if slots.is_empty() => format!(
+                "the cluster at {address} has no hash slots assigned: finish setting it up \
+                 (redis-cli --cluster create), or use redis://{address} for a single server"
+            ),
+            Ok(_) => format!(
+                "no node of the cluster answered: {address} lists the nodes, but none of them \
+                 could be reached from here (check the addresses they announce: \
+                 cluster-announce-ip)"
+            ),
+            Err(_) => return err,
+        };
+        worded(err, text)
     }
 
     /// A cluster's first seed, with the cluster's credentials, and its TLS settings.

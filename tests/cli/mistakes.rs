@@ -391,6 +391,27 @@ const SERVERS: &[Row] = &[
             ],
         )
     },
+    // A cluster URL at a server that is no cluster node.
+    Row {
+        not: &["ClusterConnectionNotFound", "No connections found"],
+        ..row(
+            "--url redis+cluster://127.0.0.1:{plain} status job",
+            69,
+            &[
+                "127.0.0.1:{plain}",
+                "not in cluster mode",
+                "use redis://127.0.0.1:{plain}",
+            ],
+        )
+    },
+    Row {
+        not: &["ClusterConnectionNotFound", "No connections found"],
+        ..row(
+            "--url redis+cluster://127.0.0.1:{plain} run --key job --ttl 5s -- true",
+            69,
+            &["not in cluster mode", "for a single server"],
+        )
+    },
     // rediss:// at a plain port, redis:// at a TLS-only one.
     row(
         "--timeout 1s --url rediss://127.0.0.1:{plain} run --key job --ttl 5s -- true",
