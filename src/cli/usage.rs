@@ -137,14 +137,18 @@ fn unknown_argument(err: &clap::Error, words: &[String], cli: &Command) -> Optio
         ));
     }
     let at = at?;
-    // `--ttl 1h 30m`: the second part of a duration, its flag two words back.
-    if at >= 2 && super::parse_duration(&word).is_ok() && is_duration(here, cli, &words[at - 2]) {
+    // `--ttl 1h 30m`, `--ttl 5 mins`: the second part of a duration, its flag two words back.
+    if at >= 2 && is_duration(here, cli, &words[at - 2]) {
         let flag = &words[at - 2];
         let value = format!("{} {word}", words[at - 1]);
-        return Some(format!(
-            "a duration with a space must be quoted: {flag} '{value}' (or write {}{word})",
-            words[at - 1]
-        ));
+        if let Ok(d) = super::parse_duration(&value) {
+            // Without its spaces, in redlock's own units (`5m`, not `5mins`).
+            let compact = humantime::format_duration(d).to_string().replace(' ', "");
+            return Some(format!(
+                "a duration with a space must be quoted: {flag} '{value}' (or write it without \
+                 one, in units such as s, m, h: {compact})"
+            ));
+        }
     }
     if let Some((_, s)) = sub
         && s.get_name() == "run"

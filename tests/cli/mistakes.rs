@@ -139,6 +139,12 @@ const USAGE: &[Row] = &[
         &["--timeout"],
     ),
     env_row(
+        &[("REDLOCK_TIMEOUT", "fast")],
+        "status job",
+        &["REDLOCK_TIMEOUT", "not a duration", "'3s'"],
+        &["--timeout", "expected number"],
+    ),
+    env_row(
         &[("REDLOCK_TIMEOUT", "0s")],
         "status job",
         &["REDLOCK_TIMEOUT must be greater than 0"],
@@ -206,14 +212,39 @@ const USAGE: &[Row] = &[
         64,
         &["--ttl", "24h"],
     ),
-    row("run --key job --ttl 5M -- true", 64, &["--ttl"]),
+    // `M` is months, `m` minutes.
+    row(
+        "run --key job --ttl 5M -- true",
+        64,
+        &["--ttl", "M is months, m minutes", "5m"],
+    ),
+    row(
+        "run --key job --ttl 5 mins -- true",
+        64,
+        &["quoted", "--ttl '5 mins'", "5m"],
+    ),
+    Row {
+        not: &["expected number"],
+        ..row(
+            "log job --since yesterday",
+            64,
+            &["--since", "not a duration", "'6h'"],
+        )
+    },
     row(
         "run --key job --ttl -1s -- true",
         64,
         &["--ttl", "negative"],
     ),
     row("run --key job --ttl 30 -- true", 64, &["--ttl", "'30s'"]),
-    row("run --key job --ttl soon -- true", 64, &["--ttl"]),
+    Row {
+        not: &["expected number"],
+        ..row(
+            "run --key job --ttl soon -- true",
+            64,
+            &["--ttl", "not a duration", "'3s'"],
+        )
+    },
     row(
         "run --key job --ttl 99999999999999999999h -- true",
         64,
