@@ -301,6 +301,30 @@ const USAGE: &[Row] = &[
         64,
         &["--conflict-exit-code", "256"],
     ),
+    // A negative value reads as an option to clap: said as the value it is.
+    Row {
+        not: &["unknown option"],
+        ..row(
+            "run --key job --ttl 5s --conflict-exit-code -1 -- true",
+            64,
+            &["--conflict-exit-code", "-1", "0..=255"],
+        )
+    },
+    // `release` takes its key as an argument, and --force is the way to end a hold one does
+    // not have the token of.
+    row("release job", 64, &["--token TOKEN", "--force"]),
+    Row {
+        not: &["unknown option"],
+        ..row(
+            "release --key job --token t",
+            64,
+            &[
+                "takes the key as an argument",
+                "redlock release KEY",
+                "--force",
+            ],
+        )
+    },
     row(
         "run --key job --ttl 5s --max-waiters 1 -- true",
         64,
