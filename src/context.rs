@@ -37,12 +37,14 @@ impl Context {
                  that user)",
             ));
         }
-        let password = match &global.password_file {
-            Some(path) => Some(crate::redis::url::read_password_file(
-                &named("password-file"),
-                path,
-            )?),
-            None => None,
+        // The flag, or the variable it was read from: what messages about the password name.
+        let password_file = global
+            .password_file
+            .as_ref()
+            .map(|_| named("password-file"));
+        let password = match (&global.password_file, &password_file) {
+            (Some(path), Some(named)) => Some(crate::redis::url::read_password_file(named, path)?),
+            _ => None,
         };
         let sentinel = crate::redis::sentinel::SentinelAuth {
             username: global.sentinel_user.clone(),
@@ -68,7 +70,13 @@ impl Context {
         .map_err(|e| as_given(e, &["tls-ca-file", "tls-cert-file", "tls-key-file"]))?;
         let servers = urls
             .iter()
-            .map(|url| Server::parse(url, password.as_deref(), &tls, &sentinel))
+            .map(|url| {
+                let server = Server::parse(url, password.as_deref(), &tls, &sentinel)?;
+                Ok(match &password_file {
+                    Some(named) => server.with_password_file(named.clone()),
+                    None => server,
+                })
+            })
             .collect::<Result<Vec<_>>>()
             .map_err(|e| as_given(e, &["url"]))?;
         if tls.insecure && servers.iter().any(Server::is_tls) {

@@ -289,7 +289,16 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
             format!("missing unit; write e.g. '{t}s' for seconds (or ms, m, h)")
         });
     }
-    humantime::parse_duration(t).map_err(|e| e.to_string())
+    humantime::parse_duration(t).map_err(|e| match e {
+        // humantime's own words ("expected number at 0") say where its reading stopped, not
+        // that the value is no duration at all (`fast`, `yesterday`).
+        humantime::DurationError::NumberExpected(_)
+        | humantime::DurationError::InvalidCharacter(_)
+        | humantime::DurationError::Empty => {
+            "not a duration; write a number and a unit, such as '3s', '500ms' or '6h'".into()
+        }
+        e => e.to_string(),
+    })
 }
 
 impl Cli {
@@ -471,6 +480,20 @@ mod tests {
         assert!(
             conflict.contains(&format!("(instead of {BUSY})")),
             "{conflict}"
+        );
+    }
+
+    #[test]
+    fn words_that_are_no_duration_are_said_to_be_none() {
+        for word in ["fast", "yesterday", "a while", ""] {
+            let err = parse_duration(word).unwrap_err();
+            assert!(err.starts_with("not a duration"), "{word}: {err}");
+            assert!(err.contains("'3s'") && err.contains("'6h'"), "{err}");
+        }
+        assert!(
+            parse_duration("5x")
+                .unwrap_err()
+                .contains("unknown time unit")
         );
     }
 

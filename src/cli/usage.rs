@@ -12,7 +12,7 @@
 use std::ffi::OsString;
 
 use clap::error::{ContextKind, ContextValue, ErrorKind};
-use clap::{Command, CommandFactory};
+use clap::{Command, CommandFactory, Parser};
 
 use super::Cli;
 
@@ -29,6 +29,7 @@ pub fn explain(err: &clap::Error, args: &[OsString]) -> String {
         ErrorKind::InvalidSubcommand => context_str(err, ContextKind::InvalidSubcommand)
             .map(|word| unknown_subcommand(&word, &cli)),
         ErrorKind::InvalidValue | ErrorKind::ValueValidation => invalid_value(err, &words),
+        ErrorKind::MissingRequiredArgument => missing_token(err, &words, &cli),
         ErrorKind::MissingSubcommand | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
             Some(format!(
                 "name a subcommand: {}",
@@ -97,8 +98,59 @@ fn unknown_argument(err: &clap::Error, words: &[String], cli: &Command) -> Optio
             || w.strip_prefix(word.as_str())
                 .is_some_and(|v| v.starts_with('='))
     });
+    // `--conflict-exit-code -1`: a negative number after a flag that takes a value reads as an
+    // option of its own; say what the flag makes of it.
+    if let Some(at) = at
+        && at >= 1
+        && word.len() > 1
+        && word[1..].starts_with(|c: char| c.is_ascii_digit())
+        && takes_value(here, cli, &words[at - 1])
+    {
+        let flag = &words[at - 1];
+        // The line read again with the value joined to its flag (`--flag=-1`, which clap takes
+        // as a value): the flag's own verdict on it.
+        let mut joined: Vec<OsString> = vec!["redlock".into()];
+        for (i, w) in words.iter().enumerate() {
+            match i {
+                i if i == at - 1 => joined.push(format!("{flag}={word}").into()),
+                i if i == at => {}
+                _ => joined.push(w.into()),
+            }
+        }
+        if let Err(e) = Cli::try_parse_from(&joined)
+            && matches!(
+                e.kind(),
+                ErrorKind::InvalidValue | ErrorKind::ValueValidation
+            )
+        {
+            return Some(explain(&e, &joined));
+        }
+        return Some(format!(
+            "{flag} {word}: a value that starts with '-' must be joined to its flag: {flag}={word}"
+        ));
+    }
     if word.starts_with('-') && word.len() > 1 {
         let name = word.split('=').next().unwrap_or(&word);
+        // `release --key K`: the key of `release` (and of `status`, `extend`'s is --key) is an
+        // argument, not an option.
+        if let Some((_, s)) = sub
+            && let Some(long) = name.strip_prefix("--")
+            && s.get_positionals().any(|p| {
+                p.get_value_names()
+                    .is_some_and(|n| n.iter().any(|n| n.eq_ignore_ascii_case(long)))
+            })
+        {
+            let sub = s.get_name();
+            let upper = long.to_ascii_uppercase();
+            let example = if sub == "release" {
+                format!("redlock release {upper} --token TOKEN (or --force)")
+            } else {
+                format!("redlock {sub} {upper}")
+            };
+            return Some(format!(
+                "'redlock {sub}' takes the {long} as an argument, not as {name}: {example}"
+            ));
+        }
         if let (Some((i, s)), Some(at)) = (sub, at)
             && at < i
             && long_of(s, name).is_some()
@@ -137,14 +189,18 @@ fn unknown_argument(err: &clap::Error, words: &[String], cli: &Command) -> Optio
         ));
     }
     let at = at?;
-    // `--ttl 1h 30m`: the second part of a duration, its flag two words back.
-    if at >= 2 && super::parse_duration(&word).is_ok() && is_duration(here, cli, &words[at - 2]) {
+    // `--ttl 1h 30m`, `--ttl 5 mins`: the second part of a duration, its flag two words back.
+    if at >= 2 && is_duration(here, cli, &words[at - 2]) {
         let flag = &words[at - 2];
         let value = format!("{} {word}", words[at - 1]);
-        return Some(format!(
-            "a duration with a space must be quoted: {flag} '{value}' (or write {}{word})",
-            words[at - 1]
-        ));
+        if let Ok(d) = super::parse_duration(&value) {
+            // Without its spaces, in redlock's own units (`5m`, not `5mins`).
+            let compact = humantime::format_duration(d).to_string().replace(' ', "");
+            return Some(format!(
+                "a duration with a space must be quoted: {flag} '{value}' (or write it without \
+                 one, in units such as s, m, h: {compact})"
+            ));
+        }
     }
     if let Some((_, s)) = sub
         && s.get_name() == "run"
@@ -156,6 +212,25 @@ fn unknown_argument(err: &clap::Error, words: &[String], cli: &Command) -> Optio
         ));
     }
     None
+}
+
+/// `release` without `--token`: clap lists the missing option, but `--force` (what an operator
+/// who does not hold the lock uses) is the other way to release.
+fn missing_token(err: &clap::Error, words: &[String], cli: &Command) -> Option<String> {
+    let (_, sub) = subcommand(words, cli)?;
+    let missing = match err.get(ContextKind::InvalidArg)? {
+        ContextValue::Strings(v) => v.clone(),
+        ContextValue::String(s) => vec![s.clone()],
+        _ => return None,
+    };
+    if sub.get_name() != "release" || missing.len() != 1 || !missing[0].starts_with("--token") {
+        return None;
+    }
+    Some(
+        "'redlock release' needs --token TOKEN (the token 'redlock acquire' printed) to end \
+         that hold, or --force to remove the lock whoever holds it"
+            .to_string(),
+    )
 }
 
 /// `--NAME` among `cmd`'s options.
@@ -268,8 +343,6 @@ mod tests {
         explain(&err, &args)
     }
 
-    use clap::Parser;
-
     #[test]
     fn clap_symptoms_become_the_mistakes_behind_them() {
         let l = line("run --key k --ttl 5s --wait -- true");
@@ -284,6 +357,18 @@ mod tests {
         assert!(l.contains("did you mean 'run'"), "{l}");
         let l = line("--wait=5s run --key k --ttl 5s -- true");
         assert!(l.contains("give it after 'run'"), "{l}");
+        let l = line("release k");
+        assert!(l.contains("--token TOKEN") && l.contains("--force"), "{l}");
+        let l = line("release --key k --token t");
+        assert!(
+            l.contains("redlock release KEY --token TOKEN (or --force)"),
+            "{l}"
+        );
+        let l = line("run --key k --ttl 5s --conflict-exit-code -1 -- true");
+        assert!(
+            l.contains("--conflict-exit-code: -1 is not in 0..=255"),
+            "{l}"
+        );
     }
 
     #[test]

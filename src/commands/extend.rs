@@ -8,6 +8,7 @@ use crate::cli::ExtendArgs;
 use crate::lock::Standing;
 use crate::lock::keys::Keys;
 use crate::lock::nodes::Renewal;
+use crate::report::error::not_a_lock;
 use crate::report::exit::Exit;
 use crate::report::log;
 use crate::supervise::lease;
@@ -24,9 +25,12 @@ pub fn extend(ctx: &Context, args: ExtendArgs) -> Result<Exit> {
         // holder".
         Renewal::Lost {
             refusal: Some(e), ..
-        } => return Err(e),
+        }
+        | Renewal::Failed(e) => {
+            let doing = format!("cannot extend {}", keys.names());
+            return Err(not_a_lock(e, &doing, !keys.also.is_empty()));
+        }
         Renewal::Lost { refusal: None, .. } | Renewal::Replaced(_) => false,
-        Renewal::Failed(e) => return Err(e),
     };
     if renewed {
         log::info(

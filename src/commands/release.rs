@@ -12,6 +12,7 @@ use crate::Context;
 use crate::cli::ReleaseArgs;
 use crate::lock::keys::Keys;
 use crate::lock::record::{GivenBack, Holder};
+use crate::report::error::not_a_lock;
 use crate::report::exit::Exit;
 use crate::report::log;
 
@@ -25,7 +26,9 @@ pub fn release(ctx: &Context, args: ReleaseArgs) -> Result<Exit> {
     let mut nodes = ctx.nodes(ctx.timeout);
     nodes.connect()?;
     if args.force {
-        let removed = nodes.force_release(&keys, &operator())?;
+        let removed = nodes
+            .force_release(&keys, &operator())
+            .map_err(|e| not_a_lock(e, &format!("cannot release {}", keys.lock), false))?;
         let quorum = nodes.is_quorum();
         let mut any = false;
         for (node, removed) in &removed {

@@ -28,6 +28,9 @@ pub struct Dialled<'a> {
     pub timeout: Option<Duration>,
     /// Whether this connection has answered a request (it speaks RESP; TLS, if any, is done).
     pub answered: bool,
+    /// Where a password given came from, as the operator gave it: `--password-file`,
+    /// `REDLOCK_PASSWORD_FILE`, or `the URL`.
+    pub password: &'a str,
 }
 
 /// `err` in plain words when it is one of the failures above; `None` otherwise (the caller
@@ -68,16 +71,16 @@ pub fn explain(err: &anyhow::Error, to: &Dialled) -> Option<String> {
     }
     if let Some(auth) = redis_errors(err).find(|e| e.kind() == ErrorKind::AuthenticationFailed) {
         let why = auth.detail().unwrap_or_default();
+        let given = to.password;
         return Some(if why.contains("without any password configured") {
             format!(
-                "{name} has no password set (for this user), yet one was given: drop the \
-                 password from the URL and --password-file, or set one on the server \
-                 (requirepass, or the ACL user's)"
+                "{name} has no password set (for this user), yet one was given ({given}): drop \
+                 the password, or set one on the server (requirepass, or the ACL user's)"
             )
         } else {
             format!(
                 "{name} refused the password (WRONGPASS): it is wrong, or the user is unknown \
-                 or disabled; check the password (--password-file or the URL) and the URL's user"
+                 or disabled; check the password (given in {given}) and the URL's user"
             )
         });
     }
@@ -135,6 +138,7 @@ mod tests {
             tls,
             timeout: Some(Duration::from_secs(3)),
             answered,
+            password: "REDLOCK_PASSWORD_FILE",
         }
     }
 
@@ -199,11 +203,15 @@ mod tests {
         )
         .unwrap();
         assert!(none.contains("has no password set"), "{none}");
+        // The password is named as it was given.
+        assert!(none.contains("(REDLOCK_PASSWORD_FILE)"), "{none}");
+        assert!(!none.contains("--password-file"), "{none}");
         let wrong = explain(
             &auth("WRONGPASS invalid username-password pair or user is disabled."),
             &dialled(false, false),
         )
         .unwrap();
         assert!(wrong.contains("refused the password"), "{wrong}");
+        assert!(wrong.contains("given in REDLOCK_PASSWORD_FILE"), "{wrong}");
     }
 }

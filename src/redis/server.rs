@@ -35,13 +35,15 @@ use std::time::Duration;
 
 use anyhow::{Result, anyhow};
 use redis::cluster::{ClusterClientBuilder, ClusterConnection};
-use redis::{Cmd, ConnectionAddr, ConnectionInfo, ConnectionLike, RedisResult, TlsMode, Value};
+use redis::{
+    Cmd, ConnectionAddr, ConnectionInfo, ConnectionLike, ErrorKind, RedisResult, TlsMode, Value,
+};
 
 use super::node::{self, Node};
 use super::reach::{self, Dialled};
 use super::tls::{TlsTarget, explain_tls, maybe_tls};
 use super::wire::Wire;
-use crate::report::error::{classify_redis, fail, is_timeout, worded};
+use crate::report::error::{GIVE_PASSWORD, classify_redis, fail, is_timeout, redis_errors, worded};
 use crate::report::exit::Exit;
 
 #[derive(Clone)]
@@ -51,6 +53,10 @@ pub struct Server {
     /// For a `rediss://` server or a `rediss+cluster://` seed: what its TLS failures are
     /// explained with.
     pub(super) tls: Option<TlsTarget>,
+    /// How the password file was named (`--password-file`, or `REDLOCK_PASSWORD_FILE` when
+    /// the value came from the environment) when the password came from one: messages about
+    /// the password name what the operator gave.
+    pub(super) password_file: Option<String>,
 }
 
 #[derive(Clone)]
@@ -250,6 +256,18 @@ impl Server {
         self.tls.as_ref()
     }
 
+    /// This server, its password read from the file named `named` (as the operator gave it:
+    /// the flag or the environment variable).
+    pub fn with_password_file(mut self, named: String) -> Server {
+        self.password_file = Some(named);
+        self
+    }
+
+    /// Where a password given for this server came from, as messages name it.
+    fn password_given(&self) -> &str {
+        self.password_file.as_deref().unwrap_or("the URL")
+    }
+
     /// A Sentinel setup (`redis+sentinel://`, `rediss+sentinel://`).
     pub fn is_sentinel(&self) -> bool {
         matches!(self.target, Target::Sentinel { .. })
@@ -301,12 +319,19 @@ impl Server {
                 self.address().unwrap_or_else(|| self.name.clone()),
             ),
         };
+        if !answered
+            && self.is_cluster()
+            && redis_errors(&err).any(|e| e.kind() == ErrorKind::ClusterConnectionNotFound)
+        {
+            return self.no_node(err, timeout.unwrap_or(Duration::from_secs(1)));
+        }
         let dialled = Dialled {
             name: &name,
             address: &address,
             tls: self.is_tls(),
             timeout,
             answered,
+            password: self.password_given(),
         };
         match reach::explain(&err, &dialled) {
             Some(text) => worded(err, text),
@@ -376,14 +401,12 @@ impl Server {
         let address = address_of(&seed);
         if classify_redis(&probe) == Exit::Permission {
             let text = if probe.code() == Some("NOAUTH") {
-                format!(
-                    "cluster node {address} requires a password: give it with --password-file \
-                     or in the URL"
-                )
+                format!("cluster node {address} requires a password: {GIVE_PASSWORD}")
             } else {
                 format!(
-                    "cluster node {address} refused the password: check --password-file (and \
-                     the URL's user)"
+                    "cluster node {address} refused the password: check it ({}) and the URL's \
+                     user",
+                    self.password_given()
                 )
             };
             return fail(Exit::Permission, text);
@@ -407,6 +430,42 @@ impl Server {
             ));
         }
         err
+    }
+
+    /// A cluster URL whose router found no node to send a request to, though a seed took the
+    /// connection: the router words it `No connections found`, which says nothing of why. The
+    /// seed is asked for its slot map on a connection of our own (failure path only): a
+    /// server that is no cluster node refuses (cluster support disabled), a cluster not yet
+    /// set up has no slots, and otherwise the nodes it lists did not answer from here (the
+    /// addresses they announce may be ones only their own network reaches).
+    fn no_node(&self, err: anyhow::Error, timeout: Duration) -> anyhow::Error {
+        let (seed, tls) = self.seed();
+        let address = address_of(&seed);
+        let slots = Wire::connect(&seed, tls, timeout, timeout)
+            .and_then(|mut con| redis::cmd("CLUSTER").arg("SLOTS").query::<Value>(&mut con));
+        let text = match slots {
+            Err(e)
+                if e.detail()
+                    .is_some_and(|d| d.contains("cluster support disabled")) =>
+            {
+                let scheme = if self.is_tls() { "rediss" } else { "redis" };
+                format!(
+                    "the server at {address} is not in cluster mode (cluster support disabled): \
+                     use {scheme}://{address} for a single server"
+                )
+            }
+            Ok(Value::Array(slots)) if slots.is_empty() => format!(
+                "the cluster at {address} has no hash slots assigned: finish setting it up \
+                 (redis-cli --cluster create), or use redis://{address} for a single server"
+            ),
+            Ok(_) => format!(
+                "no node of the cluster answered: {address} lists the nodes, but none of them \
+                 could be reached from here (check the addresses they announce: \
+                 cluster-announce-ip)"
+            ),
+            Err(_) => return err,
+        };
+        worded(err, text)
     }
 
     /// A cluster's first seed, with the cluster's credentials, and its TLS settings.

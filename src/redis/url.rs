@@ -104,6 +104,7 @@ impl Server {
             target: Target::Direct { info, tls },
             name,
             tls: tls_target,
+            password_file: None,
         })
     }
 
@@ -165,6 +166,7 @@ impl Server {
             },
             name,
             tls: target,
+            password_file: None,
         })
     }
 
@@ -223,6 +225,7 @@ impl Server {
             },
             name,
             tls: None,
+            password_file: None,
         })
     }
 }

@@ -169,10 +169,60 @@ pub fn is_definitive_error(err: &anyhow::Error) -> bool {
     redis_errors(err).any(is_definitive)
 }
 
+/// What to do about a server that wants a password none was given for, as every message says
+/// it.
+pub const GIVE_PASSWORD: &str =
+    "give it with --password-file (or REDLOCK_PASSWORD_FILE) or in the URL";
+
+/// Whether the server refused an unauthenticated client: NOAUTH, or (to a request too large
+/// to read before AUTH, such as a script) "Protocol error: unauthenticated multibulk length".
+fn unauthenticated(err: &RedisError) -> bool {
+    err.code() == Some("NOAUTH") || err.detail().is_some_and(|d| d.contains("unauthenticated"))
+}
+
+/// Whether an ACL denied a command (NOPERM), as opposed to a missing or refused password.
+pub fn is_acl_denial(err: &anyhow::Error) -> bool {
+    redis_errors(err).any(|e| e.code() == Some("NOPERM"))
+}
+
+/// A lock operation (`doing`: "cannot acquire KEY") a script refused with WRONGTYPE: the lock
+/// key holds another type of value. Said as `status` says it, with what to do; `several`
+/// when the operation named more than one key. The scripts read the lock key before they
+/// write anything, so nothing was changed. Other errors are returned as they are.
+pub fn not_a_lock(err: anyhow::Error, doing: &str, several: bool) -> anyhow::Error {
+    if !redis_errors(&err).any(|e| e.code() == Some("WRONGTYPE")) {
+        return err;
+    }
+    let text = if several {
+        format!(
+            "{doing}: one of the keys holds another type of value, so it is not a lock \
+             (WRONGTYPE); nothing was changed: delete it or choose other keys"
+        )
+    } else {
+        format!(
+            "{doing}: the key holds another type of value, so it is not a lock (WRONGTYPE); \
+             nothing was changed: delete it or choose another key"
+        )
+    };
+    worded(err, text)
+}
+
 /// An error and its causes on one line, without repeating a cause its parent already quotes.
 pub fn render(err: &anyhow::Error) -> String {
     let mut line = String::new();
     for cause in err.chain() {
+        // Unauthenticated, the server's own words are noise (a protocol error, to a script):
+        // say what is wrong and what to do instead, and nothing below it.
+        if let Some(redis) = cause.downcast_ref::<RedisError>()
+            && unauthenticated(redis)
+        {
+            if !line.is_empty() {
+                line.push_str(": ");
+            }
+            line.push_str("the server requires a password: ");
+            line.push_str(GIVE_PASSWORD);
+            break;
+        }
         // A socket read timeout surfaces as EAGAIN; say what it means.
         let text = cause.to_string().replace(
             "Resource temporarily unavailable (os error 11)",
@@ -188,15 +238,6 @@ pub fn render(err: &anyhow::Error) -> String {
         if cause.is::<Worded>() {
             break;
         }
-    }
-    // Unauthenticated, a server with requirepass says NOAUTH, or (to a large request such as
-    // a script) "Protocol error: unauthenticated multibulk length": say what to do.
-    if redis_errors(err).any(|e| {
-        e.code() == Some("NOAUTH") || e.detail().is_some_and(|d| d.contains("unauthenticated"))
-    }) {
-        line.push_str(
-            " (the server requires a password: give it with --password-file or in the URL)",
-        );
     }
     // Inside a script, Redis words an ACL denial without saying "permission".
     if redis_errors(err).any(|e| {
@@ -235,10 +276,33 @@ mod tests {
             "ERR Protocol error: unauthenticated multibulk length",
         ] {
             let err = anyhow::Error::new(server_error(reply)).context("cannot acquire job");
-            assert!(render(&err).ends_with("give it with --password-file or in the URL)"));
+            assert_eq!(
+                render(&err),
+                "cannot acquire job: the server requires a password: give it with \
+                 --password-file (or REDLOCK_PASSWORD_FILE) or in the URL"
+            );
         }
         let err = anyhow::Error::new(server_error("WRONGPASS invalid")).context("x");
         assert!(!render(&err).contains("--password-file"));
+    }
+
+    #[test]
+    fn a_key_of_another_type_is_said_to_be_no_lock() {
+        let err = anyhow::Error::new(server_error(
+            "WRONGTYPE Operation against a key holding the wrong kind of value script: 29db",
+        ))
+        .context("cannot acquire job");
+        let err = not_a_lock(err, "cannot acquire job", false);
+        let line = render(&err);
+        assert!(
+            line.starts_with("cannot acquire job: the key holds another type"),
+            "{line}"
+        );
+        assert!(line.contains("delete it or choose another key"), "{line}");
+        assert!(!line.contains("script"), "{line}");
+        assert_eq!(classify(&err), Exit::Config);
+        let other = not_a_lock(anyhow::anyhow!("refused"), "cannot acquire job", false);
+        assert_eq!(render(&other), "refused");
     }
 
     #[test]

@@ -199,11 +199,24 @@ pub fn check_ttl(ttl: Duration) -> Result<()> {
     if ttl > MAX_TTL {
         return Err(usage(format!(
             "--ttl {} is longer than 24h; redlock renews the lease, so a short TTL (e.g. 30s) \
-             is safer, and a crash frees the lock sooner",
-            fmt(ttl)
+             is safer, and a crash frees the lock sooner{}",
+            fmt(ttl),
+            months_hint(ttl)
         )));
     }
     Ok(())
+}
+
+/// For a duration refused as too long that is a whole number of months: `M` is months and
+/// `m` minutes, a slip of the shift key (`5M` for `5m`) that reads as a long lease.
+pub fn months_hint(d: Duration) -> String {
+    // humantime's month: 30.44 days.
+    const MONTH: u64 = 2_630_016;
+    let months = d.as_secs() / MONTH;
+    if d.subsec_nanos() != 0 || months == 0 || !d.as_secs().is_multiple_of(MONTH) {
+        return String::new();
+    }
+    format!(" (M is months, m minutes: for {months} minutes write {months}m)")
 }
 
 /// Clock-rate allowance for a TTL: ttl/100 + 2 ms.
@@ -298,6 +311,14 @@ mod tests {
     use super::*;
 
     const MS: Duration = Duration::from_millis(1);
+
+    #[test]
+    fn months_read_for_minutes_are_pointed_out() {
+        let month = humantime::parse_duration("5M").unwrap();
+        let text = check_ttl(month).unwrap_err().to_string();
+        assert!(text.ends_with("for 5 minutes write 5m)"), "{text}");
+        assert_eq!(months_hint(Duration::from_secs(48 * 3600)), "");
+    }
 
     #[test]
     fn default_kill_after_scales_with_the_ttl_and_is_capped() {

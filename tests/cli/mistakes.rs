@@ -139,6 +139,12 @@ const USAGE: &[Row] = &[
         &["--timeout"],
     ),
     env_row(
+        &[("REDLOCK_TIMEOUT", "fast")],
+        "status job",
+        &["REDLOCK_TIMEOUT", "not a duration", "'3s'"],
+        &["--timeout", "expected number"],
+    ),
+    env_row(
         &[("REDLOCK_TIMEOUT", "0s")],
         "status job",
         &["REDLOCK_TIMEOUT must be greater than 0"],
@@ -206,14 +212,39 @@ const USAGE: &[Row] = &[
         64,
         &["--ttl", "24h"],
     ),
-    row("run --key job --ttl 5M -- true", 64, &["--ttl"]),
+    // `M` is months, `m` minutes.
+    row(
+        "run --key job --ttl 5M -- true",
+        64,
+        &["--ttl", "M is months, m minutes", "5m"],
+    ),
+    row(
+        "run --key job --ttl 5 mins -- true",
+        64,
+        &["quoted", "--ttl '5 mins'", "5m"],
+    ),
+    Row {
+        not: &["expected number"],
+        ..row(
+            "log job --since yesterday",
+            64,
+            &["--since", "not a duration", "'6h'"],
+        )
+    },
     row(
         "run --key job --ttl -1s -- true",
         64,
         &["--ttl", "negative"],
     ),
     row("run --key job --ttl 30 -- true", 64, &["--ttl", "'30s'"]),
-    row("run --key job --ttl soon -- true", 64, &["--ttl"]),
+    Row {
+        not: &["expected number"],
+        ..row(
+            "run --key job --ttl soon -- true",
+            64,
+            &["--ttl", "not a duration", "'3s'"],
+        )
+    },
     row(
         "run --key job --ttl 99999999999999999999h -- true",
         64,
@@ -270,6 +301,30 @@ const USAGE: &[Row] = &[
         64,
         &["--conflict-exit-code", "256"],
     ),
+    // A negative value reads as an option to clap: said as the value it is.
+    Row {
+        not: &["unknown option"],
+        ..row(
+            "run --key job --ttl 5s --conflict-exit-code -1 -- true",
+            64,
+            &["--conflict-exit-code", "-1", "0..=255"],
+        )
+    },
+    // `release` takes its key as an argument, and --force is the way to end a hold one does
+    // not have the token of.
+    row("release job", 64, &["--token TOKEN", "--force"]),
+    Row {
+        not: &["unknown option"],
+        ..row(
+            "release --key job --token t",
+            64,
+            &[
+                "takes the key as an argument",
+                "redlock release KEY",
+                "--force",
+            ],
+        )
+    },
     row(
         "run --key job --ttl 5s --max-waiters 1 -- true",
         64,
@@ -391,6 +446,27 @@ const SERVERS: &[Row] = &[
             ],
         )
     },
+    // A cluster URL at a server that is no cluster node.
+    Row {
+        not: &["ClusterConnectionNotFound", "No connections found"],
+        ..row(
+            "--url redis+cluster://127.0.0.1:{plain} status job",
+            69,
+            &[
+                "127.0.0.1:{plain}",
+                "not in cluster mode",
+                "use redis://127.0.0.1:{plain}",
+            ],
+        )
+    },
+    Row {
+        not: &["ClusterConnectionNotFound", "No connections found"],
+        ..row(
+            "--url redis+cluster://127.0.0.1:{plain} run --key job --ttl 5s -- true",
+            69,
+            &["not in cluster mode", "for a single server"],
+        )
+    },
     // rediss:// at a plain port, redis:// at a TLS-only one.
     row(
         "--timeout 1s --url rediss://127.0.0.1:{plain} run --key job --ttl 5s -- true",
@@ -435,11 +511,48 @@ const SERVERS: &[Row] = &[
             &["has no password set", "--password-file"],
         )
     },
-    row(
-        "--url redis://127.0.0.1:{secured} run --key job --ttl 5s -- true",
-        77,
-        &["requires a password", "--password-file"],
-    ),
+    // A password file named in the environment is named by its variable.
+    Row {
+        env: &[("REDLOCK_PASSWORD_FILE", "{pwfile}")],
+        not: &[PASSWORD, "--password-file"],
+        ..row(
+            "--url redis://127.0.0.1:{plain} status job",
+            77,
+            &["has no password set", "REDLOCK_PASSWORD_FILE"],
+        )
+    },
+    Row {
+        env: &[("REDLOCK_PASSWORD_FILE", "{wrongfile}")],
+        not: &[WRONG, "--password-file"],
+        ..row(
+            "--url redis://127.0.0.1:{secured} run --key job --ttl 5s -- true",
+            77,
+            &["refused the password", "REDLOCK_PASSWORD_FILE"],
+        )
+    },
+    // A script is a request large enough that the server answers it with a protocol error
+    // rather than NOAUTH: the same words, without the protocol's.
+    Row {
+        not: &["Protocol error", "multibulk", "ResponseError"],
+        ..row(
+            "--url redis://127.0.0.1:{secured} run --key job --ttl 5s -- true",
+            77,
+            &[
+                "requires a password",
+                "--password-file",
+                "REDLOCK_PASSWORD_FILE",
+                "in the URL",
+            ],
+        )
+    },
+    Row {
+        not: &["NOAUTH", "+info"],
+        ..row(
+            "--url redis://127.0.0.1:{secured} status job",
+            77,
+            &["requires a password", "--password-file"],
+        )
+    },
     // An ACL user without the commands redlock runs.
     Row {
         not: &["cron-pw"],
@@ -449,13 +562,51 @@ const SERVERS: &[Row] = &[
             &["permission denied", "redlock doctor"],
         )
     },
-    // The lock key is something else already.
-    row(
-        "--url redis://:s3cret-pw@127.0.0.1:{secured} run --key taken --ttl 5s -- true",
-        78,
-        &["WRONGTYPE"],
-    ),
+    // The lock key is something else already: no lock, said as `status` says it, and what to
+    // do; never the script's digest or line.
+    Row {
+        not: NOT_A_SCRIPT,
+        ..row(
+            "--url redis://:s3cret-pw@127.0.0.1:{secured} run --key taken --ttl 5s -- true",
+            78,
+            NOT_A_LOCK,
+        )
+    },
+    Row {
+        not: NOT_A_SCRIPT,
+        ..row(
+            "--url redis://:s3cret-pw@127.0.0.1:{secured} acquire --key taken --ttl 5s",
+            78,
+            NOT_A_LOCK,
+        )
+    },
+    Row {
+        not: NOT_A_SCRIPT,
+        ..row(
+            "--url redis://:s3cret-pw@127.0.0.1:{secured} extend --key taken --ttl 5s --token t",
+            78,
+            NOT_A_LOCK,
+        )
+    },
+    Row {
+        not: NOT_A_SCRIPT,
+        ..row(
+            "--url redis://:s3cret-pw@127.0.0.1:{secured} release taken --force",
+            78,
+            NOT_A_LOCK,
+        )
+    },
 ];
+
+/// What a line says of a lock key that holds another type of value, and what it leaves out.
+const NOT_A_LOCK: &[&str] = &[
+    "taken",
+    "another type of value",
+    "not a lock",
+    "nothing was changed",
+    "delete it or choose another key",
+];
+const NOT_A_SCRIPT: &[&str] = &["script", "Operation against"];
 
 #[test]
 fn the_table_has_at_least_fifty_mistakes() {
@@ -501,6 +652,23 @@ fn connection_and_permission_mistakes_name_the_cause() {
         "hash",
         "redlock touched a key it does not own"
     );
+}
+
+#[test]
+fn status_without_a_password_says_so_of_replication_too() {
+    let secured = RedisServer::start_with(&["--requirepass", PASSWORD]);
+    let outcome = Redlock::without_url()
+        .args(["--url", &format!("redis://127.0.0.1:{}", secured.port())])
+        .args(["status", "job"])
+        .exits_with(77);
+    let line = outcome
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("replication"))
+        .unwrap_or_else(|| outcome.fail("no replication line"));
+    assert!(line.contains("requires a password"), "{line}");
+    // Granting +info is the fix for an ACL denial, not for a missing password.
+    assert!(!line.contains("+info"), "{line}");
 }
 
 /// Runs `row` as text and as JSON lines, and checks both.
@@ -557,7 +725,7 @@ fn expect_words(outcome: &Outcome, line: &str, says: &[String], not: &[&str]) {
 /// The servers the rows name: `{url}`/`{plain}` a plain one (with an ACL user `cron` that
 /// may not run scripts), `{secured}` one with a password, `{tls}` a TLS-only one, `{free}` a
 /// port nobody listens on, `{silent}` a listener that takes connections and never answers,
-/// `{pwfile}` a file holding the password.
+/// `{pwfile}` a file holding the password, `{wrongfile}` one holding a wrong one.
 struct Servers {
     plain: RedisServer,
     secured: Option<RedisServer>,
@@ -592,6 +760,7 @@ impl Servers {
         servers.tls = Some((RedisServer::start_tls_only(&certs, &[]), certs));
         servers.silent = Some(Silent::start());
         std::fs::write(servers.scratch.join("pw"), format!("{PASSWORD}\n")).expect("write pw");
+        std::fs::write(servers.scratch.join("wrong"), format!("{WRONG}\n")).expect("write pw");
         servers
     }
 
@@ -605,7 +774,8 @@ impl Servers {
             .replace("{url}", &self.plain.url())
             .replace("{plain}", &self.plain.port().to_string())
             .replace("{free}", &self.free.to_string())
-            .replace("{pwfile}", &self.scratch.join("pw").to_string_lossy());
+            .replace("{pwfile}", &self.scratch.join("pw").to_string_lossy())
+            .replace("{wrongfile}", &self.scratch.join("wrong").to_string_lossy());
         if let Some(secured) = &self.secured {
             text = text.replace("{secured}", &secured.port().to_string());
         }
@@ -630,7 +800,7 @@ impl Servers {
             Redlock::new(&self.plain)
         };
         for (name, value) in row.env {
-            redlock = redlock.env(name, value);
+            redlock = redlock.env(name, self.fill(value));
         }
         redlock.args(words).timeout(Duration::from_secs(15))
     }

@@ -226,8 +226,9 @@ impl Plan {
             && hold > lease::MAX_TTL
         {
             return Err(usage(format!(
-                "--hold-at-least {} is longer than 24h",
-                lease::fmt(hold)
+                "--hold-at-least {} is longer than 24h{}",
+                lease::fmt(hold),
+                lease::months_hint(hold)
             )));
         }
         let display = crate::lock::record::redact(&display_command(&argv, args.shell.is_some()));

@@ -72,7 +72,6 @@ use crate::lock::nodes::{Nodes, Tally};
 use crate::lock::record::{Holder, LockState, Waiter};
 use crate::lock::replicas::Replication;
 use crate::redis::server::Server;
-use crate::report::exit::Exit;
 use crate::report::json::Json;
 use crate::supervise::lease::fmt;
 
@@ -122,11 +121,13 @@ impl Replicated {
                         out.push_str(&format!("replication  {name}: {}\n", r.describe()));
                     }
                 }
+                // Only an ACL denial is fixed by granting +info; a missing or refused password
+                // says so itself.
                 Err(e) => out.push_str(&format!(
                     "replication  {}: not shown ({}){}\n",
                     server.name(),
                     crate::report::error::render(e),
-                    if crate::report::error::classify(e) == Exit::Permission {
+                    if crate::report::error::is_acl_denial(e) {
                         "; grant +info to see it"
                     } else {
                         ""

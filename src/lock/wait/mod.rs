@@ -74,7 +74,7 @@ use crate::lock::nodes::Nodes;
 use crate::lock::nodes::Renewal;
 use crate::lock::{self, Busy, Claim, QUEUE_REFRESH, Queueing, Refusal, Standing};
 use crate::redis::server::Server;
-use crate::report::error::{classify, is_server_reply, is_timeout};
+use crate::report::error::{classify, is_server_reply, is_timeout, not_a_lock};
 use crate::report::exit::Exit;
 use crate::supervise::lease::Moment;
 use crate::supervise::signals::{self, Event, Signals};
@@ -124,6 +124,19 @@ pub struct Request<'a> {
 /// A refusal is counted once, by the last attempt. `meanwhile` runs once, while the first
 /// attempt is on the wire.
 pub fn take(
+    nodes: &mut Nodes,
+    req: &Request,
+    signals: &Signals,
+    meanwhile: &mut dyn FnMut(),
+) -> Result<Taken> {
+    let keys = req.claim.keys;
+    taking(nodes, req, signals, meanwhile).map_err(|e| {
+        let doing = format!("cannot acquire {}", keys.names());
+        not_a_lock(e, &doing, !keys.also.is_empty())
+    })
+}
+
+fn taking(
     nodes: &mut Nodes,
     req: &Request,
     signals: &Signals,
