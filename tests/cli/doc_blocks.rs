@@ -326,6 +326,27 @@ fn setup_for(block: &Block, sandbox: &Sandbox) -> Setup {
             },
         };
     }
+    if first.contains("/usr/local/bin/redlock doctor") {
+        // The server as the recipe sets it up: its password, no eviction, AOF.
+        let pass = sandbox.path("pass");
+        return Setup {
+            before: format!(
+                "printf '%s\\n' '{PASSWORD}' > '{pass}'; chmod 600 '{pass}'\n\
+                 for setting in 'appendonly yes' 'maxmemory-policy noeviction' \
+                 'requirepass {PASSWORD}'; do\n\
+                 redis-cli -u \"$REDLOCK_URL\" CONFIG SET $setting >/dev/null || exit 99\n\
+                 done\n"
+            ),
+            status: 0,
+            check: |run, _, _| {
+                run.stdout
+                    .lines()
+                    .all(|l| l.starts_with("ok "))
+                    .then_some(())
+                    .ok_or_else(|| "doctor is not clean on the recipe's server".to_owned())
+            },
+        };
+    }
     if first.starts_with("printf '%s\\n' 'the-password'") {
         return Setup {
             before: String::new(),
