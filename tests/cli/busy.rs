@@ -98,7 +98,7 @@ fn max_waiters_one_gives_an_overrunning_job_exactly_one_catch_up_run() {
             .arg("--")
             .args(SECTION)
             .exits_with(75)
-            .error_mentions(&["queue is full", "1 waiting", "--max-waiters 1"]);
+            .error_mentions(&["queue is full (--max-waiters 1: 1 is waiting)"]);
     }
     // With its own exit status for a busy run, too.
     bounded(&server, &log, 1)
@@ -142,7 +142,7 @@ fn a_waiter_already_queued_keeps_its_place_when_the_queue_is_full() {
         .arg("--")
         .args(SECTION)
         .exits_with(75)
-        .error_mentions(&["queue is full", "2 waiting"]);
+        .error_mentions(&["queue is full (--max-waiters 2: 2 are waiting)"]);
     // A waiter without a limit is not refused by others' limits.
     let unbounded = section(&server, &log, 2)
         .args(["run", "--key", "job", "--ttl", "10s", "--wait", "60s", "--"])
@@ -181,7 +181,7 @@ fn a_frozen_waiter_counts_until_its_entry_lapses() {
         .arg("--")
         .args(SECTION)
         .exits_with(75)
-        .error_mentions(&["queue is full", "1 waiting"]);
+        .error_mentions(&["queue is full (--max-waiters 1: 1 is waiting)"]);
     // The release puts the front of the queue on notice: the frozen head's entry lapses
     // within the documented 2 s (its grant, if it had one, sooner).
     holder.close_stdin();

@@ -129,10 +129,12 @@ pub fn take<'a>(
         } => (fence, also, started_ms, slot, sent, spent),
         Taken::Busy(busy) => {
             let waited = match (plan.args.wait, busy.full) {
-                (_, Some(n)) => format!(
-                    "; the queue is full ({n} waiting, --max-waiters {})",
-                    plan.max_waiters.unwrap_or(0)
-                ),
+                // The script counts live waiters up to the bound, no further.
+                (_, Some(_)) => {
+                    let n = plan.max_waiters.unwrap_or(0);
+                    let are = if n == 1 { "is" } else { "are" };
+                    format!("; the queue is full (--max-waiters {n}: {n} {are} waiting)")
+                }
                 (Some(w), None) if !w.is_zero() => format!(" (waited {})", lease::fmt(w)),
                 _ => String::new(),
             };

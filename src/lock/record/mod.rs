@@ -109,9 +109,9 @@ pub struct Holder {
 /// The holder record's fields (an earlier version's host, pid, user and cmd, now in `who`,
 /// included); the scripts may name no others.
 #[cfg(test)]
-const HOLDER_FIELDS: [&str; 12] = [
+const HOLDER_FIELDS: [&str; 13] = [
     "who", "host", "pid", "user", "cmd", "started", "renewed", "ttl", "fence", "finished",
-    "replace", "stop",
+    "replace", "stop", "ticket",
 ];
 
 /// The holder fields a refusal (and `release --force`) reads back, in the order the scripts

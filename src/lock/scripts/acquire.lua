@@ -37,7 +37,8 @@
 -- ARGV[17..] (--once-per) the holder's identity as field/value pairs (record.rs writes them),
 --          for the window's record
 -- The holder record is started, ttl, fence, who (and replace=no); a renewal adds renewed, a
--- kept release finished, a replacer stop. The release channel is the queue's key with
+-- kept release finished, a replacer stop; a replacer's provisional grant, its ticket. The
+-- release channel is the queue's key with
 -- 'released' for 'queue' (`{L}:redlock:released`).
 -- The retention of the records (RETAIN) is audit.lua's.
 -- Reply: {1, fence, server time (ms), slot (-1: none), 1 when the lease is provisional} when

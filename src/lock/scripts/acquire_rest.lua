@@ -136,6 +136,9 @@ if free and not pause then
     if shape == '' then
       write_holder(KEYS[3], ttl, now_text, fence_text, ARGV[4], ARGV[5])
       redis.call('SET', KEYS[1], ARGV[1], 'PX', ttl)
+      -- A replacer's grant names its ticket, so that a later replacer that asks it to stop
+      -- supersedes it even if the grant lapses before it is confirmed (below).
+      if provisional and replacer ~= '' then redis.call('HSET', KEYS[3], 'ticket', ticket) end
     else
       if shape ~= 'shared' then slot = free_slot(KEYS[8], KEYS[9], tonumber(shape)) end
       local own = ''
@@ -197,9 +200,16 @@ end
 -- A replacer kept out of a full queue does not run, so it asks nobody to stop.
 local replacing = 0
 if replacer ~= '' and current and not pause and full == 0 then
-  local r = redis.call('HMGET', KEYS[3], 'fence', 'replace', 'stop')
+  local r = redis.call('HMGET', KEYS[3], 'fence', 'replace', 'stop', 'ticket')
   if r[1] and r[2] ~= 'no' then
     replacing = 1
+    -- The holder is an earlier replacer's unconfirmed grant: it is superseded, whether it
+    -- confirms in time (its confirmation finds the request) or not (its next attempt finds
+    -- the mark).
+    if r[4] then
+      redis.call('HSET', KEYS[7], r[4], SUPERSEDED .. replacer)
+      redis.call('PEXPIRE', KEYS[7], QUEUE_KEPT)
+    end
     if not r[3] then
       redis.call('HSET', KEYS[3], 'stop', replacer)
       local stop = KEYS[14] .. ':' .. r[1]

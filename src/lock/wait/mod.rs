@@ -168,7 +168,27 @@ fn taking(
         later: None,
     });
     let mut waiter = Waiter::new(queue);
-    let first = nodes.acquire(&req.claim, refusal, queue.as_ref(), sent, Some(meanwhile));
+    let mut first = nodes.acquire(&req.claim, refusal, queue.as_ref(), sent, Some(meanwhile));
+    // A run that waits has time to get past a dropped connection (a CLIENT KILL, a proxy's
+    // reset): it tries again, on a new connection, for --timeout, as its later attempts do.
+    // Not after a timeout (the attempt may still run; its undoing is queued behind it), nor
+    // after an answer of the server's.
+    let mut sent = sent;
+    let since = Instant::now();
+    while queues
+        && since.elapsed() < req.timeout
+        && first.as_ref().is_err_and(|e| {
+            !is_server_reply(e) && !is_timeout(e) && !lock::replicas::is_unacknowledged(e)
+        })
+    {
+        if let Event::Signal(sig) = signals.wait(Some(RETRY_PAUSE))
+            && !signals::JOB_CONTROL.contains(&sig)
+        {
+            return Ok(Taken::Interrupted(sig));
+        }
+        sent = Moment::now();
+        first = nodes.acquire(&req.claim, refusal, queue.as_ref(), sent, None);
+    }
     let first = first.and_then(|a| {
         let step = waiter.answered(a, &req.claim, sent);
         settle(nodes, &mut waiter, &req.claim, step, &Busy::default())
@@ -303,6 +323,9 @@ fn confirm(nodes: &mut Nodes, claim: &Claim, grant: &Grant) -> Confirmation {
 /// What a replacer without `--wait` waits beyond the lease of the holder it asked to stop: the
 /// queue's hand-off (a provisional grant and a refresh) and a few round trips.
 const REPLACE_SLACK: Duration = Duration::from_secs(5);
+
+/// The pause between a waiter's first attempts while its connection keeps dropping.
+const RETRY_PAUSE: Duration = Duration::from_millis(50);
 
 /// A wait longer than a year is a year: `start + wait` must not overflow.
 const YEAR: Duration = Duration::from_secs(365 * 24 * 3600);
