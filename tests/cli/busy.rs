@@ -434,3 +434,46 @@ fn a_stop_request_left_in_a_stale_record_does_not_stop_the_next_holder() {
     held.close_stdin();
     held.exits_with(0);
 }
+
+#[test]
+fn a_replacer_frozen_on_its_grant_is_superseded_even_when_the_grant_lapses() {
+    // R1 waits to replace a holder that may not be replaced, and is frozen while the release
+    // grants it the lock provisionally; R2 arrives and asks R1 to stop. R1, continued after
+    // its grant lapsed, must not come back as a fresh replacer and stop R2: the last replacer
+    // to arrive is the one that runs.
+    let server = RedisServer::start();
+    let mut holder = Redlock::new(&server)
+        .args(["run", "--key", "job", "--ttl", "5s", "--no-replace"])
+        .args(["-c", crate::support::child::HOLD])
+        .spawn();
+    holder.expect_line("ready");
+    let r1 = Redlock::replacing(&server, "job")
+        .args(["--", "echo", "r1-ran"])
+        .spawn();
+    wait_until(
+        "R1's attempt to wait on the server",
+        Duration::from_secs(10),
+        || {
+            (live_waiters(&server) == 1 && server.info_number("clients", "blocked_clients") == 1)
+                .then_some(())
+        },
+    );
+    r1.signal(libc::SIGSTOP);
+    holder.close_stdin();
+    holder.exits_with(0);
+    // The release granted R1 the lock, which it cannot confirm.
+    wait_until("R1's provisional grant", Duration::from_secs(5), || {
+        server.exists("job").then_some(())
+    });
+    let mut r2 = Redlock::replacing(&server, "job")
+        .args(["-c", crate::support::child::HOLD])
+        .spawn();
+    // R1's grant lapses (1 s) and R2 takes the lock.
+    r2.expect_line("ready");
+    r1.signal(libc::SIGCONT);
+    r1.exits_with(79)
+        .error_mentions(&["superseded"])
+        .never_shows("r1-ran");
+    r2.close_stdin();
+    r2.exits_with(0);
+}
