@@ -99,10 +99,16 @@ impl RedisServer {
             match server.launch() {
                 Ok(()) => return server,
                 // Most likely another process took the port between our probe and redis
-                // binding it: try another.
+                // binding it: try another, and another cluster bus port (the one given may
+                // have been taken the same way).
                 Err(failure) => failures.push(failure),
             }
             server.port = free_port();
+            if let Some(i) = server.extra_args.iter().position(|a| a == "--cluster-port")
+                && let Some(bus) = server.extra_args.get_mut(i + 1)
+            {
+                *bus = free_port().to_string();
+            }
         }
         panic!(
             "redis-server did not start in {START_ATTEMPTS} attempts:\n{}",
