@@ -250,6 +250,19 @@ impl Server {
         }
     }
 
+    /// The ACL user named in the URL, for messages, when the password came from a file: then
+    /// the URL's userinfo can only be the user (a URL's lone userinfo may be a password, and
+    /// is never shown otherwise).
+    pub fn user_beside_password_file(&self) -> Option<String> {
+        self.password_file.as_ref()?;
+        let user = match &self.target {
+            Target::Direct { info, .. } => info.redis_settings().username().map(str::to_string),
+            Target::Cluster { username, .. } => username.clone(),
+            Target::Sentinel { master, .. } => master.username().map(str::to_string),
+        };
+        user.filter(|u| !u.is_empty())
+    }
+
     /// For a `rediss://` server or a `rediss+cluster://` one, what its TLS failures are
     /// explained with. (A Sentinel lookup explains its own: it knows which server refused.)
     pub fn tls_target(&self) -> Option<&TlsTarget> {

@@ -271,3 +271,32 @@ fn a_wrong_password_exits_77() {
         .error_mentions(says::DENIED)
         .never_shows("wrong-password");
 }
+
+#[test]
+fn a_user_named_in_the_url_beside_a_password_file_is_named_in_the_fixes() {
+    // `redis://locker@host` with the password in a file: the userinfo is the user, and the
+    // ACL lines name it (a lone userinfo without a password file may be a password, and is
+    // never shown).
+    let server = healthy_server();
+    let rules: Vec<&str> = LEAST_PRIVILEGE
+        .iter()
+        .copied()
+        .filter(|rule| *rule != "+config|get")
+        .collect();
+    server.acl_setuser("locker", &rules);
+    let dir = crate::support::TempDir::new("doctor-user");
+    let file = dir.join("pass");
+    std::fs::write(&file, format!("{PASSWORD}\n")).expect("write the password file");
+    let url = format!("redis://locker@127.0.0.1:{}", server.port());
+    let outcome = Redlock::without_url()
+        .args(["--url", &url, "--password-file"])
+        .arg(&file)
+        .arg("doctor")
+        .exits_with(1);
+    let warning = finding(&outcome, "warn", "maxmemory-policy");
+    assert!(
+        warning.contains("ACL SETUSER locker +config|get"),
+        "{warning}"
+    );
+    outcome.never_shows(PASSWORD);
+}

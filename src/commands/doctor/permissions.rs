@@ -99,7 +99,11 @@ impl User {
 /// ACL WHOAMI; a least-privilege user may not run it, and then the URL tells.
 pub(super) fn whoami(con: &mut Conn, server: &Server) -> Result<User> {
     let name = answered(redis::cmd("ACL").arg("WHOAMI").query::<String>(con))?;
-    Ok(User(name.unwrap_or_else(|_| user_in_url(server.name()))))
+    Ok(User(name.unwrap_or_else(|_| {
+        server
+            .user_beside_password_file()
+            .unwrap_or_else(|| user_in_url(server.name()))
+    })))
 }
 
 /// The user a (redacted) URL authenticates as: `default` when it names none, as Redis does.
