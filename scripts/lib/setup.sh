@@ -1,5 +1,5 @@
-# Shared by scripts/try and scripts/test (sourced, not run): what a fresh Debian (12 or later)
-# machine lacks, installed as root or through sudo, and the Rust toolchain.
+# Shared by scripts/try, scripts/test and .ci/run (sourced, not run): what a fresh Debian
+# (12 or later) machine lacks, installed as root or through sudo, and the Rust toolchain.
 
 # as_root CMD...: runs CMD as root: directly when this is root, else through sudo.
 as_root() {
