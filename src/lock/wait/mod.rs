@@ -177,9 +177,7 @@ fn taking(
     let since = Instant::now();
     while queues
         && since.elapsed() < req.timeout
-        && first.as_ref().is_err_and(|e| {
-            !is_server_reply(e) && !is_timeout(e) && !lock::replicas::is_unacknowledged(e)
-        })
+        && first.as_ref().is_err_and(worth_another_connection)
     {
         if let Event::Signal(sig) = signals.wait(Some(RETRY_PAUSE))
             && !signals::JOB_CONTROL.contains(&sig)
@@ -324,6 +322,14 @@ fn confirm(nodes: &mut Nodes, claim: &Claim, grant: &Grant) -> Confirmation {
 /// queue's hand-off (a provisional grant and a refresh) and a few round trips.
 const REPLACE_SLACK: Duration = Duration::from_secs(5);
 
+/// Whether an attempt that failed is worth sending again on a new connection: the old one was
+/// dropped. Not after a timeout (the attempt may still run, and its undoing is queued behind
+/// it: it would undo a retry with the same token), nor after an answer of the server's (a
+/// refusal, or a grant too few replicas acknowledged).
+fn worth_another_connection(e: &anyhow::Error) -> bool {
+    !is_server_reply(e) && !is_timeout(e) && !lock::replicas::is_unacknowledged(e)
+}
+
 /// The pause between a waiter's first attempts while its connection keeps dropping.
 const RETRY_PAUSE: Duration = Duration::from_millis(50);
 
@@ -424,11 +430,7 @@ fn wait_notified(
         // A long wait may outlive one connection; the failed one was dropped, so this attempt
         // reconnects. Not after a timeout: that attempt's undoing is queued behind it
         // (`nodes/majority.rs`), and would undo a retry with the same token.
-        if let Err(e) = &answer
-            && !is_server_reply(e)
-            && !is_timeout(e)
-            && !lock::replicas::is_unacknowledged(e)
-        {
+        if answer.as_ref().is_err_and(worth_another_connection) {
             sent = Moment::now();
             answer = nodes.acquire(&req.claim, Refusal::Uncounted, attempt.as_ref(), sent, None);
         }
