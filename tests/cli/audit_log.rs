@@ -691,11 +691,6 @@ fn a_hold_released_by_its_token_ends_its_take_in_the_log() {
     assert!(text.stdout.contains(", by token"), "{text}");
 }
 
-/// The number of waiters in `lock`'s queue.
-fn queued(server: &RedisServer, lock: &str) -> usize {
-    server.query(&["ZCARD", &companion_key(lock, "queue")])
-}
-
 #[test]
 fn a_provisional_grant_displaced_by_a_replacer_ends_its_take_in_the_log() {
     // The head waiter is frozen while its attempt waits on the server, so the release grants
@@ -714,15 +709,7 @@ fn a_provisional_grant_displaced_by_a_replacer_ends_its_take_in_the_log() {
                 "run", "--key", &key, "--ttl", "10s", "--wait", "60s", "--", "true",
             ])
             .spawn();
-        wait_until(
-            "the waiter's attempt to wait on the server",
-            Duration::from_secs(10),
-            || {
-                (queued(&server, &key) == 1
-                    && server.info_number("clients", "blocked_clients") == 1)
-                    .then_some(())
-            },
-        );
+        server.wait_until_waiting_on_server(&key, 1);
         waiter.signal(libc::SIGSTOP);
         holder.close_stdin();
         holder.exits_with(0);
@@ -910,14 +897,7 @@ fn a_provisional_grant_nobody_confirmed_ends_as_an_expiry_before_the_next_take()
             "run", "--key", "job", "--ttl", "10s", "--wait", "60s", "--", "true",
         ])
         .spawn();
-    wait_until(
-        "the waiter's attempt to wait on the server",
-        Duration::from_secs(10),
-        || {
-            (queued(&server, "job") == 1 && server.info_number("clients", "blocked_clients") == 1)
-                .then_some(())
-        },
-    );
+    server.wait_until_waiting_on_server("job", 1);
     waiter.signal(libc::SIGSTOP);
     holder.close_stdin();
     holder.exits_with(0);
@@ -928,7 +908,6 @@ fn a_provisional_grant_nobody_confirmed_ends_as_an_expiry_before_the_next_take()
         ["acquired", "released", "acquired", "expired"],
         "{log:#?}"
     );
-    std::thread::sleep(Duration::from_millis(500));
     waiter.signal(libc::SIGCONT);
     waiter.exits_with(0);
     let log = events(&server, "job");

@@ -450,14 +450,7 @@ fn a_replacer_frozen_on_its_grant_is_superseded_even_when_the_grant_lapses() {
     let r1 = Redlock::replacing(&server, "job")
         .args(["--", "echo", "r1-ran"])
         .spawn();
-    wait_until(
-        "R1's attempt to wait on the server",
-        Duration::from_secs(10),
-        || {
-            (live_waiters(&server) == 1 && server.info_number("clients", "blocked_clients") == 1)
-                .then_some(())
-        },
-    );
+    server.wait_until_waiting_on_server("job", 1);
     r1.signal(libc::SIGSTOP);
     holder.close_stdin();
     holder.exits_with(0);

@@ -64,6 +64,15 @@ fn doctor(server: &RedisServer) -> Redlock {
     Redlock::new(server).arg("doctor")
 }
 
+/// [`LEAST_PRIVILEGE`] without one of its rules.
+fn least_privilege_without(rule: &str) -> Vec<&'static str> {
+    LEAST_PRIVILEGE
+        .iter()
+        .copied()
+        .filter(|r| *r != rule)
+        .collect()
+}
+
 fn doctor_as(server: &RedisServer, user: &str) -> Redlock {
     Redlock::without_url()
         .args(["--url", &server.url_with_user(user, PASSWORD)])
@@ -197,12 +206,7 @@ fn a_user_without_publish_fails_naming_it_with_77() {
 #[test]
 fn a_least_privilege_user_without_evalsha_fails_naming_it_with_77() {
     let server = healthy_server();
-    let rules: Vec<&str> = LEAST_PRIVILEGE
-        .iter()
-        .copied()
-        .filter(|rule| *rule != "+evalsha")
-        .collect();
-    server.acl_setuser("locker", &rules);
+    server.acl_setuser("locker", &least_privilege_without("+evalsha"));
     let outcome = doctor_as(&server, "locker").exits_with(77);
     let failure = finding(&outcome, "fail", "permissions");
     assert!(failure.contains("+evalsha"), "{failure}");
@@ -225,12 +229,7 @@ fn the_least_privilege_rules_are_enough_for_every_check() {
 #[test]
 fn a_user_who_may_not_read_the_configuration_gets_a_warning_naming_the_acl() {
     let server = healthy_server();
-    let rules: Vec<&str> = LEAST_PRIVILEGE
-        .iter()
-        .copied()
-        .filter(|rule| *rule != "+config|get")
-        .collect();
-    server.acl_setuser("locker", &rules);
+    server.acl_setuser("locker", &least_privilege_without("+config|get"));
     let outcome = doctor_as(&server, "locker").exits_with(1);
     let warning = finding(&outcome, "warn", "maxmemory-policy");
     assert!(
@@ -278,12 +277,7 @@ fn a_user_named_in_the_url_beside_a_password_file_is_named_in_the_fixes() {
     // ACL lines name it (a lone userinfo without a password file may be a password, and is
     // never shown).
     let server = healthy_server();
-    let rules: Vec<&str> = LEAST_PRIVILEGE
-        .iter()
-        .copied()
-        .filter(|rule| *rule != "+config|get")
-        .collect();
-    server.acl_setuser("locker", &rules);
+    server.acl_setuser("locker", &least_privilege_without("+config|get"));
     let dir = crate::support::TempDir::new("doctor-user");
     let file = dir.join("pass");
     std::fs::write(&file, format!("{PASSWORD}\n")).expect("write the password file");

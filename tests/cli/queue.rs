@@ -370,14 +370,7 @@ fn freeze_the_head_and_release(
         (queue_len(server) == 1).then_some(())
     });
     let next = waiter("next");
-    wait_until(
-        "both waiters' attempts to wait on the server",
-        Duration::from_secs(10),
-        || {
-            (queue_len(server) == 2 && server.info_number("clients", "blocked_clients") == 2)
-                .then_some(())
-        },
-    );
+    server.wait_until_waiting_on_server("job", 2);
     frozen.signal(libc::SIGSTOP);
     holder.close_stdin();
     holder.exits_with(0);

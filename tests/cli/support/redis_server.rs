@@ -267,6 +267,22 @@ impl RedisServer {
             .collect()
     }
 
+    /// Waits until `waiters` are in `lock`'s queue and as many clients are blocked here: each
+    /// waiter's next attempt waits on this server behind its grant list (what a test freezes a
+    /// waiter in, or releases a lock under).
+    pub fn wait_until_waiting_on_server(&self, lock: &str, waiters: usize) {
+        super::poll::wait_until(
+            &format!("{waiters} waiter(s) of {lock} to wait on the server"),
+            Duration::from_secs(10),
+            || {
+                let queued: usize = self.query(&["ZCARD", &super::companion_key(lock, "queue")]);
+                (queued == waiters
+                    && self.info_number("clients", "blocked_clients") == waiters as u64)
+                    .then_some(())
+            },
+        );
+    }
+
     pub fn info_number(&self, section: &str, field: &str) -> u64 {
         let info = self.info(section);
         let value = info
