@@ -225,3 +225,29 @@ fn known_last_of_three_replacers_wins() {
     )
     .run();
 }
+
+/// A replacer frozen once it queued, granted the lock while frozen, and asked to stop by a
+/// later replacer: thawed after its grant lapsed, it does not come back and stop the later one.
+#[test]
+fn known_replacer_frozen_on_its_grant() {
+    Scenario::from_moves(
+        "known_replacer_frozen_on_its_grant",
+        Topology::Server,
+        vec![
+            (0, Move::Run(Run::exclusive(5, 3_000))),
+            (300, Move::Run(Run::exclusive(5, 1_000).wait(30).replace())),
+            (
+                300,
+                Move::Freeze {
+                    run: 1,
+                    for_ms: 3_000,
+                },
+            ),
+            (
+                1_000,
+                Move::Run(Run::exclusive(5, 2_000).wait(30).replace()),
+            ),
+        ],
+    )
+    .run();
+}

@@ -22,9 +22,10 @@
 //!    no server was restarted, dropped connections or slept during its life, is a failure. A
 //!    frozen waiter is held to it too: a freeze breaks no connection (the servers keep idle
 //!    clients), so a waiter thawed with time left has nothing to be unavailable about.
-//! 4. **The last replacer runs**: on a key whose replacers arrived ≥ 0.3 s apart, none
-//!    faulted and no server or operator move touched them, the last to arrive runs its section
-//!    to the end and exits 0.
+//! 4. **The last replacer runs**: on a key whose replacers arrived ≥ 0.3 s apart, the last
+//!    not faulted, the earlier ones faulted only once they had queued (frozen ≥ 0.3 s after
+//!    arriving, or killed), and no server or operator move touching them, the last to arrive
+//!    runs its section to the end and exits 0, and no earlier one starts after it.
 //! 5. **Order**: of two runs of one key whose shapes exclude one another, neither faulted and
 //!    the later one not a replacer (replacers go ahead by design), the one that arrived ≥ 0.3 s
 //!    earlier starts first.
@@ -1155,7 +1156,15 @@ impl Played {
                 .windows(2)
                 .all(|w| w[1].1.arrived >= w[0].1.arrived + APART);
             let first = replacers[0].1.arrived;
-            let untouched = replacers.iter().all(|(_, r)| !r.faulted())
+            // An earlier replacer frozen once it had queued (or killed) is held to it too: a
+            // thaw must not bring a superseded replacer back. One frozen sooner may not have
+            // arrived at the server before a later one.
+            let queued_when_faulted =
+                |r: &PlayedRun| r.frozen.iter().all(|&(from, _)| from >= r.arrived + APART);
+            let untouched = !run.faulted()
+                && replacers[..replacers.len() - 1]
+                    .iter()
+                    .all(|(_, r)| !r.faulted() || queued_when_faulted(r))
                 && !self.disturbed(&[k], first, run.ended());
             // Without --wait a replacer that meets a shared hold is a plain busy run (75).
             let patient = run.spec.wait_s.is_some_and(|w| w >= 10);
