@@ -8,7 +8,7 @@
 //! format asks (backslash, double quote, newline). Families are grouped, each with its HELP and
 //! TYPE lines, in a fixed order. A value the records cannot give (no run yet: no last-run
 //! start) leaves that key's sample out rather than inventing a 0 a dashboard would plot;
-//! redlock_held, redlock_paused and the counters are always there.
+//! redlock_held, redlock_paused, redlock_pause_lapsed and the counters are always there.
 //!
 //! Times are the server's (seconds since the epoch, with milliseconds); ages are taken against
 //! this host's clock, as `status` does.
@@ -53,7 +53,7 @@ use anyhow::{Context as _, Result};
 use super::spill::Spill;
 use crate::Context;
 use crate::cli::MetricsArgs;
-use crate::lock::inspect::{Inspection, Unreadable};
+use crate::lock::inspect::{Holding, Inspection, Unreadable};
 use crate::lock::keys::{BATCH, Keys};
 use crate::lock::nodes::Nodes;
 use crate::lock::record::{LockState, Outcome};
@@ -264,6 +264,18 @@ const FAMILIES: &[Family] = &[
         value: |i, now| i.oldest_start_ms().map(|s| seconds((now - s).max(0))),
     },
     Family {
+        name: "redlock_lease_renewal_age_seconds",
+        kind: "gauge",
+        help: "How long since the running holder renewed least recently (against its --ttl) renewed its lease, or took the lock when it has not renewed yet (left out when no command runs under the lock).",
+        value: |i, now| stalest_renewal(i, now).map(|(age, _)| seconds(age)),
+    },
+    Family {
+        name: "redlock_lease_length_seconds",
+        kind: "gauge",
+        help: "The lease length (--ttl) of that same holder: a run renews every third of it (left out when no command runs under the lock).",
+        value: |i, now| stalest_renewal(i, now).map(|(_, ttl)| seconds(ttl)),
+    },
+    Family {
         name: "redlock_ttl_seconds",
         kind: "gauge",
         help: "Time left before the lock frees itself unless renewed: until the last holder's lease ends (0 when free, -1 without expiry).",
@@ -291,6 +303,12 @@ const FAMILIES: &[Family] = &[
         kind: "gauge",
         help: "1 while a pause (redlock pause) refuses new runs of the lock, else 0.",
         value: |i, now| Some(f64::from(u8::from(i.pause(now).is_some()))),
+    },
+    Family {
+        name: "redlock_pause_lapsed",
+        kind: "gauge",
+        help: "1 when a pause's --for ran out without a resume (the runs go ahead again, but nobody said the work is done; for a day, or until resume), else 0.",
+        value: |i, now| Some(f64::from(u8::from(pause_lapsed(i, now)))),
     },
     Family {
         name: "redlock_last_run_start_timestamp_seconds",
@@ -353,6 +371,40 @@ const FAMILIES: &[Family] = &[
         value: |i, _| Some(i.counters.replaced as f64),
     },
 ];
+
+/// Of the holders whose command runs, the one whose renewal is the most overdue against its
+/// own lease (a run renews every third of its `--ttl`): how long since its last renewal (since
+/// it took the lock when it has not renewed yet) and its lease length, in ms. A shared or
+/// slotted holder's last renewal is its deadline less its lease. `None` when no running holder
+/// has a recorded lease (a foreign client's key).
+fn stalest_renewal(i: &Inspection, now_ms: i64) -> Option<(i64, i64)> {
+    i.running()
+        .into_iter()
+        .filter_map(|h| {
+            let (renewed, ttl) = match h {
+                Holding::Exclusive(h) => {
+                    let h = h?;
+                    (h.renewed_ms.or(h.started_ms)?, h.ttl_ms?)
+                }
+                Holding::Shared(s) => {
+                    let ttl = s.ttl_ms?;
+                    (s.deadline_ms.map(|d| d - ttl).or(s.started_ms)?, ttl)
+                }
+            };
+            (ttl > 0).then_some(((now_ms - renewed).max(0), ttl))
+        })
+        .max_by(|a, b| (a.0 as f64 / a.1 as f64).total_cmp(&(b.0 as f64 / b.1 as f64)))
+}
+
+/// Whether a pause of the lock (its own or its prefix's) ran out without a resume, and no
+/// pause is in force: its record is kept [`crate::lock::record::PAUSE_KEPT`] after its end,
+/// and a resume removes it.
+fn pause_lapsed(i: &Inspection, now_ms: i64) -> bool {
+    i.pause(now_ms).is_none()
+        && i.pauses
+            .iter()
+            .any(|p| p.until_ms.is_some_and(|until| until <= now_ms))
+}
 
 /// How much of one family's samples `metrics` keeps in memory before it puts them in a
 /// temporary file (see `spill.rs`): a few thousand locks' worth.
