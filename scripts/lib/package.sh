@@ -115,6 +115,11 @@ stage_common() {
     for unit in deploy/systemd/*; do
         install -D -m 0644 "$unit" "$root/usr/share/doc/redlock/examples/systemd/${unit##*/}"
     done
+    # The alert rules (with their promtool tests) and the dashboard docs/monitoring.md installs.
+    local watch
+    for watch in deploy/prometheus/* deploy/grafana/*; do
+        install -D -m 0644 "$watch" "$root/usr/share/doc/redlock/examples/${watch#deploy/}"
+    done
 }
 
 version() {

@@ -23,6 +23,7 @@ mod many_locks;
 mod metrics;
 mod mistakes;
 mod model;
+mod monitoring;
 mod nested;
 mod once;
 mod package;
