@@ -97,7 +97,9 @@ fn common_files() -> BTreeSet<String> {
         files.insert(format!("/usr/share/doc/redlock/examples/systemd/{name}"));
     }
     for watch in ["prometheus", "grafana"] {
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy").join(watch);
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("deploy")
+            .join(watch);
         for file in fs::read_dir(&dir).expect("deploy/").flatten() {
             let name = file.file_name().to_string_lossy().into_owned();
             files.insert(format!("/usr/share/doc/redlock/examples/{watch}/{name}"));
