@@ -378,13 +378,17 @@ _redlock() {
             return 0
             ;;
         redlock__subcmd__log)
-            opts="-f -v -q -h --all --since --follow --json --url --password-file --prefix --timeout --sentinel-password-file --sentinel-user --tls-ca-file --tls-cert-file --tls-key-file --tls-insecure --verbose --quiet --log-format --help"
+            opts="-f -v -q -h --all --since --follow --json --timeline --width --url --password-file --prefix --timeout --sentinel-password-file --sentinel-user --tls-ca-file --tls-cert-file --tls-key-file --tls-insecure --verbose --quiet --log-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
                 --since)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --width)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -249,6 +249,7 @@ complete -c redlock -n "__fish_redlock_using_subcommand check" -s v -l verbose -
 complete -c redlock -n "__fish_redlock_using_subcommand check" -s q -l quiet -d 'Print only the final error line'
 complete -c redlock -n "__fish_redlock_using_subcommand check" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c redlock -n "__fish_redlock_using_subcommand log" -l since -d 'Only entries from this long ago onwards (by this host\'s clock)' -r
+complete -c redlock -n "__fish_redlock_using_subcommand log" -l width -d 'The timeline\'s width in columns (default: $COLUMNS, else the terminal\'s, else 80)' -r
 complete -c redlock -n "__fish_redlock_using_subcommand log" -l url -d 'Redis server URL [default: redis://127.0.0.1:6379]' -r
 complete -c redlock -n "__fish_redlock_using_subcommand log" -l password-file -d 'File holding the Redis password (first line)' -r -F
 complete -c redlock -n "__fish_redlock_using_subcommand log" -l prefix -d 'Namespace prepended to every key, so staging never blocks production' -r
@@ -263,6 +264,7 @@ json\t'One JSON object per line'"
 complete -c redlock -n "__fish_redlock_using_subcommand log" -l all -d 'Every lock under the prefix that has a log (found with SCAN), and the prefix-wide pauses and resumes'
 complete -c redlock -n "__fish_redlock_using_subcommand log" -s f -l follow -d 'After the entries so far, print new ones as they come, until interrupted (SIGINT or SIGTERM, exit 0)'
 complete -c redlock -n "__fish_redlock_using_subcommand log" -l json -d 'One JSON object per line (JSON Lines) instead of text'
+complete -c redlock -n "__fish_redlock_using_subcommand log" -l timeline -d 'Draw the keys\' runs as a timeline instead: holders as bars per host, refusals, how each hold ended, runs waiting now and pauses (plain ASCII when stdout is not a terminal)'
 complete -c redlock -n "__fish_redlock_using_subcommand log" -l tls-insecure -d 'Do not verify the server\'s certificate (TLS URLs only; prints a warning)'
 complete -c redlock -n "__fish_redlock_using_subcommand log" -s v -l verbose -d 'Print a timeline of what redlock does on stderr'
 complete -c redlock -n "__fish_redlock_using_subcommand log" -s q -l quiet -d 'Print only the final error line'

@@ -205,6 +205,16 @@ pub struct LogArgs {
     /// One JSON object per line (JSON Lines) instead of text
     #[arg(long)]
     pub json: bool,
+
+    /// Draw the keys' runs as a timeline instead: holders as bars per host, refusals, how each
+    /// hold ended, runs waiting now and pauses (plain ASCII when stdout is not a terminal)
+    #[arg(long, conflicts_with_all = ["all", "follow", "json"])]
+    pub timeline: bool,
+
+    /// The timeline's width in columns (default: $COLUMNS, else the terminal's, else 80)
+    #[arg(long, requires = "timeline", value_name = "COLUMNS",
+          value_parser = clap::value_parser!(u16).range(40..))]
+    pub width: Option<u16>,
 }
 
 #[derive(Debug, Args)]

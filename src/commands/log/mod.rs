@@ -62,6 +62,7 @@ use crate::report::log::{self, json_str};
 use crate::supervise::signals::{self, Event, Signals};
 
 mod ends;
+mod timeline;
 
 use ends::Ends;
 
@@ -248,6 +249,9 @@ impl Log {
 }
 
 pub fn log(ctx: &Context, args: LogArgs) -> Result<Exit> {
+    if args.timeline {
+        return timeline::timeline(ctx, &args);
+    }
     let named = ctx.keys(&args.keys)?;
     // Signals are blocked before anything runs, so a follow ends at the next poll, not at once
     // mid-print.

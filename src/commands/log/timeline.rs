@@ -1,0 +1,572 @@
+//! `redlock log KEY... --timeline`: a key's recent runs drawn in the terminal, for incidents —
+//! who held the lock when, on which host, who was refused, who waits now, and how each hold
+//! ended — where the plain log answers the same line by line.
+//!
+//! One chart per key, from the same reading as `log` (its list with every take's end, inferred
+//! lapses included, and an earlier version's stream), plus one reading of the lock's state
+//! (`inspect.rs`) for what the log cannot tell: the runs waiting now. A wait that ended is not
+//! in the log (only its refusal, when `--wait` ran out). Time runs left to right from the
+//! first entry (after `--since`) to the last, or to now while something is still held,
+//! waited for or paused. A row per host (a second row for a host when its spans overlap);
+//! pauses get a row of their own. The width is `--width`, else `$COLUMNS`, else the
+//! terminal's, else 80. Plain ASCII when stdout is not a terminal; a terminal gets block
+//! glyphs for the spans (the marks are letters either way).
+
+use std::collections::BTreeMap;
+
+use anyhow::{Context as _, Result};
+
+use super::{Entry, Log, read_logs};
+use crate::Context;
+use crate::cli::LogArgs;
+use crate::lock::inspect::Inspection;
+use crate::report::exit::Exit;
+use crate::report::log;
+
+/// The narrowest chart: a host's name and a few columns of time.
+pub const MIN_WIDTH: u16 = 40;
+
+pub fn timeline(ctx: &Context, args: &LogArgs) -> Result<Exit> {
+    let named = ctx.keys(&args.keys)?;
+    let mut nodes = ctx.nodes(ctx.timeout);
+    nodes.connect()?;
+    let logs: Vec<Log> = named.iter().map(Log::of).collect();
+    let now = crate::commands::status::now_ms();
+    let from_ms = args.since.map(|d| (now - d.as_millis() as i64).max(0));
+    // The first node that answers: a quorum's nodes keep their own logs.
+    let mut first_error = None;
+    let mut read = None;
+    for i in 0..nodes.len() {
+        match nodes.on(i, |con| read_logs(con, &logs, from_ms)) {
+            Ok(r) => {
+                read = Some(r);
+                break;
+            }
+            Err(e) => {
+                first_error.get_or_insert(e);
+            }
+        }
+    }
+    let Some(read) = read else {
+        return Err(first_error.expect("at least one node"));
+    };
+    // The runs waiting now; a lock whose state cannot be read is drawn without them.
+    let states = crate::commands::status::inspect_each(&mut nodes, &named)?;
+    let style = Style::for_stdout(args.width);
+    let mut out = String::new();
+    for ((log, read), state) in logs.iter().zip(read).zip(states) {
+        let mut entries: Vec<Entry> = read
+            .stream
+            .into_iter()
+            .chain(read.list)
+            .filter(|e| from_ms.is_none_or(|from| e.ms >= from))
+            .collect();
+        entries.sort_by_key(|e| (e.ms, e.seq));
+        if !out.is_empty() {
+            out.push('\n');
+        }
+        let chart = Chart::of(&entries, state.ok().as_ref(), now);
+        out.push_str(&chart.draw(&log.lock, &style));
+    }
+    log::stdout(&out).context("cannot print the timeline")?;
+    Ok(Exit::Success)
+}
+
+/// How the chart is drawn: its width, and the glyphs of spans.
+pub struct Style {
+    pub width: usize,
+    /// Block glyphs for the spans (a terminal), or ASCII.
+    pub blocks: bool,
+}
+
+impl Style {
+    /// `--width`, else `$COLUMNS`, else the terminal's width, else 80; blocks on a terminal.
+    fn for_stdout(width: Option<u16>) -> Style {
+        // SAFETY: isatty only inspects the descriptor.
+        let tty = unsafe { libc::isatty(libc::STDOUT_FILENO) } == 1;
+        let columns = std::env::var("COLUMNS")
+            .ok()
+            .and_then(|c| c.trim().parse::<u16>().ok());
+        let width = width
+            .or(columns)
+            .or_else(|| tty.then(terminal_width).flatten())
+            .unwrap_or(80)
+            .max(MIN_WIDTH);
+        Style {
+            width: width.into(),
+            blocks: tty,
+        }
+    }
+
+    fn fill(&self, kind: Fill) -> char {
+        match (kind, self.blocks) {
+            (Fill::Held, false) => '=',
+            (Fill::Held, true) => '█',
+            (Fill::Waiting, false) => '.',
+            (Fill::Waiting, true) => '░',
+            (Fill::Paused, false) => '#',
+            (Fill::Paused, true) => '▒',
+        }
+    }
+}
+
+/// The terminal's columns (TIOCGWINSZ on stdout).
+fn terminal_width() -> Option<u16> {
+    let mut size = libc::winsize {
+        ws_row: 0,
+        ws_col: 0,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    // SAFETY: TIOCGWINSZ writes one winsize into the struct passed, which lives for the call.
+    let rc = unsafe { libc::ioctl(libc::STDOUT_FILENO, libc::TIOCGWINSZ, &mut size) };
+    (rc == 0 && size.ws_col > 0).then_some(size.ws_col)
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Fill {
+    Held,
+    Waiting,
+    Paused,
+}
+
+/// Something that lasted, on a host's row: a hold from its take to its end (`end`: the mark
+/// of how it ended; `None` while it lasts), a wait, a pause.
+#[derive(Debug)]
+struct Span {
+    row: String,
+    from: i64,
+    to: i64,
+    fill: Fill,
+    end: Option<char>,
+}
+
+/// Something that happened at an instant on a host's row: a refusal, a skipped run.
+#[derive(Debug)]
+struct Mark {
+    row: String,
+    at: i64,
+    mark: char,
+}
+
+/// The row pauses are drawn on.
+const PAUSES: &str = "(paused)";
+
+/// What each mark means, in the order the legend lists them.
+const LEGEND: [(char, &str); 12] = [
+    ('[', "took the lock"),
+    (']', "released"),
+    ('X', "failed"),
+    ('T', "stopped by --max-runtime"),
+    ('R', "replaced"),
+    ('L', "lost its lease"),
+    ('F', "forced release"),
+    ('E', "lease lapsed (inferred)"),
+    ('>', "still held"),
+    ('B', "refused: busy"),
+    ('P', "refused: paused"),
+    ('S', "skipped (--once-per)"),
+];
+
+/// A key's chart, before it is drawn.
+#[derive(Debug, Default)]
+struct Chart {
+    spans: Vec<Span>,
+    marks: Vec<Mark>,
+    /// Rows in the order their host first appears.
+    rows: Vec<String>,
+}
+
+impl Chart {
+    /// The spans and marks of `entries` (one key's, by time), with the runs `state` has
+    /// waiting at `now`.
+    fn of(entries: &[Entry], state: Option<&Inspection>, now: i64) -> Chart {
+        let mut chart = Chart::default();
+        let host = |e: &Entry| e.get("host").unwrap_or("?").to_string();
+        // Takes without an end yet, by fence.
+        let mut open: BTreeMap<String, (String, i64)> = BTreeMap::new();
+        let mut paused: Option<(i64, i64)> = None;
+        for e in entries {
+            let fence = e.get("fence").unwrap_or("").to_string();
+            let end = match e.get("event").unwrap_or("") {
+                "acquired" => {
+                    chart.row(&host(e));
+                    open.insert(fence, (host(e), e.ms));
+                    continue;
+                }
+                "released" => match e.get("outcome") {
+                    Some("failed" | "killed") => 'X',
+                    Some("timed out") => 'T',
+                    Some("replaced") => 'R',
+                    Some("lease lost") => 'L',
+                    _ => ']',
+                },
+                "lost" => 'L',
+                "forced" => 'F',
+                "expired" => 'E',
+                "busy" => {
+                    let mark = if e.get("reason") == Some("paused") {
+                        'P'
+                    } else {
+                        'B'
+                    };
+                    chart.mark(&host(e), e.ms, mark);
+                    continue;
+                }
+                "skipped" => {
+                    chart.mark(&host(e), e.ms, 'S');
+                    continue;
+                }
+                "paused" => {
+                    let until = e.get("until").and_then(|u| u.parse::<i64>().ok());
+                    let until = until.filter(|u| *u > 0).unwrap_or(i64::MAX);
+                    chart.close_pause(paused.take());
+                    paused = Some((e.ms, until));
+                    continue;
+                }
+                "resumed" => {
+                    chart.close_pause(paused.take().map(|(from, to)| (from, to.min(e.ms))));
+                    continue;
+                }
+                _ => continue,
+            };
+            // A take's end: on the take's row (a forced release names the operator's host).
+            let (row, from) = open.remove(&fence).unwrap_or_else(|| (host(e), e.ms));
+            chart.row(&row);
+            chart.spans.push(Span {
+                row,
+                from,
+                to: e.ms,
+                fill: Fill::Held,
+                end: Some(end),
+            });
+        }
+        chart.close_pause(paused.map(|(from, to)| (from, to.min(now))));
+        for (_, (row, from)) in open {
+            chart.spans.push(Span {
+                row,
+                from,
+                to: now,
+                fill: Fill::Held,
+                end: None,
+            });
+        }
+        for waiter in state.map_or(&[][..], |s| &s.queue[..]) {
+            let row = if waiter.host.is_empty() {
+                "?".to_string()
+            } else {
+                waiter.host.clone()
+            };
+            chart.row(&row);
+            chart.spans.push(Span {
+                row,
+                from: waiter.since_ms.unwrap_or(now).min(now),
+                to: now,
+                fill: Fill::Waiting,
+                end: None,
+            });
+        }
+        chart
+    }
+
+    fn row(&mut self, row: &str) {
+        if !self.rows.iter().any(|r| r == row) {
+            self.rows.push(row.to_string());
+        }
+    }
+
+    fn mark(&mut self, row: &str, at: i64, mark: char) {
+        self.row(row);
+        self.marks.push(Mark {
+            row: row.to_string(),
+            at,
+            mark,
+        });
+    }
+
+    fn close_pause(&mut self, pause: Option<(i64, i64)>) {
+        if let Some((from, to)) = pause {
+            self.row(PAUSES);
+            self.spans.push(Span {
+                row: PAUSES.to_string(),
+                from,
+                to: to.max(from),
+                fill: Fill::Paused,
+                end: None,
+            });
+        }
+    }
+
+    /// The chart as lines of at most `style.width` columns.
+    fn draw(&self, key: &str, style: &Style) -> String {
+        let width = style.width.max(usize::from(MIN_WIDTH));
+        let times = self
+            .spans
+            .iter()
+            .flat_map(|s| [s.from, s.to])
+            .chain(self.marks.iter().map(|m| m.at));
+        let (Some(t0), Some(t1)) = (times.clone().min(), times.max()) else {
+            return fit(&format!("{key}: no entries in the log\n"), width);
+        };
+        let t1 = t1.max(t0 + 1);
+        let label_width = self
+            .rows
+            .iter()
+            .map(|r| r.chars().count())
+            .max()
+            .unwrap_or(1)
+            .clamp(4, width / 3);
+        let cols = width - label_width - 1;
+        let col = |t: i64| (((t - t0) as i128 * (cols as i128 - 1)) / (t1 - t0) as i128) as usize;
+        // `job  2026-01-02 03:00:00.000 .. 03:41:02.120 UTC, 35s a column`
+        let (from, to) = (super::time_text(t0), super::time_text(t1));
+        let to = if from[..10] == to[..10] {
+            &to[11..23]
+        } else {
+            &to[..23]
+        };
+        let column = std::time::Duration::from_millis(((t1 - t0) as u64).div_ceil(cols as u64 - 1));
+        let mut out = fit(
+            &format!(
+                "{key}  {} {} .. {} UTC, {} a column\n",
+                &from[..10],
+                &from[11..23],
+                to.replace('T', " "),
+                crate::supervise::lease::fmt(column)
+            ),
+            width,
+        );
+        out.push_str(&axis(t0, t1, label_width, cols));
+        // Each row's lanes: a host whose spans overlap in time gets another lane below. Spans
+        // that follow one another share a lane, and a column both fall in keeps the earlier
+        // one's end.
+        let mut lanes: Vec<(String, Vec<char>)> = Vec::new();
+        let mut free_from: Vec<i64> = Vec::new();
+        let mut used = String::new();
+        let mut spans: Vec<&Span> = self.spans.iter().collect();
+        spans.sort_by_key(|s| (s.from, s.to));
+        for row in &self.rows {
+            let first = lanes.len();
+            lanes.push((row.clone(), vec![' '; cols]));
+            free_from.push(i64::MIN);
+            for span in spans.iter().filter(|s| &s.row == row) {
+                let lane = (first..lanes.len())
+                    .find(|&l| free_from[l] <= span.from)
+                    .unwrap_or_else(|| {
+                        lanes.push((format!("{row}+"), vec![' '; cols]));
+                        free_from.push(i64::MIN);
+                        lanes.len() - 1
+                    });
+                free_from[lane] = span.to;
+                let cells = &mut lanes[lane].1;
+                let (mut a, b) = (col(span.from), col(span.to));
+                if cells[a] != ' ' {
+                    if a == b {
+                        continue;
+                    }
+                    a += 1;
+                }
+                for cell in &mut cells[a..=b] {
+                    *cell = style.fill(span.fill);
+                }
+                if span.fill == Fill::Held {
+                    cells[a] = '[';
+                    cells[b] = span.end.unwrap_or('>');
+                    used.push('[');
+                    used.push(cells[b]);
+                }
+            }
+            for m in self.marks.iter().filter(|m| &m.row == row) {
+                lanes[first].1[col(m.at)] = m.mark;
+                used.push(m.mark);
+            }
+        }
+        for (label, cells) in &lanes {
+            let label: String = label.chars().take(label_width).collect();
+            let line: String = cells.iter().collect();
+            out.push_str(&format!("{label:<label_width$} {}\n", line.trim_end()));
+        }
+        let mut legend: Vec<String> = LEGEND
+            .iter()
+            .filter(|(c, _)| used.contains(*c))
+            .map(|(c, what)| format!("{c} {what}"))
+            .collect();
+        for (fill, what) in [(Fill::Waiting, "waiting now"), (Fill::Paused, "paused")] {
+            if self.spans.iter().any(|s| s.fill == fill) {
+                legend.push(format!("{} {what}", style.fill(fill)));
+            }
+        }
+        out.push_str(&wrap(&legend, width));
+        out
+    }
+}
+
+/// The time axis: a tick (`|`) and its time every dozen columns or so, under the header.
+fn axis(t0: i64, t1: i64, label_width: usize, cols: usize) -> String {
+    let span = t1 - t0;
+    let text = |t: i64| {
+        let full = super::time_text(t); // 2026-01-02T03:04:05.678Z
+        match span {
+            s if s >= 2 * 86_400_000 => full[5..16].to_string(),
+            s if s >= 3_600_000 => full[11..16].to_string(),
+            s if s >= 10_000 => full[11..19].to_string(),
+            _ => full[11..23].to_string(),
+        }
+    };
+    let step = text(t0).len() + 3;
+    let mut line = vec![' '; cols];
+    let mut at = 0;
+    while at + step <= cols {
+        let t = t0 + ((span as i128 * at as i128) / (cols as i128 - 1).max(1)) as i64;
+        line[at] = '|';
+        for (i, c) in text(t).chars().enumerate() {
+            line[at + 1 + i] = c;
+        }
+        at += step.max(cols / 6);
+    }
+    let line: String = line.iter().collect();
+    format!("{:label_width$} {}\n", "", line.trim_end())
+}
+
+/// One line cut to `width` columns (and its newline kept).
+fn fit(line: &str, width: usize) -> String {
+    let line = line.trim_end_matches('\n');
+    let mut out: String = line.chars().take(width).collect();
+    out.push('\n');
+    out
+}
+
+/// The legend's items, comma-separated, in lines of at most `width` columns.
+fn wrap(items: &[String], width: usize) -> String {
+    let mut out = String::new();
+    let mut line = String::new();
+    for item in items {
+        let add = if line.is_empty() {
+            item.clone()
+        } else {
+            format!(", {item}")
+        };
+        if !line.is_empty() && line.chars().count() + add.chars().count() > width {
+            out.push_str(&fit(&format!("{line},"), width));
+            line = item.clone();
+        } else {
+            line.push_str(&add);
+        }
+    }
+    if !line.is_empty() {
+        out.push_str(&fit(&line, width));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(ms: i64, fields: &[(&str, &str)]) -> Entry {
+        Entry {
+            lock: "job".into(),
+            ms,
+            seq: 0,
+            fields: fields
+                .iter()
+                .map(|(k, v)| ((*k).to_string(), (*v).to_string()))
+                .collect(),
+            raw: None,
+        }
+    }
+
+    fn ascii(width: usize) -> Style {
+        Style {
+            width,
+            blocks: false,
+        }
+    }
+
+    #[test]
+    fn holds_refusals_and_ends_go_on_their_hosts_rows() {
+        let entries = [
+            entry(
+                0,
+                &[("event", "acquired"), ("fence", "1"), ("host", "web-1")],
+            ),
+            entry(100, &[("event", "busy"), ("host", "web-2")]),
+            entry(
+                500,
+                &[
+                    ("event", "released"),
+                    ("fence", "1"),
+                    ("host", "web-1"),
+                    ("outcome", "ok"),
+                ],
+            ),
+            entry(
+                600,
+                &[("event", "acquired"), ("fence", "2"), ("host", "web-2")],
+            ),
+            entry(900, &[("event", "forced"), ("fence", "2"), ("host", "ops")]),
+            entry(
+                950,
+                &[("event", "acquired"), ("fence", "3"), ("host", "web-1")],
+            ),
+        ];
+        let text = Chart::of(&entries, None, 1000).draw("job", &ascii(60));
+        let rows: Vec<&str> = text.lines().collect();
+        assert!(rows.iter().all(|l| l.chars().count() <= 60), "{text}");
+        assert!(text.is_ascii(), "{text}");
+        let web1 = rows.iter().find(|l| l.starts_with("web-1 ")).expect(&text);
+        let web2 = rows.iter().find(|l| l.starts_with("web-2 ")).expect(&text);
+        assert!(web1.contains("[===") && web1.contains("=]"), "{text}");
+        assert!(web1.trim_end().ends_with('>'), "still held: {text}");
+        assert!(web2.contains('B') && web2.contains("=F"), "{text}");
+        assert!(
+            !text.contains("ops"),
+            "a forced release ends the holder's bar: {text}"
+        );
+        assert!(text.contains("F forced release") && text.contains("B refused: busy"));
+    }
+
+    #[test]
+    fn overlapping_holds_of_one_host_get_a_second_row_and_pauses_their_own() {
+        let entries = [
+            entry(
+                0,
+                &[
+                    ("event", "acquired"),
+                    ("fence", "1"),
+                    ("host", "a"),
+                    ("shape", "shared"),
+                ],
+            ),
+            entry(
+                10,
+                &[
+                    ("event", "acquired"),
+                    ("fence", "2"),
+                    ("host", "a"),
+                    ("shape", "shared"),
+                ],
+            ),
+            entry(
+                50,
+                &[("event", "released"), ("fence", "1"), ("outcome", "failed")],
+            ),
+            entry(
+                60,
+                &[("event", "released"), ("fence", "2"), ("outcome", "ok")],
+            ),
+            entry(70, &[("event", "paused"), ("host", "ops"), ("until", "90")]),
+        ];
+        let text = Chart::of(&entries, None, 100).draw("job", &ascii(50));
+        assert!(text.contains("\na+ "), "{text}");
+        assert!(text.contains("X failed"), "{text}");
+        let pause = text.lines().find(|l| l.starts_with(PAUSES)).expect(&text);
+        assert!(pause.contains("###"), "{text}");
+    }
+
+    #[test]
+    fn a_key_without_entries_says_so() {
+        let text = Chart::of(&[], None, 5).draw("job", &ascii(80));
+        assert_eq!(text, "job: no entries in the log\n");
+    }
+}
