@@ -53,6 +53,7 @@ mod several;
 mod shapes;
 mod startup_symbols;
 mod status;
+mod timeline;
 mod tls;
 mod tls_topologies;
 mod waiting;

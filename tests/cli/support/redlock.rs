@@ -102,6 +102,26 @@ impl Redlock {
         args.into_iter().fold(self, Redlock::arg)
     }
 
+    /// Runs redlock as if on another machine named `host`: in a UTS namespace of its own (the
+    /// tests run as root) with that host name, which its records and audit log then name.
+    pub fn on_host(mut self, host: &str) -> Redlock {
+        self.shown.insert(0, format!("(on {host})"));
+        let name = host.as_bytes().to_vec();
+        // SAFETY: unshare(2) and sethostname(2) are plain system calls, async-signal-safe; the
+        // closure reads only the bytes it owns.
+        unsafe {
+            self.command.pre_exec(move || {
+                if libc::unshare(libc::CLONE_NEWUTS) != 0
+                    || libc::sethostname(name.as_ptr().cast(), name.len()) != 0
+                {
+                    return Err(io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        self
+    }
+
     pub fn env(mut self, name: &str, value: impl AsRef<OsStr>) -> Redlock {
         let value = value.as_ref();
         self.shown.insert(
