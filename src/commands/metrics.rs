@@ -266,7 +266,7 @@ const FAMILIES: &[Family] = &[
     Family {
         name: "redlock_lease_renewal_age_seconds",
         kind: "gauge",
-        help: "How long since the running holder renewed least recently (against its --ttl) renewed its lease, or took the lock when it has not renewed yet (left out when no command runs under the lock).",
+        help: "How long since the running holder whose renewal is the most overdue against its --ttl last renewed its lease, or took the lock when it has not renewed yet (left out when no command runs under the lock).",
         value: |i, now| stalest_renewal(i, now).map(|(age, _)| seconds(age)),
     },
     Family {

@@ -380,3 +380,61 @@ fn a_replaced_run_is_its_own_outcome_and_counted_in_metrics_and_its_metrics_file
         );
     }
 }
+
+#[test]
+fn a_frozen_holders_renewals_fall_behind_its_lease_and_a_lapsed_pause_shows() {
+    let server = RedisServer::start();
+    let mut holder = Redlock::new(&server)
+        .args(["run", "--key", "job", "--ttl", "3s", "-c", child::HOLD])
+        .spawn();
+    holder.expect_line("ready");
+    let ratio = |s: &BTreeMap<String, f64>| {
+        value(s, "redlock_lease_renewal_age_seconds{key=\"job\"}")
+            / value(s, "redlock_lease_length_seconds{key=\"job\"}")
+    };
+    // A live holder renews: its renewal is younger than its hold.
+    wait_until("a renewal", Duration::from_secs(10), || {
+        let s = samples(&metrics(&server, &["job"]));
+        assert_eq!(value(&s, "redlock_lease_length_seconds{key=\"job\"}"), 3.0);
+        (value(&s, "redlock_lease_renewal_age_seconds{key=\"job\"}")
+            < value(&s, "redlock_lease_age_seconds{key=\"job\"}"))
+        .then_some(())
+    });
+    // Frozen, it stops renewing: past half its lease while the key is still held.
+    holder.signal(libc::SIGSTOP);
+    wait_until(
+        "the renewal to fall behind",
+        Duration::from_secs(10),
+        || {
+            let s = samples(&metrics(&server, &["job"]));
+            assert_eq!(value(&s, "redlock_held{key=\"job\"}"), 1.0, "{s:#?}");
+            (ratio(&s) > 0.5).then_some(())
+        },
+    );
+    wait_until("the lease to lapse", Duration::from_secs(10), || {
+        (!server.exists("job")).then_some(())
+    });
+    holder.signal(libc::SIGCONT);
+    holder.exits_with(76);
+    let free = samples(&metrics(&server, &["job"]));
+    assert!(!free.contains_key("redlock_lease_renewal_age_seconds{key=\"job\"}"));
+    assert!(!free.contains_key("redlock_lease_length_seconds{key=\"job\"}"));
+
+    // A pause whose --for runs out without a resume, until the resume.
+    Redlock::new(&server)
+        .args(["pause", "job", "--for", "1s"])
+        .exits_with(0);
+    let lapsed = |s: &BTreeMap<String, f64>| value(s, "redlock_pause_lapsed{key=\"job\"}");
+    let s = samples(&metrics(&server, &["job"]));
+    assert_eq!(
+        (value(&s, "redlock_paused{key=\"job\"}"), lapsed(&s)),
+        (1.0, 0.0)
+    );
+    wait_until("the pause to lapse", Duration::from_secs(10), || {
+        let s = samples(&metrics(&server, &["job"]));
+        (value(&s, "redlock_paused{key=\"job\"}") == 0.0).then_some(s)
+    });
+    assert_eq!(lapsed(&samples(&metrics(&server, &["job"]))), 1.0);
+    Redlock::new(&server).args(["resume", "job"]).exits_with(0);
+    assert_eq!(lapsed(&samples(&metrics(&server, &["job"]))), 0.0);
+}
