@@ -205,5 +205,7 @@ fn calling_process(label: Option<&str>) -> Holder {
     // No redlock supervises what a script does under this lock: nothing could stop it when
     // asked, so `--replace` does not ask.
     holder.irreplaceable = true;
+    // Nor does any redlock renew its lease: the script may `extend` when it likes.
+    holder.no_renewal = true;
     holder
 }

@@ -56,7 +56,7 @@ use crate::cli::MetricsArgs;
 use crate::lock::inspect::{Holding, Inspection, Unreadable};
 use crate::lock::keys::{BATCH, Keys};
 use crate::lock::nodes::Nodes;
-use crate::lock::record::{LockState, Outcome};
+use crate::lock::record::{LastRun, LockState, Outcome};
 use crate::report::exit::Exit;
 use crate::report::log;
 
@@ -71,7 +71,10 @@ pub fn metrics(ctx: &Context, args: MetricsArgs) -> Result<Exit> {
     let mut add = |nodes: &mut Nodes, batch: &[Keys]| -> Result<bool> {
         for (k, reading) in batch.iter().zip(super::status::inspect_each(nodes, batch)?) {
             match reading {
-                Ok(i) => {
+                Ok(mut i) => {
+                    if let Some(lapsed) = lapsed_run(nodes, k, &i)? {
+                        i.last = Some(lapsed);
+                    }
                     if i.state() == LockState::WrongType && wrong_type.is_none() {
                         wrong_type = Some(k.lock.clone());
                     }
@@ -87,13 +90,18 @@ pub fn metrics(ctx: &Context, args: MetricsArgs) -> Result<Exit> {
         Ok(true)
     };
     if args.all {
-        nodes.each_batch_of_locks(&ctx.prefix, crate::lock::scripts::FENCE, |nodes, batch| {
-            add(nodes, &batch)
-        })?;
+        nodes.each_batch_of_locks(
+            &ctx.prefix,
+            &[crate::lock::scripts::FENCE, crate::lock::scripts::PAUSED],
+            |nodes, batch| add(nodes, &batch),
+        )?;
     } else {
         for batch in named.chunks(BATCH) {
             add(&mut nodes, batch)?;
         }
+    }
+    if args.all {
+        text.stamp(&ctx.prefix, now_ms);
     }
     let mut stdout = std::io::stdout().lock();
     text.write_to(&mut stdout)
@@ -116,6 +124,85 @@ pub fn metrics(ctx: &Context, args: MetricsArgs) -> Result<Exit> {
         ));
     }
     Ok(Exit::Success)
+}
+
+/// How many of the audit log's last entries [`lapsed_run`] looks through for the last take.
+const LAPSE_TAIL: isize = 64;
+
+/// The last run of a lock whose lease lapsed under it, as the lock's records cannot say: its
+/// holder died (host down, redlock killed with its keeper, a script's `acquire` never
+/// released), so no release wrote how it ended. Only when the last take is not over in the
+/// records: a fence was issued after the last recorded run's, no holder has it, and the audit
+/// log's last [`LAPSE_TAIL`] entries have its `acquired` entry and no end naming it (a hold
+/// given back, released by token or forced has one). Its outcome is `lease lost`, its start
+/// and end the take's (its lapse is not recorded), who it was the take's; no exit status.
+/// Over a quorum, the first node's log is read.
+fn lapsed_run(nodes: &mut Nodes, k: &Keys, i: &Inspection) -> Result<Option<LastRun>> {
+    let Some(fence) = i.fence else {
+        return Ok(None);
+    };
+    let recorded = i.last.as_ref().and_then(|l| l.fence).unwrap_or(0);
+    if fence <= recorded || i.holders().iter().any(|h| h.fence() == Some(fence)) {
+        return Ok(None);
+    }
+    if i.holders().iter().any(|h| h.fence().is_none()) {
+        return Ok(None);
+    }
+    let log = k.log.clone();
+    let tail: Vec<String> = match nodes.on(0, |c| {
+        Ok(redis::cmd("LRANGE")
+            .arg(&log)
+            .arg(-LAPSE_TAIL)
+            .arg(-1)
+            .query::<Vec<String>>(c)?)
+    }) {
+        Ok(tail) => tail,
+        // The log is no part of what `metrics` promises: unreadable, nothing is inferred.
+        Err(_) => return Ok(None),
+    };
+    let fence_text = fence.to_string();
+    let mut take: Option<(i64, Vec<(String, String)>)> = None;
+    for entry in &tail {
+        let mut parts = entry.split('\u{1f}');
+        let ms: i64 = parts.next().and_then(|m| m.parse().ok()).unwrap_or(0);
+        let event = parts.next().unwrap_or_default();
+        let fields: Vec<(String, String)> = parts
+            .filter_map(|p| p.split_once('='))
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+            .collect();
+        let names_it = fields.iter().any(|(n, v)| n == "fence" && *v == fence_text);
+        match event {
+            "acquired" if names_it => take = Some((ms, fields)),
+            "released" | "lost" | "forced" if names_it => return Ok(None),
+            _ => {}
+        }
+    }
+    let Some((ms, fields)) = take else {
+        return Ok(None);
+    };
+    let get = |name: &str| {
+        fields
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.clone())
+            .filter(|v| !v.is_empty())
+    };
+    Ok(Some(LastRun {
+        outcome: Outcome::LeaseLost,
+        exit: None,
+        host: get("host"),
+        pid: get("pid").and_then(|p| p.parse().ok()),
+        user: get("user"),
+        command: get("cmd"),
+        started_ms: Some(ms),
+        ended_ms: Some(ms),
+        duration_ms: None,
+        fence: Some(fence),
+        once_per_ms: None,
+        replaced_by: None,
+        shared: false,
+        also_fences: Vec::new(),
+    }))
 }
 
 /// How long a run waits for another run writing a metrics file in the same directory.
@@ -311,10 +398,22 @@ const FAMILIES: &[Family] = &[
         value: |i, now| Some(f64::from(u8::from(pause_lapsed(i, now)))),
     },
     Family {
+        name: "redlock_pause_end_timestamp_seconds",
+        kind: "gauge",
+        help: "When the pause in force ends by itself (its --for; server time); left out when no pause is in force or it has no end.",
+        value: |i, now| i.pause(now).and_then(|p| p.until_ms).map(seconds),
+    },
+    Family {
         name: "redlock_last_run_start_timestamp_seconds",
         kind: "gauge",
         help: "When the last finished run took the lock (server time).",
         value: |i, _| i.last.as_ref().and_then(|l| l.started_ms).map(seconds),
+    },
+    Family {
+        name: "redlock_last_run_end_timestamp_seconds",
+        kind: "gauge",
+        help: "When the last finished run ended (server time); for a run whose lease lapsed under it, when it took the lock. Of several files for one key, the one with the latest end has the key's last run.",
+        value: |i, _| i.last.as_ref().and_then(|l| l.ended_ms).map(seconds),
     },
     Family {
         name: "redlock_last_run_duration_seconds",
@@ -382,8 +481,9 @@ fn stalest_renewal(i: &Inspection, now_ms: i64) -> Option<(i64, i64)> {
         .into_iter()
         .filter_map(|h| {
             let (renewed, ttl) = match h {
+                // A lease no redlock renews misses no renewal (see Holder::no_renewal).
                 Holding::Exclusive(h) => {
-                    let h = h?;
+                    let h = h.filter(|h| !h.no_renewal)?;
                     (h.renewed_ms.or(h.started_ms)?, h.ttl_ms?)
                 }
                 Holding::Shared(s) => {
@@ -410,6 +510,9 @@ fn pause_lapsed(i: &Inspection, now_ms: i64) -> bool {
 /// temporary file (see `spill.rs`): a few thousand locks' worth.
 const SPILL_AT: usize = 256 * 1024;
 
+/// `metrics --all`'s own sample: when it read the prefix's locks.
+const STAMP: &str = "redlock_metrics_timestamp_seconds";
+
 /// The families in the order they are printed: [`FAMILIES`], with the last run's outcome
 /// (a sample per outcome) after its exit status.
 const OUTCOME_AFTER: &str = "redlock_last_run_exit_status";
@@ -419,6 +522,8 @@ const OUTCOME_AFTER: &str = "redlock_last_run_exit_status";
 struct Exposition {
     /// One per family, in the order printed.
     samples: Vec<Spill>,
+    /// `metrics --all`'s `redlock_metrics_timestamp_seconds` sample, printed last.
+    stamp: Option<String>,
 }
 
 impl Exposition {
@@ -426,6 +531,7 @@ impl Exposition {
     fn new(spill_at: usize) -> Exposition {
         Exposition {
             samples: (0..=FAMILIES.len()).map(|_| Spill::new(spill_at)).collect(),
+            stamp: None,
         }
     }
 
@@ -460,6 +566,20 @@ impl Exposition {
         Ok(())
     }
 
+    /// `metrics --all` read every lock under `prefix` at `now_ms` (this host's clock): a file
+    /// that cron no longer refreshes (Redis down, and `&& mv` kept the old file) shows as this
+    /// sample falling behind. Its one label is the prefix: files of several prefixes, or of
+    /// several hosts, each have their own.
+    fn stamp(&mut self, prefix: &str, now_ms: i64) {
+        self.stamp = Some(format!(
+            "# HELP {STAMP} When `metrics --all` read the locks under this prefix (this host's clock): it stops moving when the file is no longer refreshed.\n\
+             # TYPE {STAMP} gauge\n\
+             {STAMP}{{prefix=\"{}\"}} {}\n",
+            escape(prefix),
+            seconds(now_ms)
+        ));
+    }
+
     /// The text: every family, each with its HELP and TYPE lines, then its samples.
     fn write_to(self, out: &mut impl Write) -> Result<()> {
         let mut slots = self.samples.into_iter();
@@ -476,6 +596,9 @@ impl Exposition {
                     "How the last finished run ended: 1 for its outcome, 0 for the others.",
                 )?;
             }
+        }
+        if let Some(stamp) = &self.stamp {
+            out.write_all(stamp.as_bytes())?;
         }
         Ok(())
     }

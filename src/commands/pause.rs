@@ -131,7 +131,7 @@ pub fn pause(ctx: &Context, args: PauseArgs) -> Result<Exit> {
 /// `pause --all --drain` watches only these, however many locks the prefix has.
 fn running_locks(nodes: &mut Nodes, prefix: &str) -> Result<Vec<Keys>> {
     let mut running = Vec::new();
-    nodes.each_batch_of_locks(prefix, crate::lock::scripts::FENCE, |nodes, batch| {
+    nodes.each_batch_of_locks(prefix, &[crate::lock::scripts::FENCE], |nodes, batch| {
         let read = crate::lock::inspect::readable(super::status::inspect_each(nodes, &batch)?)?;
         running.extend(
             batch

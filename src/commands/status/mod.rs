@@ -55,9 +55,11 @@ pub fn status(ctx: &Context, args: StatusArgs) -> Result<Exit> {
     nodes.connect()?;
     let mut shown = Shown::new(&args, nodes.len());
     if args.all {
-        nodes.each_batch_of_locks(&ctx.prefix, crate::lock::scripts::FENCE, |nodes, batch| {
-            shown.batch(nodes, &batch)
-        })?;
+        nodes.each_batch_of_locks(
+            &ctx.prefix,
+            &[crate::lock::scripts::FENCE, crate::lock::scripts::PAUSED],
+            |nodes, batch| shown.batch(nodes, &batch),
+        )?;
     } else {
         for batch in named.chunks(BATCH) {
             if !shown.batch(&mut nodes, batch)? {

@@ -585,6 +585,12 @@ impl<'a> View<'a> {
         if h.finished {
             return format!("command finished; kept until expiry by --hold-at-least, {expiry}");
         }
+        if h.no_renewal {
+            return format!(
+                "taken to last without renewals (redlock acquire, or a run whose lease covers its \
+                 --max-runtime), {expiry}"
+            );
+        }
         let (Some(renewed), Some(ttl)) = (h.renewed_ms, h.ttl_ms) else {
             return expiry;
         };

@@ -383,8 +383,8 @@ impl Nodes {
         )
     }
 
-    /// Every lock under `prefix` that has a companion `name` (`FENCE`: every lock redlock
-    /// created), found by SCAN on every node, once each, by name.
+    /// Every lock under `prefix` that has a companion of one of `names` (`FENCE`: every lock
+    /// redlock took and whose fence has not expired; `PAUSED`: every lock paused, taken or not), found by SCAN on every node, once each, by name.
     pub fn find_locks(&mut self, prefix: &str, name: &str) -> Result<Vec<Keys>> {
         let found = self.each(|c| crate::lock::keys::scan_companions(c, prefix, name));
         let mut all = std::collections::BTreeMap::new();
@@ -405,28 +405,31 @@ impl Nodes {
     pub fn each_batch_of_locks(
         &mut self,
         prefix: &str,
-        name: &str,
+        names: &[&str],
         mut batch: impl FnMut(&mut Nodes, Vec<Keys>) -> Result<bool>,
     ) -> Result<()> {
         let mut seen = keys::Seen::new();
         let mut found: Vec<Keys> = Vec::new();
         let mut failed: Vec<Result<()>> = Vec::new();
         for i in 0..self.nodes.len() {
-            let mut scan = keys::Scan::new(prefix, name);
-            while !scan.done() {
-                let timeout = self.timeout;
-                match self.nodes[i].with(timeout, |c| scan.page(c)) {
-                    Ok(page) => found.extend(page.into_iter().filter(|k| seen.first(&k.lock))),
-                    Err(e) => {
-                        failed.resize_with(i, || Ok(()));
-                        failed.push(Err(e));
-                        break;
+            let mut scans: Vec<keys::Scan> =
+                names.iter().map(|n| keys::Scan::new(prefix, n)).collect();
+            'node: for scan in &mut scans {
+                while !scan.done() {
+                    let timeout = self.timeout;
+                    match self.nodes[i].with(timeout, |c| scan.page(c)) {
+                        Ok(page) => found.extend(page.into_iter().filter(|k| seen.first(&k.lock))),
+                        Err(e) => {
+                            failed.resize_with(i, || Ok(()));
+                            failed.push(Err(e));
+                            break 'node;
+                        }
                     }
-                }
-                if found.len() >= keys::BATCH {
-                    found.sort_by(|a, b| a.lock.cmp(&b.lock));
-                    if !batch(self, std::mem::take(&mut found))? {
-                        return Ok(());
+                    if found.len() >= keys::BATCH {
+                        found.sort_by(|a, b| a.lock.cmp(&b.lock));
+                        if !batch(self, std::mem::take(&mut found))? {
+                            return Ok(());
+                        }
                     }
                 }
             }

@@ -104,6 +104,10 @@ pub struct Holder {
     /// Who asked this holder to stop (`--replace`), as the replacer's redlock named itself:
     /// "web-2 (pid 4242, user deploy)". The record says `stop=…` until the holder is gone.
     pub stop_asked_by: Option<String>,
+    /// No redlock renews this lease: `redlock acquire`'s (a script's `extend` may), or a run's
+    /// whose first lease already covers its `--max-runtime`. Its `who` says `renew=no`, so
+    /// that readers do not count a renewal it never meant to make as missed.
+    pub no_renewal: bool,
 }
 
 /// The holder record's fields (an earlier version's host, pid, user and cmd, now in `who`,
@@ -147,9 +151,14 @@ impl Holder {
         out
     }
 
-    /// Who this is, as the audit log writes it: `host=…\x1fpid=…\x1fuser=…\x1fcmd=…`.
+    /// Who this is, as the audit log writes it: `host=…\x1fpid=…\x1fuser=…\x1fcmd=…`, and
+    /// `renew=no` for a holder no redlock renews (the holder record's `who` is this text).
     pub fn audit(&self) -> String {
-        audit_pairs(&self.identity())
+        let mut pairs = self.identity();
+        if self.no_renewal {
+            pairs.push(("renew", "no".to_string()));
+        }
+        audit_pairs(&pairs)
     }
 
     /// Reads a holder hash; `None` when it names no host (no record, or not one of ours). The
@@ -179,6 +188,7 @@ impl Holder {
             finished: get(fields, "finished") == Some("1"),
             irreplaceable: get(fields, "replace") == Some("no"),
             stop_asked_by: text(fields, "stop"),
+            no_renewal: get(fields, "renew") == Some("no"),
         })
     }
 
