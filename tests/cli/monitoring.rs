@@ -52,6 +52,36 @@ fn the_shipped_rules_pass_their_promtool_unit_tests() {
     }
 }
 
+/// docs/monitoring.md shows how to give one key its own threshold, and says to run the unit
+/// tests after the edit: the edit, made as shown, passes them.
+#[test]
+fn the_documented_per_key_threshold_edit_passes_the_unit_tests() {
+    let page = std::fs::read_to_string(repo("docs/monitoring.md")).unwrap();
+    let record = "      - record: redlock:max_since_success_seconds\n";
+    let shown = page
+        .split("```yaml\n")
+        .filter_map(|block| block.split_once("```").map(|(b, _)| b))
+        .find(|b| b.starts_with(record))
+        .expect("docs/monitoring.md shows a per-key threshold edit");
+    let shipped = std::fs::read_to_string(repo(RULES)).unwrap();
+    let at = shipped.find(record).expect("the recording rule");
+    let expr_at = at + record.len();
+    let expr_end = expr_at + shipped[expr_at..].find('\n').unwrap() + 1;
+    let edited = format!("{}{shown}{}", &shipped[..at], &shipped[expr_end..]);
+    assert_ne!(edited, shipped);
+    let dir = TempDir::new("edited-rules");
+    std::fs::write(dir.join("redlock.rules.yml"), &edited).unwrap();
+    std::fs::copy(repo(RULE_TESTS), dir.join("redlock.rules.test.yml")).unwrap();
+    promtool(&["check", "rules", dir.join("redlock.rules.yml").to_str().unwrap()]);
+    let out = promtool(&["test", "rules", dir.join("redlock.rules.test.yml").to_str().unwrap()]);
+    assert!(out.contains("SUCCESS"), "{out}");
+    // And the key has its own threshold.
+    assert!(
+        rules(&edited).records[0].1.contains("prod:sync:hourly"),
+        "{edited}"
+    );
+}
+
 /// The rules of a rules file: alerts and recording rules, each name with its expression.
 struct Rules {
     alerts: Vec<(String, String)>,
@@ -267,6 +297,10 @@ fn real_exposition() -> String {
     Redlock::new(&server)
         .args(["run", "--key", "held", "--ttl", "3s", "--", "true"])
         .exits_with(75);
+    // A pause with an end, of a key never taken (`--all` finds it by its pause record).
+    Redlock::new(&server)
+        .args(["pause", "maintained", "--for", "1h"])
+        .exits_with(0);
     let text = Redlock::new(&server)
         .args(["metrics", "--all"])
         .exits_with(0)
