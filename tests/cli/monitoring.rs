@@ -72,8 +72,16 @@ fn the_documented_per_key_threshold_edit_passes_the_unit_tests() {
     let dir = TempDir::new("edited-rules");
     std::fs::write(dir.join("redlock.rules.yml"), &edited).unwrap();
     std::fs::copy(repo(RULE_TESTS), dir.join("redlock.rules.test.yml")).unwrap();
-    promtool(&["check", "rules", dir.join("redlock.rules.yml").to_str().unwrap()]);
-    let out = promtool(&["test", "rules", dir.join("redlock.rules.test.yml").to_str().unwrap()]);
+    promtool(&[
+        "check",
+        "rules",
+        dir.join("redlock.rules.yml").to_str().unwrap(),
+    ]);
+    let out = promtool(&[
+        "test",
+        "rules",
+        dir.join("redlock.rules.test.yml").to_str().unwrap(),
+    ]);
     assert!(out.contains("SUCCESS"), "{out}");
     // And the key has its own threshold.
     assert!(

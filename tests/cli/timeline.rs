@@ -2,6 +2,8 @@
 //! redlock in a UTS namespace of its own, so the log names its host), drawn within the width
 //! asked, in plain ASCII when stdout is not a terminal.
 
+use std::time::Duration;
+
 use crate::support::{RedisServer, Redlock, child};
 
 /// The timeline's lines, each checked to fit `width` and to be ASCII (stdout is a pipe here).
@@ -123,4 +125,108 @@ fn a_timeline_refuses_what_it_cannot_draw() {
         );
         assert_eq!(out.stderr.lines().count(), 1, "{args:?}: {}", out.stderr);
     }
+}
+
+/// How long the key's holder has held it, from `status --json` (ms).
+fn held_for_ms(server: &RedisServer, key: &str) -> i64 {
+    let out = Redlock::new(server)
+        .args(["status", key, "--json"])
+        .exits_with(0)
+        .stdout;
+    let doc: serde_json::Value = serde_json::from_str(&out).expect("status --json");
+    doc["locks"][0]["holder"]["age_ms"].as_i64().unwrap_or(0)
+}
+
+#[test]
+fn since_draws_the_window_asked_with_the_holds_that_began_before_it() {
+    let server = RedisServer::start();
+    let mut holder = Redlock::new(&server)
+        .on_host("web-1")
+        .args(["run", "--key", "report", "--ttl", "6s", "-c", child::HOLD])
+        .spawn();
+    holder.expect_line("ready");
+    // The hold is older than the window drawn.
+    crate::support::wait_until("the hold to age", Duration::from_secs(10), || {
+        (held_for_ms(&server, "report") >= 1500).then_some(())
+    });
+    Redlock::new(&server)
+        .on_host("web-2")
+        .args(["run", "--key", "report", "--ttl", "6s", "--", "true"])
+        .exits_with(75);
+    let lines = timeline(&server, 60, &["--since", "1s", "--width", "60"]);
+    let chart = lines.join("\n");
+    let web1 = row(&lines, "web-1");
+    let bar = web1["web-1".len()..].trim_start();
+    assert!(
+        bar.starts_with('=') && !bar.contains('[') && bar.ends_with('>'),
+        "the hold drawn from the window's left edge, still held:\n{chart}"
+    );
+    // The bar starts in the first column: the chart starts where the window does.
+    let column = lines[1].find('|').expect("an axis");
+    assert_eq!(web1.find('='), Some(column), "{chart}");
+    assert!(row(&lines, "web-2").contains('B'), "{chart}");
+    holder.close_stdin();
+    holder.exits_with(0);
+}
+
+#[test]
+fn columns_is_used_when_it_is_a_positive_number_and_ignored_otherwise() {
+    let server = RedisServer::start();
+    Redlock::new(&server)
+        .args(["run", "--key", "report", "--ttl", "3s", "--", "true"])
+        .exits_with(0);
+    let widest = |columns: Option<&str>| -> usize {
+        let mut cmd = Redlock::new(&server).args(["log", "report", "--timeline"]);
+        if let Some(c) = columns {
+            cmd = cmd.env("COLUMNS", c);
+        }
+        let out = cmd.exits_with(0).stdout;
+        out.lines().map(|l| l.chars().count()).max().unwrap_or(0)
+    };
+    // Not a terminal: without COLUMNS, 80; what COLUMNS cannot mean is as if unset.
+    let unset = widest(None);
+    assert!(unset > 48 && unset <= 80, "{unset}");
+    for nonsense in ["abc", "-5", "0", "", "4x"] {
+        assert_eq!(widest(Some(nonsense)), unset, "COLUMNS={nonsense:?}");
+    }
+    // A number below the 40-column minimum gets 40.
+    for narrow in ["10", "39", "40"] {
+        assert!(widest(Some(narrow)) <= 40, "COLUMNS={narrow}");
+    }
+    assert!(widest(Some("48")) <= 48);
+}
+
+#[test]
+fn a_resume_after_the_pause_ran_out_is_drawn_and_an_empty_key_is_named_as_an_argument() {
+    let server = RedisServer::start();
+    Redlock::new(&server)
+        .args(["pause", "report", "--for", "1s"])
+        .exits_with(0);
+    crate::support::wait_until("the pause to run out", Duration::from_secs(10), || {
+        let out = Redlock::new(&server).args(["status", "report"]).run();
+        out.stdout.contains("LAPSED").then_some(()).or_else(|| {
+            // Still in force: poll again a little later.
+            std::thread::sleep(Duration::from_millis(100));
+            None
+        })
+    });
+    Redlock::new(&server)
+        .args(["resume", "report"])
+        .exits_with(0);
+    let lines = timeline(&server, 80, &["--width", "80"]);
+    let chart = lines.join("\n");
+    assert!(row(&lines, "(paused)").contains('U'), "{chart}");
+    assert!(
+        chart.contains("U resumed after the pause ran out"),
+        "{chart}"
+    );
+
+    let out = Redlock::new(&server)
+        .args(["log", "", "--timeline"])
+        .exits_with(64);
+    assert!(
+        out.stderr.starts_with("redlock: KEY is empty") && !out.stderr.contains("--key"),
+        "{}",
+        out.stderr
+    );
 }

@@ -6,11 +6,16 @@
 //! lapses included, and an earlier version's stream), plus one reading of the lock's state
 //! (`inspect.rs`) for what the log cannot tell: the runs waiting now. A wait that ended is not
 //! in the log (only its refusal, when `--wait` ran out). Time runs left to right from the
-//! first entry (after `--since`) to the last, or to now while something is still held,
-//! waited for or paused. A row per host (a second row for a host when its spans overlap);
-//! pauses get a row of their own. The width is `--width`, else `$COLUMNS`, else the
-//! terminal's, else 80. Plain ASCII when stdout is not a terminal; a terminal gets block
-//! glyphs for the spans (the marks are letters either way).
+//! first entry to the last, or to now while something is still held, waited for or paused;
+//! with `--since D`, from D ago to now, and a hold or pause that began before and lasted into
+//! that window is drawn from its left edge (the whole list is read for it: it holds at most
+//! about a thousand entries). A row per host (a second row for a host when its spans
+//! overlap); pauses get a row of their own. The width is `--width`, else `$COLUMNS` (a
+//! positive number; anything else is as if it were unset), else the terminal's, else 80, and
+//! never below [`MIN_WIDTH`]. Plain ASCII when stdout is not a terminal; a terminal gets block
+//! glyphs for the spans (the marks are letters either way). Where two marks fall in one
+//! column, the one that says more wins ([`rank`]) and the other moves to a free neighbour
+//! when there is one.
 
 use std::collections::BTreeMap;
 
@@ -27,6 +32,11 @@ use crate::report::log;
 pub const MIN_WIDTH: u16 = 40;
 
 pub fn timeline(ctx: &Context, args: &LogArgs) -> Result<Exit> {
+    if args.keys.iter().any(String::is_empty) {
+        return Err(crate::report::error::usage(
+            "KEY is empty: name the lock whose log to draw",
+        ));
+    }
     let named = ctx.keys(&args.keys)?;
     let mut nodes = ctx.nodes(ctx.timeout);
     nodes.connect()?;
@@ -37,7 +47,8 @@ pub fn timeline(ctx: &Context, args: &LogArgs) -> Result<Exit> {
     let mut first_error = None;
     let mut read = None;
     for i in 0..nodes.len() {
-        match nodes.on(i, |con| read_logs(con, &logs, from_ms)) {
+        // Every entry: a hold taken before `--since` may last into its window.
+        match nodes.on(i, |con| read_logs(con, &logs, None)) {
             Ok(r) => {
                 read = Some(r);
                 break;
@@ -55,17 +66,15 @@ pub fn timeline(ctx: &Context, args: &LogArgs) -> Result<Exit> {
     let style = Style::for_stdout(args.width);
     let mut out = String::new();
     for ((log, read), state) in logs.iter().zip(read).zip(states) {
-        let mut entries: Vec<Entry> = read
-            .stream
-            .into_iter()
-            .chain(read.list)
-            .filter(|e| from_ms.is_none_or(|from| e.ms >= from))
-            .collect();
+        let mut entries: Vec<Entry> = read.stream.into_iter().chain(read.list).collect();
         entries.sort_by_key(|e| (e.ms, e.seq));
         if !out.is_empty() {
             out.push('\n');
         }
-        let chart = Chart::of(&entries, state.ok().as_ref(), now);
+        let mut chart = Chart::of(&entries, state.ok().as_ref(), now);
+        if let Some(from) = from_ms {
+            chart.window(from, now);
+        }
         out.push_str(&chart.draw(&log.lock, &style));
     }
     log::stdout(&out).context("cannot print the timeline")?;
@@ -84,9 +93,11 @@ impl Style {
     fn for_stdout(width: Option<u16>) -> Style {
         // SAFETY: isatty only inspects the descriptor.
         let tty = unsafe { libc::isatty(libc::STDOUT_FILENO) } == 1;
+        // A positive number; anything else (empty, 0, negative, not a number) is unset.
         let columns = std::env::var("COLUMNS")
             .ok()
-            .and_then(|c| c.trim().parse::<u16>().ok());
+            .and_then(|c| c.trim().parse::<u16>().ok())
+            .filter(|c| *c > 0);
         let width = width
             .or(columns)
             .or_else(|| tty.then(terminal_width).flatten())
@@ -139,6 +150,8 @@ struct Span {
     to: i64,
     fill: Fill,
     end: Option<char>,
+    /// It began before the chart's window (`--since`): drawn from the left edge, without `[`.
+    clipped: bool,
 }
 
 /// Something that happened at an instant on a host's row: a refusal, a skipped run.
@@ -153,7 +166,7 @@ struct Mark {
 const PAUSES: &str = "(paused)";
 
 /// What each mark means, in the order the legend lists them.
-const LEGEND: [(char, &str); 12] = [
+const LEGEND: [(char, &str); 13] = [
     ('[', "took the lock"),
     (']', "released"),
     ('X', "failed"),
@@ -166,7 +179,52 @@ const LEGEND: [(char, &str); 12] = [
     ('B', "refused: busy"),
     ('P', "refused: paused"),
     ('S', "skipped (--once-per)"),
+    ('U', "resumed after the pause ran out"),
 ];
+
+/// Which of two marks falling in one column is drawn there: how a hold ended first (a
+/// failure, a forced release, a lapse...), then a plain release, a refusal or skip, a still
+/// held `>`, a take; a span's fill and blank last.
+fn rank(c: char) -> u8 {
+    match c {
+        'X' | 'T' | 'R' | 'L' | 'F' | 'E' => 6,
+        ']' => 5,
+        'B' | 'P' | 'S' | 'U' => 4,
+        '>' => 3,
+        '[' => 2,
+        ' ' => 0,
+        _ => 1,
+    }
+}
+
+/// Puts `mark`, of instant `t`, in column `at` of `cells` (each cell a character and the
+/// instant of the mark in it) unless a mark that says more is there; the mark it displaces (or
+/// `mark` itself, when it loses) moves to a neighbouring column holding no mark, if there is
+/// one on its side: to the right when it came later than the mark that stays, else to the
+/// left, so that their order shows (with no room there, it is not drawn). Returns the marks
+/// drawn.
+fn put(cells: &mut [(char, i64)], at: usize, mark: char, t: i64) -> Vec<char> {
+    let (keep, other) = if rank(mark) >= rank(cells[at].0) {
+        ((mark, t), cells[at])
+    } else {
+        (cells[at], (mark, t))
+    };
+    cells[at] = keep;
+    let mut drawn = vec![keep.0];
+    if rank(other.0) >= 2 {
+        let side = if other.1 >= keep.1 {
+            at + 1
+        } else {
+            at.wrapping_sub(1)
+        };
+        if side < cells.len() && rank(cells[side].0) <= 1 {
+            let i = side;
+            cells[i] = other;
+            drawn.push(other.0);
+        }
+    }
+    drawn
+}
 
 /// A key's chart, before it is drawn.
 #[derive(Debug, Default)]
@@ -175,6 +233,8 @@ struct Chart {
     marks: Vec<Mark>,
     /// Rows in the order their host first appears.
     rows: Vec<String>,
+    /// The time the chart spans, when given (`--since`): else from the first to the last thing.
+    edges: Option<(i64, i64)>,
 }
 
 impl Chart {
@@ -225,7 +285,13 @@ impl Chart {
                     continue;
                 }
                 "resumed" => {
-                    chart.close_pause(paused.take().map(|(from, to)| (from, to.min(e.ms))));
+                    let pause = paused.take();
+                    // A resume after the pause ran out is the operator saying the work is
+                    // done: drawn, since the pause's bar ended before it.
+                    if pause.is_some_and(|(_, until)| until < e.ms) {
+                        chart.mark(PAUSES, e.ms, 'U');
+                    }
+                    chart.close_pause(pause.map(|(from, to)| (from, to.min(e.ms))));
                     continue;
                 }
                 _ => continue,
@@ -239,6 +305,7 @@ impl Chart {
                 to: e.ms,
                 fill: Fill::Held,
                 end: Some(end),
+                clipped: false,
             });
         }
         chart.close_pause(paused.map(|(from, to)| (from, to.min(now))));
@@ -249,6 +316,7 @@ impl Chart {
                 to: now,
                 fill: Fill::Held,
                 end: None,
+                clipped: false,
             });
         }
         for waiter in state.map_or(&[][..], |s| &s.queue[..]) {
@@ -264,9 +332,32 @@ impl Chart {
                 to: now,
                 fill: Fill::Waiting,
                 end: None,
+                clipped: false,
             });
         }
         chart
+    }
+
+    /// Only what happened from `from` to `to`: spans that end before are left out, those that
+    /// began before start at `from`; marks outside are left out; the chart then spans the
+    /// window whole (`window` keeps an empty span for it).
+    fn window(&mut self, from: i64, to: i64) {
+        self.spans.retain(|s| s.to >= from && s.from <= to);
+        for s in &mut self.spans {
+            if s.from < from {
+                s.from = from;
+                s.clipped = true;
+            }
+        }
+        self.marks.retain(|m| (from..=to).contains(&m.at));
+        let rows: Vec<String> = std::mem::take(&mut self.rows);
+        self.rows = rows
+            .into_iter()
+            .filter(|r| {
+                self.spans.iter().any(|s| &s.row == r) || self.marks.iter().any(|m| &m.row == r)
+            })
+            .collect();
+        self.edges = Some((from, to));
     }
 
     fn row(&mut self, row: &str) {
@@ -293,6 +384,7 @@ impl Chart {
                 to: to.max(from),
                 fill: Fill::Paused,
                 end: None,
+                clipped: false,
             });
         }
     }
@@ -306,8 +398,14 @@ impl Chart {
             .flat_map(|s| [s.from, s.to])
             .chain(self.marks.iter().map(|m| m.at));
         let (Some(t0), Some(t1)) = (times.clone().min(), times.max()) else {
-            return fit(&format!("{key}: no entries in the log\n"), width);
+            let text = if self.edges.is_some() {
+                format!("{key}: no entries in the log in that time\n")
+            } else {
+                format!("{key}: no entries in the log\n")
+            };
+            return fit(&text, width);
         };
+        let (t0, t1) = self.edges.unwrap_or((t0, t1));
         let t1 = t1.max(t0 + 1);
         let label_width = self
             .rows
@@ -326,64 +424,85 @@ impl Chart {
             &to[..23]
         };
         let column = std::time::Duration::from_millis(((t1 - t0) as u64).div_ceil(cols as u64 - 1));
-        let mut out = fit(
-            &format!(
-                "{key}  {} {} .. {} UTC, {} a column\n",
-                &from[..10],
-                &from[11..23],
-                to.replace('T', " "),
-                crate::supervise::lease::fmt(column)
-            ),
+        let mut out = header(
+            key,
+            &[
+                format!(
+                    "{} {} .. {} UTC, {} a column",
+                    &from[..10],
+                    &from[11..23],
+                    to.replace('T', " "),
+                    crate::supervise::lease::fmt(column)
+                ),
+                format!(
+                    "{} {} .. {} UTC",
+                    &from[..10],
+                    &from[11..23],
+                    to.replace('T', " ")
+                ),
+                format!(
+                    "{} .. {} UTC",
+                    &from[11..19],
+                    &to[to.len() - 12..to.len() - 4]
+                ),
+                format!("{} .. {}", &from[11..19], &to[to.len() - 12..to.len() - 4]),
+            ],
             width,
         );
         out.push_str(&axis(t0, t1, label_width, cols));
         // Each row's lanes: a host whose spans overlap in time gets another lane below. Spans
         // that follow one another share a lane, and a column both fall in keeps the earlier
         // one's end.
-        let mut lanes: Vec<(String, Vec<char>)> = Vec::new();
+        let mut lanes: Vec<(String, Vec<(char, i64)>)> = Vec::new();
         let mut free_from: Vec<i64> = Vec::new();
         let mut used = String::new();
         let mut spans: Vec<&Span> = self.spans.iter().collect();
         spans.sort_by_key(|s| (s.from, s.to));
         for row in &self.rows {
             let first = lanes.len();
-            lanes.push((row.clone(), vec![' '; cols]));
+            lanes.push((row.clone(), vec![(' ', 0); cols]));
             free_from.push(i64::MIN);
             for span in spans.iter().filter(|s| &s.row == row) {
                 let lane = (first..lanes.len())
                     .find(|&l| free_from[l] <= span.from)
                     .unwrap_or_else(|| {
-                        lanes.push((format!("{row}+"), vec![' '; cols]));
+                        lanes.push((format!("{row}+"), vec![(' ', 0); cols]));
                         free_from.push(i64::MIN);
                         lanes.len() - 1
                     });
                 free_from[lane] = span.to;
                 let cells = &mut lanes[lane].1;
-                let (mut a, b) = (col(span.from), col(span.to));
-                if cells[a] != ' ' {
-                    if a == b {
-                        continue;
-                    }
+                let (mut a, mut b) = (col(span.from), col(span.to));
+                if cells[a].0 != ' ' && a < b {
                     a += 1;
                 }
+                // A hold shorter than a column still shows its take and its end.
+                if span.fill == Fill::Held && !span.clipped && b == a {
+                    if b + 1 < cols {
+                        b += 1;
+                    } else {
+                        a = a.saturating_sub(1);
+                    }
+                }
                 for cell in &mut cells[a..=b] {
-                    *cell = style.fill(span.fill);
+                    if rank(cell.0) <= 1 {
+                        cell.0 = style.fill(span.fill);
+                    }
                 }
                 if span.fill == Fill::Held {
-                    cells[a] = '[';
-                    cells[b] = span.end.unwrap_or('>');
-                    used.push('[');
-                    used.push(cells[b]);
+                    if !span.clipped {
+                        used.extend(put(cells, a, '[', span.from));
+                    }
+                    used.extend(put(cells, b, span.end.unwrap_or('>'), span.to));
                 }
             }
             for m in self.marks.iter().filter(|m| &m.row == row) {
-                lanes[first].1[col(m.at)] = m.mark;
-                used.push(m.mark);
+                used.extend(put(&mut lanes[first].1, col(m.at), m.mark, m.at));
             }
         }
         for (label, cells) in &lanes {
             let label: String = label.chars().take(label_width).collect();
-            let line: String = cells.iter().collect();
+            let line: String = cells.iter().map(|c| c.0).collect();
             out.push_str(&format!("{label:<label_width$} {}\n", line.trim_end()));
         }
         let mut legend: Vec<String> = LEGEND
@@ -399,6 +518,18 @@ impl Chart {
         out.push_str(&wrap(&legend, width));
         out
     }
+}
+
+/// The header line: the key and the first of `times` (longest first) that fits in `width`; the
+/// key alone, cut, when none does.
+fn header(key: &str, times: &[String], width: usize) -> String {
+    for t in times {
+        let line = format!("{key}  {t}");
+        if line.chars().count() <= width {
+            return format!("{line}\n");
+        }
+    }
+    fit(key, width)
 }
 
 /// The time axis: a tick (`|`) and its time every dozen columns or so, under the header.
@@ -562,6 +693,108 @@ mod tests {
         assert!(text.contains("X failed"), "{text}");
         let pause = text.lines().find(|l| l.starts_with(PAUSES)).expect(&text);
         assert!(pause.contains("###"), "{text}");
+    }
+
+    #[test]
+    fn at_narrow_widths_how_a_hold_ended_wins_its_column_and_short_holds_show_both_ends() {
+        // A failure then a busy refusal, a forced release then a busy refusal, a shared hold's
+        // release and a skip: each pair a few ms apart, in one column at 40 columns over 30s.
+        let mut entries = Vec::new();
+        let mut at = 0;
+        let mut next = |ms: i64| {
+            at += ms;
+            at
+        };
+        for (fence, end) in [("1", "failed"), ("2", "forced"), ("3", "ok")] {
+            entries.push(entry(
+                next(1000),
+                &[("event", "acquired"), ("fence", fence), ("host", "h")],
+            ));
+            let ended = next(2000);
+            if end == "forced" {
+                entries.push(entry(
+                    ended,
+                    &[("event", "forced"), ("fence", fence), ("host", "ops")],
+                ));
+            } else {
+                entries.push(entry(
+                    ended,
+                    &[
+                        ("event", "released"),
+                        ("fence", fence),
+                        ("host", "h"),
+                        ("outcome", end),
+                    ],
+                ));
+            }
+            let refusal = if end == "ok" { "skipped" } else { "busy" };
+            entries.push(entry(ended + 5, &[("event", refusal), ("host", "h")]));
+        }
+        // A hold that took no time at all.
+        entries.push(entry(
+            next(20_000),
+            &[("event", "acquired"), ("fence", "4"), ("host", "h")],
+        ));
+        entries.push(entry(
+            at,
+            &[
+                ("event", "released"),
+                ("fence", "4"),
+                ("host", "h"),
+                ("outcome", "ok"),
+            ],
+        ));
+        let text = Chart::of(&entries, None, at).draw("job", &ascii(40));
+        let h = text.lines().find(|l| l.starts_with("h ")).expect(&text);
+        for mark in ['X', 'F', ']'] {
+            assert!(h.contains(mark), "{mark} lost:\n{text}");
+        }
+        // What loses its column is drawn beside, in the order things happened, or not at all.
+        assert!(
+            h.find('B').is_none_or(|b| h.find('X') < Some(b)),
+            "in the order they happened:\n{text}"
+        );
+        let wider = Chart::of(&entries, None, at).draw("job", &ascii(72));
+        let h = wider.lines().find(|l| l.starts_with("h ")).expect(&wider);
+        for mark in ['X', 'F', ']', 'B', 'S'] {
+            assert!(h.contains(mark), "{mark} lost:\n{wider}");
+        }
+        assert!(
+            h.find('X') < h.find('B') && h.find('F') < h.rfind('B') && h.find(']') < h.find('S'),
+            "in the order they happened:\n{wider}"
+        );
+        assert!(h.trim_end().ends_with("[]"), "a zero-length hold:\n{text}");
+    }
+
+    #[test]
+    fn the_header_is_shortened_whole_never_cut_mid_time() {
+        let entries = [
+            entry(
+                1_795_000_000_000,
+                &[("event", "acquired"), ("fence", "1"), ("host", "h")],
+            ),
+            entry(
+                1_795_000_030_000,
+                &[
+                    ("event", "released"),
+                    ("fence", "1"),
+                    ("host", "h"),
+                    ("outcome", "ok"),
+                ],
+            ),
+        ];
+        for (width, key) in [(40, "report:daily"), (40, "job"), (60, "report:daily")] {
+            let text = Chart::of(&entries, None, 0).draw(key, &ascii(width));
+            let header = text.lines().next().unwrap();
+            assert!(header.chars().count() <= width, "{text}");
+            assert!(
+                header.ends_with(" UTC") || header.ends_with("a column") || header.ends_with(":30"),
+                "{width}: {header}"
+            );
+        }
+        let long_key = "k".repeat(60);
+        let text = Chart::of(&entries, None, 0).draw(&long_key, &ascii(40));
+        assert_eq!(text.lines().next().unwrap(), "k".repeat(40));
     }
 
     #[test]
