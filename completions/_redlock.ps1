@@ -301,7 +301,7 @@ Register-ArgumentCompleter -Native -CommandName 'redlock' -ScriptBlock {
         }
         'redlock;log' {
             [CompletionResult]::new('--since', '--since', [CompletionResultType]::ParameterName, 'Only entries from this long ago onwards (by this host''s clock)')
-            [CompletionResult]::new('--width', '--width', [CompletionResultType]::ParameterName, 'The timeline''s width in columns (default: $COLUMNS, else the terminal''s, else 80)')
+            [CompletionResult]::new('--width', '--width', [CompletionResultType]::ParameterName, 'The timeline''s width in columns, at least 40 (default: $COLUMNS when it is a positive number, else the terminal''s, else 80; never below 40)')
             [CompletionResult]::new('--url', '--url', [CompletionResultType]::ParameterName, 'Redis server URL [default: redis://127.0.0.1:6379]')
             [CompletionResult]::new('--password-file', '--password-file', [CompletionResultType]::ParameterName, 'File holding the Redis password (first line)')
             [CompletionResult]::new('--prefix', '--prefix', [CompletionResultType]::ParameterName, 'Namespace prepended to every key, so staging never blocks production')

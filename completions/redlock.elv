@@ -287,7 +287,7 @@ set edit:completion:arg-completer[redlock] = {|@words|
         }
         &'redlock;log'= {
             cand --since 'Only entries from this long ago onwards (by this host''s clock)'
-            cand --width 'The timeline''s width in columns (default: $COLUMNS, else the terminal''s, else 80)'
+            cand --width 'The timeline''s width in columns, at least 40 (default: $COLUMNS when it is a positive number, else the terminal''s, else 80; never below 40)'
             cand --url 'Redis server URL [default: redis://127.0.0.1:6379]'
             cand --password-file 'File holding the Redis password (first line)'
             cand --prefix 'Namespace prepended to every key, so staging never blocks production'

@@ -249,7 +249,7 @@ complete -c redlock -n "__fish_redlock_using_subcommand check" -s v -l verbose -
 complete -c redlock -n "__fish_redlock_using_subcommand check" -s q -l quiet -d 'Print only the final error line'
 complete -c redlock -n "__fish_redlock_using_subcommand check" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c redlock -n "__fish_redlock_using_subcommand log" -l since -d 'Only entries from this long ago onwards (by this host\'s clock)' -r
-complete -c redlock -n "__fish_redlock_using_subcommand log" -l width -d 'The timeline\'s width in columns (default: $COLUMNS, else the terminal\'s, else 80)' -r
+complete -c redlock -n "__fish_redlock_using_subcommand log" -l width -d 'The timeline\'s width in columns, at least 40 (default: $COLUMNS when it is a positive number, else the terminal\'s, else 80; never below 40)' -r
 complete -c redlock -n "__fish_redlock_using_subcommand log" -l url -d 'Redis server URL [default: redis://127.0.0.1:6379]' -r
 complete -c redlock -n "__fish_redlock_using_subcommand log" -l password-file -d 'File holding the Redis password (first line)' -r -F
 complete -c redlock -n "__fish_redlock_using_subcommand log" -l prefix -d 'Namespace prepended to every key, so staging never blocks production' -r

@@ -211,7 +211,8 @@ pub struct LogArgs {
     #[arg(long, conflicts_with_all = ["all", "follow", "json"])]
     pub timeline: bool,
 
-    /// The timeline's width in columns (default: $COLUMNS, else the terminal's, else 80)
+    /// The timeline's width in columns, at least 40 (default: $COLUMNS when it is a positive
+    /// number, else the terminal's, else 80; never below 40)
     #[arg(long, requires = "timeline", value_name = "COLUMNS",
           value_parser = clap::value_parser!(u16).range(40..))]
     pub width: Option<u16>,

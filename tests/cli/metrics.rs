@@ -438,3 +438,129 @@ fn a_frozen_holders_renewals_fall_behind_its_lease_and_a_lapsed_pause_shows() {
     Redlock::new(&server).args(["resume", "job"]).exits_with(0);
     assert_eq!(lapsed(&samples(&metrics(&server, &["job"]))), 0.0);
 }
+
+/// A hold no redlock renews — a run whose first lease already covers its --max-runtime, a
+/// script's `acquire` — has no renewal age: past half its lease it is not late, and `status`
+/// does not call it NOT RENEWED either.
+#[test]
+fn holds_that_are_never_renewed_have_no_renewal_age() {
+    let server = RedisServer::start();
+    let mut capped = Redlock::new(&server)
+        .args([
+            "run",
+            "--key",
+            "capped",
+            "--ttl",
+            "1m",
+            "--max-runtime",
+            "8s",
+        ])
+        .args(["--kill-after", "1s", "-c", child::HOLD])
+        .spawn();
+    capped.expect_line("ready");
+    Redlock::new(&server)
+        .args(["acquire", "--key", "scripted", "--ttl", "8s"])
+        .exits_with(0);
+    // Past half of either lease (about 10 s and 8 s), both still held.
+    let s = wait_until("half the leases to pass", Duration::from_secs(30), || {
+        let s = samples(&metrics(&server, &["capped", "scripted"]));
+        let age = |k: &str| value(&s, &format!("redlock_lease_age_seconds{{key=\"{k}\"}}"));
+        (age("capped") > 5.5 && age("scripted") > 4.5).then_some(s)
+    });
+    for key in ["capped", "scripted"] {
+        assert_eq!(value(&s, &format!("redlock_held{{key=\"{key}\"}}")), 1.0);
+        assert!(
+            !s.contains_key(&format!(
+                "redlock_lease_renewal_age_seconds{{key=\"{key}\"}}"
+            )),
+            "{key}: {s:#?}"
+        );
+        let status = Redlock::new(&server).args(["status", key]).run().stdout;
+        assert!(
+            status.contains("taken to last without renewals") && !status.contains("NOT RENEWED"),
+            "{status}"
+        );
+    }
+    capped.close_stdin();
+    capped.exits_with(0);
+}
+
+/// A holder that dies mid-run (frozen, then killed) writes no end; once its lease lapses,
+/// `metrics` reports the last run as `lease lost`, as `log` infers its end, until a later
+/// run ends.
+#[test]
+fn a_holder_that_died_mid_run_is_the_last_run_and_lost_its_lease() {
+    let server = RedisServer::start();
+    Redlock::new(&server)
+        .args(["run", "--key", "job", "--ttl", "2s", "--", "true"])
+        .exits_with(0);
+    let mut holder = Redlock::new(&server)
+        .args(["run", "--key", "job", "--ttl", "2s", "-c", child::HOLD])
+        .spawn();
+    holder.expect_line("ready");
+    holder.signal(libc::SIGSTOP);
+    holder.kill9();
+    let s = wait_until("the lease to lapse", Duration::from_secs(15), || {
+        let s = samples(&metrics(&server, &["job"]));
+        (value(&s, "redlock_held{key=\"job\"}") == 0.0).then_some(s)
+    });
+    let outcome = |s: &BTreeMap<String, f64>, o: &str| {
+        value(
+            s,
+            &format!("redlock_last_run_outcome{{key=\"job\",outcome=\"{o}\"}}"),
+        )
+    };
+    assert_eq!(outcome(&s, "lease lost"), 1.0, "{s:#?}");
+    assert_eq!(outcome(&s, "ok"), 0.0, "{s:#?}");
+    let started = value(&s, "redlock_last_run_start_timestamp_seconds{key=\"job\"}");
+    assert_eq!(
+        value(&s, "redlock_last_run_end_timestamp_seconds{key=\"job\"}"),
+        started
+    );
+    assert!(!s.contains_key("redlock_last_run_exit_status{key=\"job\"}"));
+    // `--all` says the same.
+    let all = samples(&metrics(&server, &["--all"]));
+    assert_eq!(outcome(&all, "lease lost"), 1.0, "{all:#?}");
+    assert!(
+        all.keys()
+            .any(|k| k.starts_with("redlock_metrics_timestamp_seconds{"))
+    );
+    // A later run ends it.
+    Redlock::new(&server)
+        .args(["run", "--key", "job", "--ttl", "2s", "--", "true"])
+        .exits_with(0);
+    let s = samples(&metrics(&server, &["job"]));
+    assert_eq!(outcome(&s, "ok"), 1.0, "{s:#?}");
+    assert!(value(&s, "redlock_last_run_end_timestamp_seconds{key=\"job\"}") >= started);
+    assert!(
+        !s.keys()
+            .any(|k| k.starts_with("redlock_metrics_timestamp_seconds"))
+    );
+}
+
+/// A key paused before it was ever taken has no fence: `--all` finds it by its pause, in
+/// `metrics` and in `status`; a pause with an end exports it, one without does not.
+#[test]
+fn all_finds_keys_paused_before_they_were_taken() {
+    let server = RedisServer::start();
+    Redlock::new(&server)
+        .args(["pause", "never-run", "--reason", "migration"])
+        .exits_with(0);
+    Redlock::new(&server)
+        .args(["pause", "planned", "--for", "1h"])
+        .exits_with(0);
+    let s = samples(&metrics(&server, &["--all"]));
+    assert_eq!(
+        value(&s, "redlock_paused{key=\"never-run\"}"),
+        1.0,
+        "{s:#?}"
+    );
+    assert_eq!(value(&s, "redlock_paused{key=\"planned\"}"), 1.0, "{s:#?}");
+    assert!(!s.contains_key("redlock_pause_end_timestamp_seconds{key=\"never-run\"}"));
+    assert!(value(&s, "redlock_pause_end_timestamp_seconds{key=\"planned\"}") > 0.0);
+    let status = Redlock::new(&server).args(["status", "--all"]).run().stdout;
+    assert!(
+        status.contains("never-run: free") && status.contains("planned: free"),
+        "{status}"
+    );
+}
