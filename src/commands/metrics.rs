@@ -9,6 +9,10 @@
 //! TYPE lines, in a fixed order. A value the records cannot give (no run yet: no last-run
 //! start) leaves that key's sample out rather than inventing a 0 a dashboard would plot;
 //! redlock_held, redlock_paused, redlock_pause_lapsed and the counters are always there.
+//! `--all` adds one sample of its own, labelled by the prefix rather than a key:
+//! `redlock_metrics_timestamp_seconds`, when it read the locks (a file cron stopped refreshing
+//! shows as it falling behind). `--all` lists the locks by their fence and by their pause
+//! record, so a key paused before it was ever taken (or whose fence expired) is there too.
 //!
 //! Times are the server's (seconds since the epoch, with milliseconds); ages are taken against
 //! this host's clock, as `status` does.
@@ -353,7 +357,7 @@ const FAMILIES: &[Family] = &[
     Family {
         name: "redlock_lease_renewal_age_seconds",
         kind: "gauge",
-        help: "How long since the running holder whose renewal is the most overdue against its --ttl last renewed its lease, or took the lock when it has not renewed yet (left out when no command runs under the lock).",
+        help: "How long since the running holder whose renewal is the most overdue against its --ttl last renewed its lease, or took the lock when it has not renewed yet (left out when no command runs under the lock, and for holds no redlock renews: acquire, or a lease covering --max-runtime).",
         value: |i, now| stalest_renewal(i, now).map(|(age, _)| seconds(age)),
     },
     Family {
