@@ -1721,14 +1721,25 @@ fn blocked_clients(ctl: &mut Conn) -> Res<i64> {
         .ok_or_else(|| "INFO clients has no blocked_clients".into())
 }
 
+/// Clients subscribed to `channel` or to one of its per-waiter channels (`channel:TICKET`).
 fn subscribers(ctl: &mut Conn, channel: &str) -> Res<i64> {
-    match ctl.cmd(&["PUBSUB", "NUMSUB", channel])?.items().get(1) {
-        Some(Reply::Int(n)) => Ok(*n),
-        other => Err(format!(
-            "PUBSUB NUMSUB answered {:?}",
-            other.map(Reply::text)
-        )),
+    let mut n = 0;
+    for listed in ctl.cmd(&["PUBSUB", "CHANNELS", &format!("{channel}*")])?.items() {
+        let listed = listed.text();
+        if listed != channel && !listed.starts_with(&format!("{channel}:")) {
+            continue;
+        }
+        match ctl.cmd(&["PUBSUB", "NUMSUB", &listed])?.items().get(1) {
+            Some(Reply::Int(k)) => n += k,
+            other => {
+                return Err(format!(
+                    "PUBSUB NUMSUB answered {:?}",
+                    other.map(Reply::text)
+                ));
+            }
+        }
     }
+    Ok(n)
 }
 
 // ---------------------------------------------------------------------------------------------

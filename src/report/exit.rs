@@ -347,7 +347,7 @@ pub const STATUSES: &[Status] = &[
             on(
                 "log",
                 "",
-                "`log` needs only `LRANGE` and `LINDEX` (and `XRANGE` for an earlier version's log) on the locks' keys.",
+                "`log` needs only `LRANGE` and `LINDEX` on the locks' keys, beside what `status` reads.",
             ),
         ],
     },

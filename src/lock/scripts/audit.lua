@@ -17,6 +17,17 @@
 -- RETAIN: how long a lock's records (the fence counter, the lock's record, the audit log) are
 -- kept after their last write, in ms (keys.rs's RECORD_TTL).
 local RETAIN = '2592000000'
+-- LAYOUT: the version of the data layout the scripts write and read (record::LAYOUT): the field
+-- 'v' of the holder record and of the lock's record. layout(v, what): refuses (an error reply
+-- LAYOUT, which redlock reports with status 78) a record of another layout, before anything
+-- is written; a record without the field is this layout's.
+local LAYOUT = '1'
+local function layout(v, what)
+  if v and v ~= LAYOUT then
+    error({err = 'LAYOUT ' .. what .. ' is of data layout ' .. v .. ', not ' .. LAYOUT ..
+      ': written by another redlock, which this one does not read'})
+  end
+end
 local function audit(list, now, event, body)
   if type(now) == 'number' then now = string.format('%d', now) end
   local entry
