@@ -1724,7 +1724,10 @@ fn blocked_clients(ctl: &mut Conn) -> Res<i64> {
 /// Clients subscribed to `channel` or to one of its per-waiter channels (`channel:TICKET`).
 fn subscribers(ctl: &mut Conn, channel: &str) -> Res<i64> {
     let mut n = 0;
-    for listed in ctl.cmd(&["PUBSUB", "CHANNELS", &format!("{channel}*")])?.items() {
+    for listed in ctl
+        .cmd(&["PUBSUB", "CHANNELS", &format!("{channel}*")])?
+        .items()
+    {
         let listed = listed.text();
         if listed != channel && !listed.starts_with(&format!("{channel}:")) {
             continue;

@@ -39,8 +39,8 @@ use anyhow::{Context, Result};
 use redis::Value;
 
 use crate::lock::scripts::{
-    ALIVE, AUDIT, COMPANIONS, FENCE, HOLDER, HOLDERS, LEASES, ONCE, PAUSED, QUEUE,
-    RELEASED, STATS, STOP, WAITERS,
+    ALIVE, AUDIT, COMPANIONS, FENCE, HOLDER, HOLDERS, LEASES, ONCE, PAUSED, QUEUE, RELEASED, STATS,
+    STOP, WAITERS,
 };
 use crate::redis::server::Conn;
 use crate::report::error::usage;

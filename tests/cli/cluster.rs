@@ -267,10 +267,7 @@ fn lease_survives_its_slot_moving_to_another_master_during_the_run() {
 /// Clients subscribed to `channel` or to one of its per-waiter channels (`channel:TICKET`) on
 /// any node, by SUBSCRIBE or SSUBSCRIBE.
 fn subscribers(cluster: &RedisCluster, channel: &str) -> i64 {
-    let pattern = format!(
-        "{}*",
-        crate::support::redis_server::glob_escape(channel)
-    );
+    let pattern = format!("{}*", crate::support::redis_server::glob_escape(channel));
     cluster
         .nodes()
         .iter()

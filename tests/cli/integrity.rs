@@ -8,15 +8,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crate::support::json::{Document, Json};
-use crate::support::process::host_name;
+use crate::support::json::Document;
 use crate::support::sections::{
     Dice, SECTION, expect_exclusive_sections, expect_fences_in_start_order, read_sections,
 };
 use crate::support::{
     LockKeys, Outcome, RedisQuorum, RedisSentinel, RedisServer, Redlock, TempDir, child,
-    companion_key, expect_fresh_fence, holds_throughout, lock_status, says, wait_for_contender,
-    wait_until,
+    companion_key, expect_fresh_fence, holds_throughout, lock_status, says, wait_until,
 };
 
 /// A short run that prints its lock environment; returns its fence.

@@ -59,11 +59,23 @@ fn runs_of_every_kind(server: &RedisServer) {
     let _: () = server.query(&["SET", "plain", "foreign", "PX", "60000"]);
     run(&["run", "--key", "plain", "--ttl", "5s", "--", "true"], 75);
     let mut holder = Redlock::new(server)
-        .args(["run", "--key", "queued", "--ttl", "5s", "--", "sh", "-c", "echo held; sleep 3"])
+        .args([
+            "run",
+            "--key",
+            "queued",
+            "--ttl",
+            "5s",
+            "--",
+            "sh",
+            "-c",
+            "echo held; sleep 3",
+        ])
         .spawn();
     holder.expect_line("held");
     let waiter = Redlock::new(server)
-        .args(["run", "--key", "queued", "--ttl", "5s", "--wait", "20s", "--"])
+        .args([
+            "run", "--key", "queued", "--ttl", "5s", "--wait", "20s", "--",
+        ])
         .args(["true"])
         .spawn();
     crate::support::wait_until(
@@ -77,21 +89,45 @@ fn runs_of_every_kind(server: &RedisServer) {
     holder.exits_with(0);
     waiter.exits_with(0);
     run(
-        &["run", "--key", "shared", "--ttl", "5s", "--shared", "--", "true"],
+        &[
+            "run", "--key", "shared", "--ttl", "5s", "--shared", "--", "true",
+        ],
         0,
     );
     run(
-        &["run", "--key", "slots", "--ttl", "5s", "--slots", "2", "--", "true"],
+        &[
+            "run", "--key", "slots", "--ttl", "5s", "--slots", "2", "--", "true",
+        ],
         0,
     );
-    let once = ["run", "--key", "once", "--ttl", "5s", "--once-per", "1h", "--", "true"];
+    let once = [
+        "run",
+        "--key",
+        "once",
+        "--ttl",
+        "5s",
+        "--once-per",
+        "1h",
+        "--",
+        "true",
+    ];
     run(&once, 0);
     run(&once, 75);
     let scratch = TempDir::new("layout");
     let metrics = scratch.join("metrics.prom");
     let metrics = metrics.to_str().expect("a UTF-8 path");
     run(
-        &["run", "--key", "metered", "--ttl", "5s", "--metrics-file", metrics, "--", "true"],
+        &[
+            "run",
+            "--key",
+            "metered",
+            "--ttl",
+            "5s",
+            "--metrics-file",
+            metrics,
+            "--",
+            "true",
+        ],
         0,
     );
     run(&["pause", "paused", "--for", "1m", "--reason", "layout"], 0);
@@ -170,7 +206,9 @@ fn a_lock_of_an_unknown_layout_is_refused_with_78_by_every_command() {
         let before = lasting();
         let mut commands: Vec<Vec<&str>> = vec![
             vec!["run", "--key", "job", "--ttl", "5s", "--", "true"],
-            vec!["run", "--key", "job", "--ttl", "5s", "--wait", "1s", "--", "true"],
+            vec![
+                "run", "--key", "job", "--ttl", "5s", "--wait", "1s", "--", "true",
+            ],
             vec!["status", "job"],
             vec!["status", "--json", "job"],
             vec!["metrics", "job"],

@@ -654,11 +654,7 @@ fn settle(
     if let Some(holders) = holders {
         list.extend(ends.lapsed(&holders, now));
     }
-    LogRead {
-        list,
-        newest,
-        ends,
-    }
+    LogRead { list, newest, ends }
 }
 
 /// What a poll of `--follow` read: each log's new entries (with the index of their log), and

@@ -134,7 +134,15 @@ pub struct Holder {
 /// The holder record's fields; the scripts may name no others.
 #[cfg(test)]
 const HOLDER_FIELDS: [&str; 10] = [
-    "who", "started", "renewed", "ttl", "fence", "finished", "replace", "stop", "ticket",
+    "who",
+    "started",
+    "renewed",
+    "ttl",
+    "fence",
+    "finished",
+    "replace",
+    "stop",
+    "ticket",
     LAYOUT_FIELD,
 ];
 
