@@ -185,8 +185,10 @@ fn the_log_is_capped_in_length_and_age_and_expires() {
 fn since_leaves_out_older_entries_and_all_merges_keys_by_time() {
     let server = RedisServer::start();
     let two_hours_ago = now_ms() - 2 * 3600 * 1000;
-    let old = format!("{}\x1fhost=old", entry(two_hours_ago, "acquired"));
-    let _: i64 = server.query(&["RPUSH", &audit_key("a"), &old]);
+    for (at, event) in [(two_hours_ago, "acquired"), (two_hours_ago + 1, "released")] {
+        let old = format!("{}\x1fhost=old\x1fpid=1\x1ffence=1", entry(at, event));
+        let _: i64 = server.query(&["RPUSH", &audit_key("a"), &old]);
+    }
     let _: String = server.query(&["SET", &companion_key("a", "fence"), "1"]);
     for key in ["a", "b", "a"] {
         Redlock::new(&server)
@@ -203,7 +205,7 @@ fn since_leaves_out_older_entries_and_all_merges_keys_by_time() {
     assert!(!recent.stdout.contains(" old"), "{recent}");
     assert_eq!(recent.stdout.lines().count(), 4, "{recent}");
     let all = Redlock::new(&server).args(["log", "a"]).exits_with(0);
-    assert_eq!(all.stdout.lines().count(), 5, "{all}");
+    assert_eq!(all.stdout.lines().count(), 6, "{all}");
 
     let merged = Redlock::new(&server)
         .args(["log", "--all", "--since", "1h", "--json"])

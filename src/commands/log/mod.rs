@@ -538,7 +538,7 @@ struct LogRead {
 /// that order: a take at or before the
 /// newest entry read first was written before the holders were read, so a fence missing from
 /// them lapsed unless the list, read after, ends it (see `ends.rs`). A lock whose holders
-/// cannot be read is shown without the ends that reading would infer.
+/// cannot be read ends the reading with that error.
 fn read_logs(con: &mut Conn, logs: &[Log]) -> Result<Vec<LogRead>> {
     let now = super::status::now_ms();
     let mut out = Vec::with_capacity(logs.len());
@@ -624,15 +624,11 @@ fn read_logs(con: &mut Conn, logs: &[Log]) -> Result<Vec<LogRead>> {
     Ok(out)
 }
 
-/// A lock's holders as the log reads them: a lock that could not be read is shown without the
-/// ends that reading would infer, but records of another layout end the reading (78), as
-/// they end every reader's.
+/// A lock's holders as the log reads them: a lock that could not be read (an ACL denial, a
+/// record of another type or layout) ends the reading with its status, as it ends every
+/// reader's: the log is not shown without the ends that reading would infer.
 fn of_this_layout(reading: inspect::Reading) -> Result<Option<Inspection>> {
-    match reading {
-        Ok(inspection) => Ok(Some(inspection)),
-        Err(u) if u.layout.is_some() => Err(u.error()),
-        Err(_) => Ok(None),
-    }
+    reading.map(Some).map_err(|u| u.error())
 }
 
 /// One log's replies as [`LogRead`]: `marker` is the list's newest entry read before
