@@ -45,8 +45,11 @@ use crate::lock::scripts::{
 use crate::redis::server::Conn;
 use crate::report::error::usage;
 
-/// How long the last-run record and the counters outlive their last write.
-pub const RECORD_TTL: Duration = Duration::from_secs(30 * 24 * 3600);
+/// How long the fence counter, the lock's record and the audit log outlive their last write:
+/// 30 days and a window of the server's clock (10^8 ms), since a take writes the records'
+/// expiry only once per window (`scripts/audit.lua`, RETAIN): each is kept at least 30 days after
+/// the lock's last take.
+pub const RECORD_TTL: Duration = Duration::from_millis(2_692_000_000);
 
 /// The names one lock uses in Redis.
 #[derive(Clone, Debug, PartialEq, Eq)]

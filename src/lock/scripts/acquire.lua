@@ -93,10 +93,11 @@ end
 -- and the preludes in front of it) are defined only by a run that goes on, since each
 -- function a script defines costs the server on every call that reaches its definition.
 if found == 0 and not current and not rare then
-  local fence, fence_text = new_fence(KEYS[2], us_text)
+  local fence, fence_text, fresh = new_fence(KEYS[2], us_text)
   write_holder(KEYS[3], ARGV[2], now_text, fence_text, ARGV[4], ARGV[5])
   redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-  audit(KEYS[12], now_text, 'acquired', 'fence=' .. fence_text .. '\31' .. ARGV[4])
+  audit(KEYS[12], now_text, 'acquired', 'fence=' .. fence_text .. '\31' .. ARGV[4], fresh)
+  if fresh then redis.call('PEXPIRE', KEYS[4], RETAIN) end
   return {1, fence, now_text, -1, 0}
 end
 local now = tonumber(now_text)

@@ -68,7 +68,8 @@ if not blocked then
       fences[i] = tonumber(redis.call('HMGET', key(i, 3), 'fence')[1])
         or tonumber(redis.call('GET', key(i, 2))) or 0
     else
-      local fence, fence_text = new_fence(key(i, 2), us_text)
+      local fence, fence_text, fresh = new_fence(key(i, 2), us_text)
+      if fresh then redis.call('PEXPIRE', key(i, 4), RETAIN) end
       write_holder(key(i, 3), ttl, now_text, fence_text, ARGV[13], 'no')
       redis.call('SET', key(i, 1), token, 'PX', ttl)
       audit(key(i, 12), now_text, 'acquired', 'fence=' .. fence_text .. '\31' .. ARGV[13])

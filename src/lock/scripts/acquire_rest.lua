@@ -131,7 +131,8 @@ if free and not pause then
   if not head or head == ticket then
     local ttl = renew
     local provisional = provisional_flag == 1
-    local fence, fence_text = new_fence(KEYS[2], us_text)
+    local fence, fence_text, fresh = new_fence(KEYS[2], us_text)
+    if fresh then redis.call('PEXPIRE', KEYS[4], RETAIN) end
     local slot = -1
     if shape == '' then
       write_holder(KEYS[3], ttl, now_text, fence_text, ARGV[4], ARGV[5])

@@ -51,11 +51,12 @@ local function finish(released)
       ended = string.format('%d', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
     end
     local last = outcome .. '\31' .. ARGV[5]
+    local created
     if outcome == 'ok' then
-      redis.call('HSET', KEYS[4], 'last', last, 'host', ARGV[6], 'pid', ARGV[7], 'user',
+      created = redis.call('HSET', KEYS[4], 'last', last, 'host', ARGV[6], 'pid', ARGV[7], 'user',
         ARGV[8], 'cmd', ARGV[9], 'v', LAYOUT, 'last_ok', ended)
     else
-      redis.call('HSET', KEYS[4], 'last', last, 'host', ARGV[6], 'pid', ARGV[7], 'user',
+      created = redis.call('HSET', KEYS[4], 'last', last, 'host', ARGV[6], 'pid', ARGV[7], 'user',
         ARGV[8], 'cmd', ARGV[9], 'v', LAYOUT)
     end
     if ARGV[11] then redis.call('HSET', KEYS[4], 'replaced_by', ARGV[11]) end
@@ -66,7 +67,9 @@ local function finish(released)
     elseif outcome == 'replaced' then
       redis.call('HINCRBY', KEYS[4], 'replaced', '1')
     end
-    redis.call('PEXPIRE', KEYS[4], RETAIN)
+    -- The record's expiry is written by the take that began its window (acquire.lua), and here
+    -- only when this write made the record (or a field of it) anew.
+    if created > 0 then redis.call('PEXPIRE', KEYS[4], RETAIN) end
     local event = 'released'
     if released == 0 then event = 'lost' end
     audit(KEYS[3], ended, event, 'outcome=' .. outcome .. '\31' .. ARGV[10])

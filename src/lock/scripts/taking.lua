@@ -27,7 +27,10 @@ local function write_holder(record, ttl, now, fence, who, replace)
   redis.call('PEXPIRE', record, ttl)
 end
 -- new_fence(counter, us): the fence of a lock taken now (us: the server's clock in µs, as
--- text), as text (twice: the fence, and the text of it). It is above every fence handed out
+-- text), as text (twice: the fence, and the text of it), and whether it is the first take of
+-- its window of the server's clock (fresh: the counter was missing, or its last fence was
+-- handed out in another window, its first five digits another 10^11 µs), which writes the
+-- records' expiry (see audit.lua's RETAIN). It is above every fence handed out
 -- before, even when the counter was lost (a restart without persistence, a flush, a failover
 -- to a lagging replica): it is at least the server's clock in microseconds (below 2^53 until
 -- the year 2255, so JSON readers keep it exact). The counter lives as long as the records
@@ -57,5 +60,7 @@ local function new_fence(counter, fence_text)
       redis.call('SET', counter, fence_text, 'PX', RETAIN)
     end
   end
-  return fence_text, fence_text
+  local fresh = not old or #old ~= #fence_text
+    or string.sub(old, 1, 5) ~= string.sub(fence_text, 1, 5)
+  return fence_text, fence_text, fresh
 end
