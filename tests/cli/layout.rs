@@ -209,6 +209,7 @@ fn a_lock_of_an_unknown_layout_is_refused_with_78_by_every_command() {
             vec![
                 "run", "--key", "job", "--ttl", "5s", "--wait", "1s", "--", "true",
             ],
+            vec!["acquire", "--key", "job", "--ttl", "5s"],
             vec!["status", "job"],
             vec!["status", "--json", "job"],
             vec!["metrics", "job"],
@@ -221,6 +222,9 @@ fn a_lock_of_an_unknown_layout_is_refused_with_78_by_every_command() {
             let outcome = Redlock::new(&server).args(&args).exits_with(78);
             outcome.error_mentions(&["layout"]);
         }
+        // `check` says so in its own terms: UNKNOWN.
+        let check = Redlock::new(&server).args(["check", "job"]).exits_with(3);
+        assert!(check.stdout.contains("layout"), "{check}");
         assert_eq!(lasting(), before, "a command that refused changed the keys");
         let v: Option<String> = server.query(&[
             "HGET",
