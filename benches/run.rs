@@ -1236,7 +1236,19 @@ fn bill(server: &Server) -> Res<Bill> {
         percentile(&ratios, 75.0),
     );
     // The peers: server CPU per run, in blocks alternating with redlock's (each pair's ratio,
-    // as above, since the machine's speed drifts).
+    // as above, since the machine's speed drifts). A Python client takes a tenth of a second
+    // per run where redlock takes a few ms, and the idle server's own timer work over that
+    // time would count as the peer's: the idle server's CPU per second, read before, is taken
+    // off every block's reading for the block's wall time.
+    let idle_rate = {
+        let (before, at) = (server_cpu_ns(server)?, Instant::now());
+        sleep(Duration::from_secs(2));
+        (server_cpu_ns(server)? - before) as f64 / at.elapsed().as_nanos() as f64
+    };
+    println!(
+        "   the idle server's own work: {:.0} us per second (taken off the peers' blocks and redlock's beside them)",
+        idle_rate * 1e6
+    );
     let mut peer_ratio = None;
     for (name, module, script) in PEERS {
         let Some(python) = peer_python(module) else {
@@ -1248,7 +1260,7 @@ fn bill(server: &Server) -> Res<Bill> {
         let (mut theirs, mut ours, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
         for pair in 0..BILL_PAIRS / 2 {
             let block = |peer_turn: bool| -> Res<f64> {
-                let before = server_cpu_ns(server)?;
+                let (before, at) = (server_cpu_ns(server)?, Instant::now());
                 for _ in 0..BILL_BLOCK_RUNS {
                     let mut cmd = if peer_turn {
                         peer(&python, script, server.port, "bench:bill-peer")
@@ -1258,7 +1270,9 @@ fn bill(server: &Server) -> Res<Bill> {
                     let status = quiet(&mut cmd).status();
                     assert_success(name, &mut cmd, status);
                 }
-                Ok((server_cpu_ns(server)? - before) as f64 / BILL_BLOCK_RUNS as f64 / 1e3)
+                let cpu = (server_cpu_ns(server)? - before) as f64
+                    - idle_rate * at.elapsed().as_nanos() as f64;
+                Ok(cpu.max(0.0) / BILL_BLOCK_RUNS as f64 / 1e3)
             };
             let (p, r) = if pair % 2 == 0 {
                 let p = block(true)?;
