@@ -132,8 +132,7 @@ if found == 0 and current and not rare and current ~= ARGV[1] then
   counted('busy', '')
   return {0, pttl, now, brief, 0, 0, '', 0, false, 0, 0}
 end
--- The rest reads and writes a held lock's records: not those of another layout.
-if current and current ~= ARGV[1] then
-  local v = redis.pcall('HMGET', KEYS[3], 'v')
-  if not v.err then layout(v[1], 'the holder record ' .. KEYS[3]) end
-end
+-- The rest reads and writes a held lock's records: not those of another layout. The holder's
+-- brief is read (and its layout checked) before anything is written, for the refusal's reply.
+local brief = nil
+if current and current ~= ARGV[1] then brief = holder_brief() end

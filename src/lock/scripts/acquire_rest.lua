@@ -252,5 +252,5 @@ if ticket ~= '' then
   redis.call('HSETNX', KEYS[7], ticket, now_text .. '\31' .. waiting)
   for i = 5, 7 do redis.call('PEXPIRE', KEYS[i], QUEUE_KEPT) end
 end
-return {0, pttl, now, holder_brief(), ahead, redis.call('ZCARD', KEYS[5]), held_shape, sharers,
+return {0, pttl, now, brief or holder_brief(), ahead, redis.call('ZCARD', KEYS[5]), held_shape, sharers,
   pause or false, full, replacing, 0, 0, life}
