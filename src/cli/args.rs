@@ -13,8 +13,7 @@ Print locks' audit log, oldest first.
 Every acquire, busy refusal, run skipped by --once-per, release, lost lease, forced release, \
 pause and resume is written to the lock's audit log by the script that already runs for it (no \
 extra round trip): a Redis list beside the lock, {L}:redlock:audit, in its hash slot, kept to \
-its last 1000 entries (at most 1023 between trims) and to 30 days (an earlier version's \
-stream, {L}:redlock:log, is read too). Each line gives the time (the server's clock), the key, \
+its last 1000 entries (at most 1023 between trims) and to 30 days. Each line gives the time (the server's clock), the key, \
 the event and who (host, pid, user), and what applies: fence, outcome and exit status, \
 duration, who forced or paused it and why, the command. Pauses and resumes of every lock \
 (pause --all) are in the prefix-wide log, shown by --all.

@@ -29,7 +29,9 @@ use redis::{RedisError, Value};
 
 use crate::lock::Shape;
 use crate::lock::keys::Keys;
-use crate::lock::record::{Counters, Holder, LastRun, LockState, Pause, Sharer, Waiter};
+use crate::lock::record::{
+    Counters, Holder, LAYOUT, LAYOUT_FIELD, LastRun, LockState, Pause, Sharer, Waiter,
+};
 use crate::redis::server::Conn;
 use crate::report::exit::Exit;
 use crate::supervise::lease::fmt;
@@ -70,16 +72,26 @@ pub type Reading = std::result::Result<Inspection, Unreadable>;
 pub struct Unreadable {
     pub key: String,
     pub error: RedisError,
+    /// The record's layout, when it is one this redlock does not read (`error` is then not
+    /// the cause).
+    pub layout: Option<String>,
 }
 
 impl Unreadable {
     /// The error, as a command that cannot go on reports it.
     pub fn error(&self) -> anyhow::Error {
+        if let Some(version) = &self.layout {
+            return crate::lock::record::layout_error(version, &self.key);
+        }
         anyhow::Error::new(self.error.clone()).context(format!("cannot read {}", self.key))
     }
 
-    /// Its exit status: 77 for an ACL denial, 78 for a key of another type, 69 otherwise.
+    /// Its exit status: 77 for an ACL denial, 78 for a key of another type or a record of
+    /// another layout, 69 otherwise.
     pub fn exit(&self) -> Exit {
+        if self.layout.is_some() {
+            return Exit::Config;
+        }
         crate::report::error::classify_redis(&self.error)
     }
 
@@ -302,7 +314,7 @@ fn sharers_of(
 }
 
 /// The commands [`inspect`] sends per lock, and the key each one reads.
-pub const READS: usize = 13;
+pub const READS: usize = 12;
 
 /// Reads the lock and its companions for every key in one round trip: one [`Reading`] per key,
 /// in order. MGET (not GET) so that a key of another type reads as nil; TYPE tells the two
@@ -352,8 +364,6 @@ pub fn queue_reads(pipe: &mut redis::Pipeline, k: &Keys, cluster: bool) {
         .cmd("HGETALL")
         .arg(&k.holder)
         .cmd("HGETALL")
-        .arg(&k.last)
-        .cmd("HGETALL")
         .arg(&k.stats)
         .cmd("ZRANGE")
         .arg(&k.queue)
@@ -384,7 +394,6 @@ pub fn decode(chunk: &[Value], k: &Keys, cluster: bool, now_ms: i64) -> Reading 
         &k.lock,
         &k.lock,
         &k.holder,
-        &k.last,
         &k.stats,
         &k.queue,
         &k.waiters,
@@ -397,6 +406,7 @@ pub fn decode(chunk: &[Value], k: &Keys, cluster: bool, now_ms: i64) -> Reading 
     let unreadable = |key: &str, error: RedisError| Unreadable {
         key: key.to_string(),
         error,
+        layout: None,
     };
     for (value, key) in chunk.iter().zip(read) {
         if let Value::ServerError(e) = value {
@@ -419,24 +429,35 @@ pub fn decode(chunk: &[Value], k: &Keys, cluster: bool, now_ms: i64) -> Reading 
         }
     };
     let holder = field(3);
-    let last = field(4);
-    let stats = field(5);
-    let waiters = field(7);
-    let paused = field(8);
-    let pause_all = field(9);
-    let holders = field(11);
-    let once = field(12);
+    let stats = field(4);
+    let waiters = field(6);
+    let paused = field(7);
+    let pause_all = field(8);
+    let holders = field(10);
+    let once = field(11);
     if let Some(e) = failed {
         return Err(e);
+    }
+    // Records of a layout this redlock does not read are not read as if they were its own.
+    for (i, record) in [(3, &holder), (4, &stats)] {
+        if let Some((_, version)) = record.iter().find(|(f, _)| f == LAYOUT_FIELD)
+            && version != LAYOUT
+        {
+            return Err(Unreadable {
+                key: read[i].to_string(),
+                error: RedisError::from(std::io::Error::other("layout")),
+                layout: Some(version.clone()),
+            });
+        }
     }
     let value = |i: usize, e: redis::ParsingError| unreadable(read[i], e.into());
     let key_type: String = redis::from_redis_value_ref(&chunk[0]).map_err(|e| value(0, e))?;
     let (token, fence): (Option<String>, Option<String>) =
         redis::from_redis_value_ref(&chunk[1]).map_err(|e| value(1, e))?;
     let pttl_ms: i64 = redis::from_redis_value_ref(&chunk[2]).map_err(|e| value(2, e))?;
-    let tickets: Vec<String> = redis::from_redis_value_ref(&chunk[6]).map_err(|e| value(6, e))?;
+    let tickets: Vec<String> = redis::from_redis_value_ref(&chunk[5]).map_err(|e| value(5, e))?;
     let leases: Vec<(String, f64)> =
-        redis::from_redis_value_ref(&chunk[10]).map_err(|e| value(10, e))?;
+        redis::from_redis_value_ref(&chunk[9]).map_err(|e| value(9, e))?;
     let sharers = sharers_of(leases, &holders, now_ms);
     let shared_shape = holders
         .iter()
@@ -451,9 +472,7 @@ pub fn decode(chunk: &[Value], k: &Keys, cluster: bool, now_ms: i64) -> Reading 
         pttl_ms,
         fence: fence.and_then(|f| f.parse().ok()),
         holder_record: Holder::decode(&holder),
-        // The lock's record holds the last run; a lock last run by an earlier version has it in
-        // a hash of its own.
-        last: LastRun::decode(&stats).or_else(|| LastRun::decode(&last)),
+        last: LastRun::decode(&stats),
         counters: Counters::decode(&stats),
         queue: queue_of(tickets, &waiters),
         pauses: [

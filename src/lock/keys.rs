@@ -12,8 +12,9 @@
 //!   `fence`, `stats` and `audit` expire [`RECORD_TTL`] after their last write, so nothing of an
 //!   idle lock outlives it. What the hashes hold is `record/`. The waiters' queue is `queue`,
 //!   `alive` and `waiters` (see `wait/`); `paused` (hash: who paused the lock, why, until
-//!   when; see `commands/pause.rs`). `last` (hash) and `log` (stream) are where an earlier
-//!   version kept the last run and the audit log: read, never written, until they expire.
+//!   when; see `commands/pause.rs`).
+//! * The layout carries its version: the holder record and the lock's record have the field
+//!   `v` (`record::LAYOUT`), and a record of another layout is refused, never misread.
 //! * The pause of every lock under a prefix P is the `paused` companion of the empty key under
 //!   P: `{P}:redlock:paused` (or `P:redlock:paused` when P has a hash tag). No lock has an empty
 //!   key, so it is nobody's lock. On Redis Cluster it lives in another slot than the locks
@@ -38,14 +39,17 @@ use anyhow::{Context, Result};
 use redis::Value;
 
 use crate::lock::scripts::{
-    ALIVE, AUDIT, COMPANIONS, FENCE, HOLDER, HOLDERS, LAST, LEASES, LOG, ONCE, PAUSED, QUEUE,
-    RELEASED, STATS, STOP, WAITERS,
+    ALIVE, AUDIT, COMPANIONS, FENCE, HOLDER, HOLDERS, LEASES, ONCE, PAUSED, QUEUE, RELEASED, STATS,
+    STOP, WAITERS,
 };
 use crate::redis::server::Conn;
 use crate::report::error::usage;
 
-/// How long the last-run record and the counters outlive their last write.
-pub const RECORD_TTL: Duration = Duration::from_secs(30 * 24 * 3600);
+/// How long the fence counter, the lock's record and the audit log outlive their last write:
+/// 30 days and a window of the server's clock (10^8 ms), since a take writes the records'
+/// expiry only once per window (`scripts/audit.lua`, RETAIN): each is kept at least 30 days after
+/// the lock's last take.
+pub const RECORD_TTL: Duration = Duration::from_millis(2_692_000_000);
 
 /// The names one lock uses in Redis.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -56,7 +60,6 @@ pub struct Keys {
     pub lock: String,
     pub fence: String,
     pub holder: String,
-    pub last: String,
     pub stats: String,
     pub queue: String,
     pub alive: String,
@@ -65,8 +68,6 @@ pub struct Keys {
     pub paused: String,
     /// The audit log (a list; see `scripts/audit.lua`).
     pub log: String,
-    /// The audit log as an earlier version kept it (a stream), read until it expires.
-    pub old_log: String,
     /// The pause record of every lock under the prefix.
     pub pause_all: String,
     /// A shared or slotted lock's holders' leases and records (see `scripts/shapes.lua`).
@@ -75,8 +76,7 @@ pub struct Keys {
     /// The `--once-per` window's record.
     pub once: String,
     /// Where a release wakes waiters: this channel followed by `:TICKET` for the waiter at the
-    /// head of the queue (an earlier version also published on the channel itself when nobody
-    /// was queued).
+    /// head of the queue (nothing is published on the channel itself).
     pub channel: String,
     /// The other locks of a claim over several keys (`--key A --key B …`, [`Keys::all`]),
     /// taken, renewed and given back with this one, all or none, in each script call; empty
@@ -112,7 +112,6 @@ impl Keys {
         Ok(Keys {
             name: key.to_string(),
             holder: companion(HOLDER),
-            last: companion(LAST),
             stats: companion(STATS),
             queue: companion(QUEUE),
             alive: companion(ALIVE),
@@ -123,7 +122,6 @@ impl Keys {
             channel: companion(RELEASED),
             paused: companion(PAUSED),
             log: companion(AUDIT),
-            old_log: companion(LOG),
             pause_all: prefix_pause_key(prefix),
             fence,
             lock,
@@ -246,11 +244,6 @@ pub fn prefix_log_key(prefix: &str) -> String {
     companion_key(prefix, AUDIT)
 }
 
-/// The prefix-wide audit log as an earlier version kept it (a stream).
-pub fn prefix_old_log_key(prefix: &str) -> String {
-    companion_key(prefix, LOG)
-}
-
 /// Whether the prefix-wide pause record shares the locks' slot (the prefix has a hash tag).
 pub fn prefix_pause_in_slot(prefix: &str) -> bool {
     hash_tag(prefix).is_some()
@@ -289,7 +282,6 @@ fn companion_role(name: &str) -> &'static str {
     match name {
         FENCE => "fence counter",
         HOLDER => "holder record",
-        LAST => "last-run record",
         QUEUE | ALIVE | WAITERS => "waiters' queue",
         PAUSED => "pause record",
         LEASES | HOLDERS => "shared holders' record",
@@ -538,7 +530,7 @@ mod tests {
     fn companion_keys_are_not_locks() {
         for lock in ["x", "prod:report:daily", "jobs:{r}:x"] {
             let keys = Keys::new("", lock).unwrap();
-            for companion in [&keys.fence, &keys.holder, &keys.last, &keys.stats] {
+            for companion in [&keys.fence, &keys.holder, &keys.stats] {
                 assert_eq!(
                     lock_of_companion(companion).map(|(l, _)| l).as_deref(),
                     Some(lock)

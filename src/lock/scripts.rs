@@ -152,9 +152,6 @@ pub const ALL: &[(&str, &str)] = &[
 pub const FENCE: &str = "fence";
 /// The holder record (a hash), which expires with the lock.
 pub const HOLDER: &str = "holder";
-/// The record of the last finished run as an earlier version kept it (a hash); read, never
-/// written, until it expires.
-pub const LAST: &str = "last";
 /// The lock's record (a hash): the counters, when a run last ended ok, and the last finished
 /// run, 30 days after its last write.
 pub const STATS: &str = "stats";
@@ -181,17 +178,14 @@ pub const ONCE: &str = "once";
 /// most 1023 between trims, of 30 days; see `audit.lua`). Pauses and resumes of every lock
 /// under a prefix go to the empty key's, `{PREFIX}:redlock:audit`.
 pub const AUDIT: &str = "audit";
-/// The audit log as an earlier version kept it (a stream); read, never written, until it
-/// expires.
-pub const LOG: &str = "log";
 /// The stop lists of a lock's holders, `STOP:FENCE` each (a list: who asked the holder with
 /// that fence to stop; `--replace`), expiring with the holder's lease.
 pub const STOP: &str = "stop";
 /// The channel a release publishes on (not a key: nothing is stored under it).
 pub const RELEASED: &str = "released";
 /// Every companion key's NAME.
-pub const COMPANIONS: [&str; 13] = [
-    FENCE, HOLDER, LAST, STATS, QUEUE, ALIVE, WAITERS, PAUSED, LEASES, HOLDERS, ONCE, AUDIT, LOG,
+pub const COMPANIONS: [&str; 11] = [
+    FENCE, HOLDER, STATS, QUEUE, ALIVE, WAITERS, PAUSED, LEASES, HOLDERS, ONCE, AUDIT,
 ];
 
 /// The SCAN MATCH pattern of every lock's fence counter: the companion that lives longest is
@@ -329,7 +323,7 @@ mod tests {
     fn the_companions_are_the_ones_a_lock_has() {
         for key in ["report:daily", "jobs:{report}:daily"] {
             let keys = Keys::new("prod:", key).unwrap();
-            let companions = [&keys.fence, &keys.holder, &keys.last, &keys.stats];
+            let companions = [&keys.fence, &keys.holder, &keys.stats];
             for (name, companion) in COMPANIONS.iter().zip(companions) {
                 assert!(
                     companion.ends_with(&format!(":redlock:{name}")),

@@ -347,7 +347,7 @@ pub const STATUSES: &[Status] = &[
             on(
                 "log",
                 "",
-                "`log` needs only `LRANGE` and `LINDEX` (and `XRANGE` for an earlier version's log) on the locks' keys.",
+                "`log` needs only `LRANGE` and `LINDEX` on the locks' keys, beside what `status` reads.",
             ),
         ],
     },
@@ -355,8 +355,9 @@ pub const STATUSES: &[Status] = &[
         exit: Exit::Config,
         short: "server misconfiguration",
         meaning: "Server-side misconfiguration, e.g. the lock key holds another type of value \
-            (WRONGTYPE), a command redlock needs is renamed or missing, or a run asks for \
-            `--slots N` (or `--shared`) on a key held with another slot count (or shape).",
+            (WRONGTYPE), a command redlock needs is renamed or missing, a run asks for \
+            `--slots N` (or `--shared`) on a key held with another slot count (or shape), or \
+            the lock's records are of a data layout this redlock does not read.",
         on: &[
             on("run", "", ""),
             on(

@@ -264,20 +264,29 @@ fn lease_survives_its_slot_moving_to_another_master_during_the_run() {
     assert!(!cluster.node(to).exists("job"), "the lock was not released");
 }
 
-/// Clients subscribed to `channel` on any node, by SUBSCRIBE or SSUBSCRIBE.
+/// Clients subscribed to `channel` or to one of its per-waiter channels (`channel:TICKET`) on
+/// any node, by SUBSCRIBE or SSUBSCRIBE.
 fn subscribers(cluster: &RedisCluster, channel: &str) -> i64 {
+    let pattern = format!("{}*", crate::support::redis_server::glob_escape(channel));
     cluster
         .nodes()
         .iter()
         .map(|node| {
-            ["NUMSUB", "SHARDNUMSUB"]
+            [("CHANNELS", "NUMSUB"), ("SHARDCHANNELS", "SHARDNUMSUB")]
                 .iter()
-                .map(|sub| {
-                    let reply: Vec<redis::Value> = node.query(&["PUBSUB", sub, channel]);
-                    match reply.get(1) {
-                        Some(redis::Value::Int(n)) => *n,
-                        _ => 0,
-                    }
+                .map(|(list, count)| {
+                    let channels: Vec<String> = node.query(&["PUBSUB", list, &pattern]);
+                    channels
+                        .iter()
+                        .filter(|c| *c == channel || c.starts_with(&format!("{channel}:")))
+                        .map(|c| {
+                            let reply: Vec<redis::Value> = node.query(&["PUBSUB", count, c]);
+                            match reply.get(1) {
+                                Some(redis::Value::Int(n)) => *n,
+                                _ => 0,
+                            }
+                        })
+                        .sum::<i64>()
                 })
                 .sum::<i64>()
         })

@@ -18,6 +18,7 @@ mod doctor;
 mod failover;
 mod harness;
 mod integrity;
+mod layout;
 mod logging;
 mod many_locks;
 mod metrics;

@@ -157,7 +157,6 @@ fn every_reader(row: &Row) {
             "-hgetall",
             "-hmget",
             "-zrange",
-            "-xrange",
         ],
     );
     let mut held = Held {

@@ -602,7 +602,7 @@ fn a_companion_key_of_another_type_does_not_hide_the_other_locks_nor_read_as_fre
         .args(["run", "--key", "good", "--ttl", "1s", "--", "true"])
         .exits_with(0);
     let _: () = server.query(&["SET", "{bad}:redlock:fence", "1"]);
-    let _: () = server.query(&["SET", "{bad}:redlock:last", "not a hash"]);
+    let _: () = server.query(&["SET", "{bad}:redlock:stats", "not a hash"]);
     let outcome = Redlock::new(&server)
         .args(["status", "good", "bad"])
         .exits_with(78);
@@ -612,7 +612,7 @@ fn a_companion_key_of_another_type_does_not_hide_the_other_locks_nor_read_as_fre
         "{outcome}"
     );
     assert!(!outcome.stdout.contains("bad: free"), "{outcome}");
-    outcome.error_mentions(&["{bad}:redlock:last"]);
+    outcome.error_mentions(&["{bad}:redlock:stats"]);
     outcome.error_mentions(says::WRONG_TYPE);
     // Every lock under the prefix is still listed, the unreadable one as such.
     let all = Redlock::new(&server)

@@ -676,7 +676,6 @@ mod tests {
                     keys.lock.clone(),
                     keys.fence.clone(),
                     keys.holder.clone(),
-                    keys.last.clone(),
                     keys.stats.clone(),
                     keys.queue.clone(),
                     keys.alive.clone(),
@@ -685,8 +684,7 @@ mod tests {
                     keys.leases.clone(),
                     keys.holders.clone(),
                     keys.once.clone(),
-                    keys.log.clone(),
-                    keys.old_log.clone()
+                    keys.log.clone()
                 ]
             );
         }

@@ -16,8 +16,6 @@
 //! - An end that names a take already ended (the run's own `lost`, written at its release,
 //!   after a `forced` removed it or after its lease lapsed) is shown as `noticed`: the run
 //!   found its lock gone, which is not a second end.
-//!
-//! An earlier version's log (a stream) is shown as it was written.
 
 use super::{Entry, TAKE_SKEW_MS};
 use crate::lock::inspect::Inspection;

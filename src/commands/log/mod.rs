@@ -10,16 +10,12 @@
 //! that is still in the log. An entry's id is its time and its place among the entries of the
 //! same millisecond.
 //!
-//! An earlier version kept the log as a stream, `{L}:redlock:log`: it is read too, merged by
-//! time, until it expires.
-//!
 //! Every take is shown with exactly one end (`ends.rs`): a lease that lapsed, which no script
 //! logs, gets an inferred `expired` end, found from a later take that could not have been made
 //! while it held, or from the lock's holders, read (`inspect.rs`'s reading) in the same round
 //! trip as its log, after its newest entry; a run's `lost` after its take ended is `noticed`.
 //!
-//! Read-only (`LRANGE`, `LINDEX`, `inspect.rs`'s reads, and `XRANGE` for the older logs), so a
-//! `+@read` user can read the log. The logs of several keys are merged by time. `--follow` then asks each key's log
+//! Read-only (`LRANGE`, `LINDEX` and `inspect.rs`'s reads), so a `+@read` user can read the log. The logs of several keys are merged by time. `--follow` then asks each key's log
 //! for what came after the newest entry it had, every [`FOLLOW_EVERY`] (one `LINDEX` when
 //! nothing did, a pipeline of them per 256 logs; when something did, the list's last 64
 //! entries, and the whole list only when those do not reach back to what it had), until
@@ -30,15 +26,14 @@
 //! number of commands per poll, and a quiet lock's first new entry shows within one sweep.
 //! With a quorum every node keeps its own log; `log` reads the first node that answers.
 //!
-//! `--all` over many locks, in bounded memory: the logs are found by SCAN (the lists, then the
-//! earlier streams; each lock once, `keys::Seen`) and read [`LOGS_AT_ONCE`] locks per round
+//! `--all` over many locks, in bounded memory: the logs are found by SCAN (each lock once,
+//! `keys::Seen`) and read [`LOGS_AT_ONCE`] locks per round
 //! trip. A merge by time cannot print its first entry before it has read every log, so the
 //! entries, as the lines to print, go to an external merge sort (`spill.rs`): up to
 //! [`SORT_IN_MEMORY`] bytes are sorted in memory; past that each such run goes to an anonymous
 //! temporary file in `$TMPDIR`, and the runs are merged 64 at a time. So redlock's memory is
 //! bounded whatever the number of locks: 8 MiB of lines, 64 read buffers of 64 KiB while
-//! merging, one round trip's replies (32 lists of at most 1023 entries, and an earlier
-//! version's streams of about as many), and 8 bytes per lock to read each once. The disk holds
+//! merging, one round trip's replies (32 lists of at most 1023 entries), and 8 bytes per lock to read each once. The disk holds
 //! at most the output, once or, past 64 runs (512 MiB), once per level of merging. Entries of
 //! the same millisecond come by key; one lock's keep their order. Nothing is printed until
 //! every log is read, so a failure prints nothing, as before. `--follow` then keeps, per log
@@ -88,7 +83,7 @@ struct Entry {
     ms: i64,
     seq: i64,
     fields: Vec<(String, String)>,
-    /// The entry as the list holds it (`None` for an earlier version's stream entry): how
+    /// The entry as the list holds it (`None` for an end the reader inferred): how
     /// `--follow` knows where it left off.
     raw: Option<String>,
 }
@@ -226,12 +221,11 @@ fn time_text(ms: i64) -> String {
     humantime::format_rfc3339_millis(at).to_string()
 }
 
-/// One lock's log: its key, the list it is kept in now, and the stream an earlier version kept.
+/// One lock's log: its key and the list it is kept in.
 #[derive(Clone)]
 struct Log {
     lock: String,
     list: String,
-    stream: String,
     /// The lock's keys, whose holders are read with the log (none for the prefix-wide log,
     /// which has no takes).
     keys: Option<Box<keys::Keys>>,
@@ -242,7 +236,6 @@ impl Log {
         Log {
             lock: k.lock.clone(),
             list: k.log.clone(),
-            stream: k.old_log.clone(),
             keys: Some(Box::new(k.clone())),
         }
     }
@@ -471,13 +464,9 @@ impl Reading<'_> {
         let mut sorted = TimeSort::new(SORT_IN_MEMORY);
         let mut followed = Vec::new();
         let mut take = |con: &mut Conn, logs: &[Log]| -> Result<()> {
-            for (log, read) in logs.iter().zip(read_logs(con, logs, self.from_ms)?) {
+            for (log, read) in logs.iter().zip(read_logs(con, logs)?) {
                 let since = |e: &Entry| self.from_ms.is_none_or(|from| e.ms >= from);
-                for entry in read
-                    .stream
-                    .into_iter()
-                    .chain(read.list.into_iter().filter(since))
-                {
+                for entry in read.list.into_iter().filter(since) {
                     let line = if self.json {
                         entry.json()
                     } else {
@@ -504,18 +493,16 @@ impl Reading<'_> {
             return Ok((sorted, followed));
         }
         let mut seen = keys::Seen::new();
-        for name in [crate::lock::scripts::AUDIT, crate::lock::scripts::LOG] {
-            let mut scan = keys::Scan::new(self.prefix, name);
-            while !scan.done() {
-                let page: Vec<Log> = scan
-                    .page(con)?
-                    .iter()
-                    .filter(|k| seen.first(&k.lock))
-                    .map(Log::of)
-                    .collect();
-                for logs in page.chunks(LOGS_AT_ONCE) {
-                    take(con, logs)?;
-                }
+        let mut scan = keys::Scan::new(self.prefix, crate::lock::scripts::AUDIT);
+        while !scan.done() {
+            let page: Vec<Log> = scan
+                .page(con)?
+                .iter()
+                .filter(|k| seen.first(&k.lock))
+                .map(Log::of)
+                .collect();
+            for logs in page.chunks(LOGS_AT_ONCE) {
+                take(con, logs)?;
             }
         }
         take(
@@ -523,7 +510,6 @@ impl Reading<'_> {
             &[Log {
                 lock: String::new(),
                 list: keys::prefix_log_key(self.prefix),
-                stream: keys::prefix_old_log_key(self.prefix),
                 keys: None,
             }],
         )?;
@@ -543,8 +529,6 @@ fn print(entry: &Entry, prefix: &str, json: bool) -> Result<()> {
 
 /// One log as [`read_logs`] read it.
 struct LogRead {
-    /// An earlier version's entries (since the time asked).
-    stream: Vec<Entry>,
     /// The list's entries, with the ends the reader infers put in (see `ends.rs`).
     list: Vec<Entry>,
     /// The list's newest entry, for `--follow`.
@@ -554,18 +538,17 @@ struct LogRead {
 }
 
 /// Every entry of each of `logs`, in one round trip (on a cluster, one per command): the
-/// list's newest entry, the lock's holders (`inspect.rs`'s reading), the earlier version's
-/// stream (since `from_ms`), then the list (whole), in that order: a take at or before the
+/// list's newest entry, the lock's holders (`inspect.rs`'s reading), then the list (whole), in
+/// that order: a take at or before the
 /// newest entry read first was written before the holders were read, so a fence missing from
 /// them lapsed unless the list, read after, ends it (see `ends.rs`). A lock whose holders
-/// cannot be read is shown without the ends that reading would infer.
-fn read_logs(con: &mut Conn, logs: &[Log], from_ms: Option<i64>) -> Result<Vec<LogRead>> {
-    let start = from_ms.map_or("-".to_string(), |ms| ms.to_string());
+/// cannot be read ends the reading with that error.
+fn read_logs(con: &mut Conn, logs: &[Log]) -> Result<Vec<LogRead>> {
     let now = super::status::now_ms();
     let mut out = Vec::with_capacity(logs.len());
     if let Conn::Cluster(_) = con {
-        // A cluster routes a pipeline by its first key; the prefix-wide log's list and stream
-        // lie in different slots unless the prefix has a hash tag: one command at a time.
+        // A cluster routes a pipeline by its first key; the logs lie in different slots: one
+        // command at a time.
         for log in logs {
             let context = || format!("cannot read the log of {}", log.lock);
             let mut marker: Vec<String> = redis::cmd("LRANGE")
@@ -578,22 +561,18 @@ fn read_logs(con: &mut Conn, logs: &[Log], from_ms: Option<i64>) -> Result<Vec<L
                 Some(k) => inspect::inspect(con, std::slice::from_ref(k), now - LAPSE_SKEW_MS)
                     .ok()
                     .and_then(|mut r| r.pop())
-                    .and_then(Result::ok),
+                    .map(of_this_layout)
+                    .transpose()?
+                    .flatten(),
                 None => None,
             };
-            let stream: Value = redis::cmd("XRANGE")
-                .arg(&log.stream)
-                .arg(&start)
-                .arg("+")
-                .query(con)
-                .with_context(context)?;
             let list: Vec<String> = redis::cmd("LRANGE")
                 .arg(&log.list)
                 .arg(0)
                 .arg(-1)
                 .query(con)
                 .with_context(context)?;
-            out.push(settle(log, marker.pop(), holders, &stream, list, now));
+            out.push(settle(log, marker.pop(), holders, list, now));
         }
         return Ok(out);
     }
@@ -605,20 +584,13 @@ fn read_logs(con: &mut Conn, logs: &[Log], from_ms: Option<i64>) -> Result<Vec<L
         if let Some(k) = &log.keys {
             inspect::queue_reads(&mut pipe, k, false);
         }
-        pipe.cmd("XRANGE")
-            .arg(&log.stream)
-            .arg(&start)
-            .arg("+")
-            .cmd("LRANGE")
-            .arg(&log.list)
-            .arg(0)
-            .arg(-1);
+        pipe.cmd("LRANGE").arg(&log.list).arg(0).arg(-1);
     }
     pipe.ignore_errors();
     let replies: Vec<Value> = pipe.query(con).context("cannot read the logs")?;
     let asked: usize = logs
         .iter()
-        .map(|l| 3 + if l.keys.is_some() { inspect::READS } else { 0 })
+        .map(|l| 2 + if l.keys.is_some() { inspect::READS } else { 0 })
         .sum();
     if replies.len() != asked {
         anyhow::bail!("unexpected reply from the server");
@@ -634,24 +606,33 @@ fn read_logs(con: &mut Conn, logs: &[Log], from_ms: Option<i64>) -> Result<Vec<L
             .map_err(redis::RedisError::from)
             .with_context(context)?;
         at += 1;
-        let holders = log.keys.as_ref().and_then(|k| {
-            let holders = inspect::decode(
-                &replies[at..at + inspect::READS],
-                k,
-                false,
-                now - LAPSE_SKEW_MS,
-            );
-            at += inspect::READS;
-            holders.ok()
-        });
-        let stream = reply(at)?;
-        let list: Vec<String> = redis::from_redis_value_ref(reply(at + 1)?)
+        let holders = match &log.keys {
+            Some(k) => {
+                let holders = inspect::decode(
+                    &replies[at..at + inspect::READS],
+                    k,
+                    false,
+                    now - LAPSE_SKEW_MS,
+                );
+                at += inspect::READS;
+                of_this_layout(holders)?
+            }
+            None => None,
+        };
+        let list: Vec<String> = redis::from_redis_value_ref(reply(at)?)
             .map_err(redis::RedisError::from)
             .with_context(context)?;
-        at += 2;
-        out.push(settle(log, marker.pop(), holders, stream, list, now));
+        at += 1;
+        out.push(settle(log, marker.pop(), holders, list, now));
     }
     Ok(out)
+}
+
+/// A lock's holders as the log reads them: a lock that could not be read (an ACL denial, a
+/// record of another type or layout) ends the reading with its status, as it ends every
+/// reader's: the log is not shown without the ends that reading would infer.
+fn of_this_layout(reading: inspect::Reading) -> Result<Option<Inspection>> {
+    reading.map(Some).map_err(|u| u.error())
 }
 
 /// One log's replies as [`LogRead`]: `marker` is the list's newest entry read before
@@ -660,7 +641,6 @@ fn settle(
     log: &Log,
     marker: Option<String>,
     holders: Option<Inspection>,
-    stream: &Value,
     raw: Vec<String>,
     now: i64,
 ) -> LogRead {
@@ -674,12 +654,7 @@ fn settle(
     if let Some(holders) = holders {
         list.extend(ends.lapsed(&holders, now));
     }
-    LogRead {
-        stream: stream_entries(stream, log),
-        list,
-        newest,
-        ends,
-    }
+    LogRead { list, newest, ends }
 }
 
 /// What a poll of `--follow` read: each log's new entries (with the index of their log), and
@@ -895,33 +870,6 @@ fn take_of<'a>(before: &'a [Entry], release: &Entry) -> Option<&'a Entry> {
 /// reaching each at its own moment) for `log` to match a node's take with the run's release.
 const TAKE_SKEW_MS: i64 = 10_000;
 
-/// The entries of an earlier version's log, from `XRANGE stream FROM +`; a missing stream is
-/// an empty log.
-fn stream_entries(reply: &Value, log: &Log) -> Vec<Entry> {
-    let Value::Array(items) = reply else {
-        return Vec::new();
-    };
-    let mut out = Vec::with_capacity(items.len());
-    for item in items {
-        let Ok((id, pairs)) = redis::from_redis_value_ref::<(String, Vec<String>)>(item) else {
-            continue;
-        };
-        let (ms, seq) = id.split_once('-').unwrap_or((&id, "0"));
-        let fields = pairs
-            .chunks(2)
-            .filter_map(|p| Some((p.first()?.clone(), p.get(1)?.clone())))
-            .collect();
-        out.push(Entry {
-            lock: log.lock.clone(),
-            ms: ms.parse().unwrap_or(0),
-            seq: seq.parse().unwrap_or(0),
-            fields,
-            raw: None,
-        });
-    }
-    out
-}
-
 /// What separates an entry's parts in the list (`scripts/audit.lua`).
 const SEPARATOR: char = '\u{1f}';
 
@@ -1006,7 +954,6 @@ mod tests {
         let log = Log {
             lock: "report".into(),
             list: String::new(),
-            stream: String::new(),
             keys: None,
         };
         let raw = [

@@ -9,7 +9,9 @@
 //! test checks that every field a script names is one this module knows.
 //!
 //! Decoding is lenient: a field that is missing or not a number reads as absent, because the
-//! hashes are plain data that a foreign client (or an older redlock) may have written.
+//! hashes are plain data that a foreign client may have written. What is not lenient is the
+//! layout's version ([`LAYOUT`]): records a later, incompatible layout wrote are refused with
+//! [`Exit::Config`](crate::report::exit::Exit) (78), never read as if they were this one's.
 
 use std::time::Duration;
 
@@ -44,6 +46,29 @@ pub fn audit_pairs(pairs: &[(&'static str, String)]) -> String {
         out.extend(value.chars().map(|c| if c == SEPARATOR { ' ' } else { c }));
     }
     out
+}
+
+/// The version of the data layout this redlock writes and reads (docs/design.md, "Data in
+/// Redis"): every 1.x reads layout 1's keys. The holder record and the lock's record carry it
+/// as their field [`LAYOUT_FIELD`]; a record without the field is read as layout 1 (the
+/// counters a refusal or a forced release creates have none). The scripts carry it too
+/// (`LAYOUT` in audit.lua) and refuse another layout's records with an error reply `LAYOUT`
+/// (78).
+pub const LAYOUT: &str = "1";
+/// The field of the holder record and of the lock's record that names their layout.
+pub const LAYOUT_FIELD: &str = "v";
+
+/// The error for a record of another layout, worded once: the status is 78 (the server holds
+/// data this redlock cannot work with), and what to do.
+pub fn layout_error(version: &str, record: &str) -> anyhow::Error {
+    crate::report::error::fail(
+        crate::report::exit::Exit::Config,
+        format!(
+            "{record} is in data layout {version:?}, written by another redlock; this redlock \
+             ({}) reads layout {LAYOUT} only and changed nothing: use the redlock that wrote it",
+            env!("CARGO_PKG_VERSION")
+        ),
+    )
 }
 
 /// A hash as Redis returns it (HGETALL): field/value pairs.
@@ -110,17 +135,24 @@ pub struct Holder {
     pub no_renewal: bool,
 }
 
-/// The holder record's fields (an earlier version's host, pid, user and cmd, now in `who`,
-/// included); the scripts may name no others.
+/// The holder record's fields; the scripts may name no others.
 #[cfg(test)]
-const HOLDER_FIELDS: [&str; 13] = [
-    "who", "host", "pid", "user", "cmd", "started", "renewed", "ttl", "fence", "finished",
-    "replace", "stop", "ticket",
+const HOLDER_FIELDS: [&str; 10] = [
+    "who",
+    "started",
+    "renewed",
+    "ttl",
+    "fence",
+    "finished",
+    "replace",
+    "stop",
+    "ticket",
+    LAYOUT_FIELD,
 ];
 
 /// The holder fields a refusal (and `release --force`) reads back, in the order the scripts
-/// list them in their HMGET: `who` for this version's record, the others for an earlier one's.
-pub const BRIEF: [&str; 6] = ["host", "pid", "user", "started", "fence", "who"];
+/// list them in their HMGET.
+pub const BRIEF: [&str; 4] = ["started", "fence", "who", LAYOUT_FIELD];
 
 impl Holder {
     /// This process, about to take a lock for `command`; the records keep `label` when given,
@@ -162,11 +194,10 @@ impl Holder {
     }
 
     /// Reads a holder hash; `None` when it names no host (no record, or not one of ours). The
-    /// identity is `who` (host=…, pid=…, user=…, cmd=… as the audit log writes it), or an
-    /// earlier version's fields of their own. Until its first renewal a holder was last
-    /// renewed when it started.
+    /// identity is `who` (host=…, pid=…, user=…, cmd=… as the audit log writes it). Until its
+    /// first renewal a holder was last renewed when it started.
     pub fn decode(fields: &Fields) -> Option<Holder> {
-        let mut who: Vec<(String, String)> = get(fields, "who")
+        let who: Vec<(String, String)> = get(fields, "who")
             .map(|w| {
                 w.split(SEPARATOR)
                     .filter_map(|pair| pair.split_once('='))
@@ -174,13 +205,12 @@ impl Holder {
                     .collect()
             })
             .unwrap_or_default();
-        who.extend(fields.iter().cloned());
-        let fields = &who[..];
+        let who = &who[..];
         Some(Holder {
-            host: text(fields, "host")?,
-            pid: num(fields, "pid").and_then(|p| u32::try_from(p).ok()),
-            user: text(fields, "user"),
-            command: text(fields, "cmd"),
+            host: text(who, "host")?,
+            pid: num(who, "pid").and_then(|p| u32::try_from(p).ok()),
+            user: text(who, "user"),
+            command: text(who, "cmd"),
             started_ms: num(fields, "started"),
             renewed_ms: num(fields, "renewed").or_else(|| num(fields, "started")),
             ttl_ms: num(fields, "ttl"),
@@ -192,7 +222,8 @@ impl Holder {
         })
     }
 
-    /// Reads the [`BRIEF`] fields, given as values in that order.
+    /// Reads the [`BRIEF`] fields, given as values in that order (the scripts that read them
+    /// have refused a record of another layout).
     pub fn decode_brief(values: Vec<Option<String>>) -> Option<Holder> {
         let fields: Vec<(String, String)> = BRIEF
             .iter()
@@ -446,9 +477,7 @@ mod tests {
     #[test]
     fn holder_descriptions_name_the_holder() {
         let holder = Holder::decode(&pairs(&[
-            ("host", "web-1"),
-            ("pid", "42"),
-            ("user", "bob"),
+            ("who", "host=web-1\u{1f}pid=42\u{1f}user=bob"),
             ("started", "18000"),
             ("fence", "7"),
         ]))
@@ -462,7 +491,7 @@ mod tests {
             "held by web-1 (pid 42, user bob, fence 7)"
         );
         assert!(Holder::describe(None, None).contains("no holder record"));
-        assert_eq!(Holder::decode(&pairs(&[("pid", "1")])), None);
+        assert_eq!(Holder::decode(&pairs(&[("who", "pid=1")])), None);
     }
 
     #[test]
@@ -506,15 +535,7 @@ mod tests {
         .into_iter()
         .map(|(k, v)| (k.to_string(), v))
         .collect();
-        assert_eq!(LastRun::decode(&written), Some(run.clone()));
-        // Beside an earlier version's fields of an older run, the newer run is the last.
-        let mut mixed = written.clone();
-        mixed.extend(pairs(&[
-            ("outcome", "ok"),
-            ("started", "10"),
-            ("duration_ms", "1"),
-        ]));
-        assert_eq!(LastRun::decode(&mixed), Some(run));
+        assert_eq!(LastRun::decode(&written), Some(run));
         assert!(
             written
                 .iter()
@@ -526,7 +547,7 @@ mod tests {
     fn records_from_foreign_writers_decode_leniently() {
         let counters = Counters::decode(&pairs(&[("runs", "3"), ("busy", "x")]));
         assert_eq!((counters.runs, counters.busy), (3, 0));
-        let run = LastRun::decode(&pairs(&[("outcome", "odd"), ("exit", "-")])).unwrap();
+        let run = LastRun::decode(&pairs(&[("last", "odd\u{1f}-")])).unwrap();
         assert_eq!(run.outcome, Outcome::Other("odd".into()));
         assert_eq!(run.exit, None);
     }

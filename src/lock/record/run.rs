@@ -116,23 +116,17 @@ pub struct LastRun {
 /// value would turn the hash from Redis's compact encoding into a table several times larger.
 const RECORDED_COMMAND: usize = 60;
 
-/// The last-run record's fields (an earlier version's `outcome`, `exit`, `started`,
-/// `duration_ms`, `fence`, `ended` and `once_per` included).
+/// The last-run record's fields (the `--once-per` record names `started`, `ended`, `exit` and
+/// `outcome` too, see `ONCE_FIELDS`).
 #[cfg(test)]
-pub(super) const LAST_RUN_FIELDS: [&str; 13] = [
+pub(super) const LAST_RUN_FIELDS: [&str; 7] = [
     "last",
     "replaced_by",
-    "once_per",
-    "outcome",
-    "exit",
     "host",
     "pid",
     "user",
     "cmd",
-    "started",
-    "ended",
-    "duration_ms",
-    "fence",
+    super::LAYOUT_FIELD,
 ];
 
 impl LastRun {
@@ -209,42 +203,22 @@ impl LastRun {
     }
 
     /// Reads the lock's record; `None` when it has no last run. The last run is `last`
-    /// (OUTCOME, EXIT, STARTED, DURATION_MS, FENCE separated by 0x1F) beside the identity;
-    /// an earlier version kept each in a field of its own. Both may be there while versions
-    /// mix: the later run is the last.
+    /// (OUTCOME, EXIT, STARTED, DURATION_MS, FENCE separated by 0x1F) beside the identity.
     pub fn decode(fields: &Fields) -> Option<LastRun> {
-        let packed = get(fields, "last").map(|last| {
-            let mut part = last.split(SEPARATOR);
-            let outcome = Outcome::parse(part.next().unwrap_or_default());
-            let mut next = || part.next().and_then(|v| v.parse::<i64>().ok());
-            let (exit, started, duration, fence) = (next(), next(), next(), next());
-            LastRun {
-                outcome,
-                exit,
-                started_ms: started,
-                ended_ms: started.zip(duration).map(|(s, d)| s + d),
-                duration_ms: duration,
-                fence,
-                ..LastRun::identity(fields)
-            }
-        });
-        let fielded = get(fields, "outcome").map(|outcome| LastRun {
-            outcome: Outcome::parse(outcome),
-            exit: num(fields, "exit"),
-            started_ms: num(fields, "started"),
-            // An earlier version wrote the end; it is the start plus the duration.
-            ended_ms: num(fields, "ended")
-                .or_else(|| Some(num(fields, "started")? + num(fields, "duration_ms")?)),
-            duration_ms: num(fields, "duration_ms"),
-            fence: num(fields, "fence"),
-            once_per_ms: num(fields, "once_per"),
+        let last = get(fields, "last")?;
+        let mut part = last.split(SEPARATOR);
+        let outcome = Outcome::parse(part.next().unwrap_or_default());
+        let mut next = || part.next().and_then(|v| v.parse::<i64>().ok());
+        let (exit, started, duration, fence) = (next(), next(), next(), next());
+        Some(LastRun {
+            outcome,
+            exit,
+            started_ms: started,
+            ended_ms: started.zip(duration).map(|(s, d)| s + d),
+            duration_ms: duration,
+            fence,
             ..LastRun::identity(fields)
-        });
-        match (packed, fielded) {
-            (Some(p), Some(f)) if f.ended_ms > p.ended_ms => Some(f),
-            (Some(p), _) => Some(p),
-            (None, f) => f,
-        }
+        })
     }
 
     /// The identity fields of a lock's record, the rest unknown.

@@ -44,7 +44,7 @@
 -- Reply: {1, fence, server time (ms), slot (-1: none), 1 when the lease is provisional} when
 --        taken;
 --        {0, pttl (ms; -2 when free but others are queued), server time (ms),
---         {host, pid, user, started, fence, who}, waiters ahead of us, queue length,
+--         {started, fence, who, v}, waiters ahead of us, queue length,
 --         shared holders' shape ('' when none), shared holders, pause, full} when refused
 --        (the holder record's fields record::BRIEF names, in its order; pause: false, or
 --        {host, pid, user, reason, since, until, scope} of the pause in force, the fields
@@ -74,13 +74,10 @@
 -- joins supersedes the replacers queued before it, which end their wait (-3). A replacer kept
 -- out of a full queue (--max-waiters) asks nobody.
 local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
--- Numbers go to redis.call as text written with %d (see audit.lua).
-local now_text = string.format('%d', now)
--- The options of a rare run (ARGV[6..16]); a run without them sends none.
-local ticket, arrival, waiting, shape = ARGV[6] or '', ARGV[7] or '', ARGV[8] or '', ARGV[9] or ''
-local every_text, retry_failed, grant = ARGV[10] or '', ARGV[11] or '', ARGV[12] or ''
-local max_waiters, replacer = ARGV[13] or '', ARGV[14] or ''
+local now_text, us_text = clock(t)
+-- A rare run (one that waits, shares, runs once per window or replaces) sends ARGV[6..16]; a
+-- plain run sends none, and is all the common paths below serve.
+local rare = ARGV[6] ~= nil
 -- The lock key, pauses, shared holders and waiters: a free lock finds none of them, in the
 -- common case, with one EXISTS, and the script looks closer only at what is there. The queue is
 -- counted in it, so a free lock with nobody queued needs no look at the queue; a queue that is
@@ -92,17 +89,22 @@ if found > 0 then
   if current then found = found - 1 end
 end
 -- The common run, a free lock with nothing else there (no pause, shared holder nor queue),
--- taken whole without --once-per by a run that is not a waiter's later attempt (granted only
--- provisionally, in the rest), ends here: the functions the rest needs (acquire_rest.lua,
+-- taken whole by a plain run, ends here: the functions the rest needs (acquire_rest.lua,
 -- and the preludes in front of it) are defined only by a run that goes on, since each
 -- function a script defines costs the server on every call that reaches its definition.
-if found == 0 and not current and shape == '' and every_text == '' and grant == '' then
-  local fence, fence_text = new_fence(KEYS[2], t)
+if found == 0 and not current and not rare then
+  local fence, fence_text, fresh = new_fence(KEYS[2], us_text)
   write_holder(KEYS[3], ARGV[2], now_text, fence_text, ARGV[4], ARGV[5])
   redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-  audit(KEYS[12], now_text, 'acquired', 'fence=' .. fence_text .. '\31' .. ARGV[4])
-  return {1, fence, now, -1, 0}
+  audit(KEYS[12], now_text, 'acquired', 'fence=' .. fence_text .. '\31' .. ARGV[4], fresh)
+  if fresh then redis.call('PEXPIRE', KEYS[4], RETAIN) end
+  return {1, fence, now_text, -1, 0}
 end
+local now = tonumber(now_text)
+-- The options of a rare run; a plain run's read as ''.
+local ticket, arrival, waiting, shape = ARGV[6] or '', ARGV[7] or '', ARGV[8] or '', ARGV[9] or ''
+local every_text, retry_failed, grant = ARGV[10] or '', ARGV[11] or '', ARGV[12] or ''
+local max_waiters, replacer = ARGV[13] or '', ARGV[14] or ''
 -- counted(event, body): a run turned away ('busy', 'skipped'), when it counts (ARGV[3]): the
 -- lock's record counts it under the event's name and the audit log says who, body first.
 local function counted(event, body)
@@ -113,18 +115,24 @@ local function counted(event, body)
   end
 end
 -- holder_brief(): the holder record's fields a refusal replies with (record::BRIEF), none
--- from a record the script may not read (another type of key).
+-- from a record the script may not read (another type of key); a record of another layout is
+-- refused (see audit.lua).
 local function holder_brief()
-  local h = redis.pcall('HMGET', KEYS[3], 'host', 'pid', 'user', 'started', 'fence', 'who')
+  local h = redis.pcall('HMGET', KEYS[3], 'started', 'fence', 'who', 'v')
   if h.err then return {} end
+  layout(h[4], 'the holder record ' .. KEYS[3])
   return h
 end
 -- So does the common refusal (a cron run that overlaps, a herd): the lock held by another and
 -- nothing else there, refused to a run that neither waits nor replaces, as the rest would
 -- refuse it (no queue to count, no pause, no shared holder).
-if found == 0 and current and shape == '' and every_text == '' and ticket == ''
-    and replacer == '' and current ~= ARGV[1] then
+if found == 0 and current and not rare and current ~= ARGV[1] then
+  local brief = holder_brief()
   local pttl = redis.call('PTTL', KEYS[1])
   counted('busy', '')
-  return {0, pttl, now, holder_brief(), 0, 0, '', 0, false, 0, 0}
+  return {0, pttl, now, brief, 0, 0, '', 0, false, 0, 0}
 end
+-- The rest reads and writes a held lock's records: not those of another layout. The holder's
+-- brief is read (and its layout checked) before anything is written, for the refusal's reply.
+local brief = nil
+if current and current ~= ARGV[1] then brief = holder_brief() end

@@ -25,8 +25,8 @@
 --         another of its locks that is free (it must refresh its entry there at the front's
 --         pace), the shortest life (ms) its entries were given (0: not queued)} when refused.
 local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local now_text = string.format('%d', now)
+local now_text, us_text = clock(t)
+local now = tonumber(now_text)
 local token, ticket, n = ARGV[1], ARGV[5], tonumber(ARGV[9])
 local function key(i, j) return KEYS[(i - 1) * 12 + j] end
 -- Every lock is read first: nothing is taken until all can be.
@@ -68,7 +68,8 @@ if not blocked then
       fences[i] = tonumber(redis.call('HMGET', key(i, 3), 'fence')[1])
         or tonumber(redis.call('GET', key(i, 2))) or 0
     else
-      local fence, fence_text = new_fence(key(i, 2), t)
+      local fence, fence_text, fresh = new_fence(key(i, 2), us_text)
+      if fresh then redis.call('PEXPIRE', key(i, 4), RETAIN) end
       write_holder(key(i, 3), ttl, now_text, fence_text, ARGV[13], 'no')
       redis.call('SET', key(i, 1), token, 'PX', ttl)
       audit(key(i, 12), now_text, 'acquired', 'fence=' .. fence_text .. '\31' .. ARGV[13])
@@ -148,7 +149,7 @@ if ticket ~= '' then
 else
   queued = redis.call('ZCARD', key(blocked, 5))
 end
-local h = redis.pcall('HMGET', key(blocked, 3), 'host', 'pid', 'user', 'started', 'fence', 'who')
-if h.err then h = {} end
+local h = redis.pcall('HMGET', key(blocked, 3), 'started', 'fence', 'who', 'v')
+if h.err then h = {} else layout(h[4], 'the holder record ' .. key(blocked, 3)) end
 return {0, pttl, now, h, ahead, queued, held_shape, b.sharers, b.pause or false, 0, 0, blocked,
   hurry, shortest or 0}

@@ -131,7 +131,8 @@ if free and not pause then
   if not head or head == ticket then
     local ttl = renew
     local provisional = provisional_flag == 1
-    local fence, fence_text = new_fence(KEYS[2], t)
+    local fence, fence_text, fresh = new_fence(KEYS[2], us_text)
+    if fresh then redis.call('PEXPIRE', KEYS[4], RETAIN) end
     local slot = -1
     if shape == '' then
       write_holder(KEYS[3], ttl, now_text, fence_text, ARGV[4], ARGV[5])
@@ -251,5 +252,5 @@ if ticket ~= '' then
   redis.call('HSETNX', KEYS[7], ticket, now_text .. '\31' .. waiting)
   for i = 5, 7 do redis.call('PEXPIRE', KEYS[i], QUEUE_KEPT) end
 end
-return {0, pttl, now, holder_brief(), ahead, redis.call('ZCARD', KEYS[5]), held_shape, sharers,
+return {0, pttl, now, brief or holder_brief(), ahead, redis.call('ZCARD', KEYS[5]), held_shape, sharers,
   pause or false, full, replacing, 0, 0, life}

@@ -3,21 +3,37 @@
 -- keeps its last 1000 entries, trimmed back to them every 32nd entry (so at most 1023: a trim moves
 -- the rest of the list's first node, which on every append would cost more than the append); as it
 -- grows, entries more than 30 days older than the newest go (the oldest is looked at every 32nd
--- entry while it holds 1000 or fewer); and the key expires 30 days (RETAIN) after its last entry
--- but those that follow a take: the end of a run ('released', 'lost') and a refusal ('busy',
--- 'skipped') write no expiry unless they create the list, since the take before them set one 30
--- days ahead (the audit log of a lock in use lives 30 days after its last take, and a run's two
--- entries cost the server one expiry). A list rather than a stream: a stream's first node takes
+-- entry while it holds 1000 or fewer); and the key expires RETAIN after its last entry but those
+-- that follow a take: the end of a run ('released', 'lost') and a refusal ('busy', 'skipped')
+-- write no expiry unless they create the list, since the take before them set one (the audit
+-- log of a lock in use lives at least 30 days after its last take). A take writes it only when
+-- it is the first of its window (`fresh`, see taking.lua's new_fence). A list rather than a stream: a stream's first node takes
 -- 4 KB, most of what an idle lock would cost the server.
--- audit(list, now, event, body): appends an entry; now is the server's clock in ms (a number,
--- or text written with %d), body '' or name=value pairs separated by '\31'.
+-- audit(list, now, event, body, fresh): appends an entry; now is the server's clock in ms (a
+-- number, or text written with %d), body '' or name=value pairs separated by '\31'; fresh:
+-- false for a take that is not the first of its window (nil: any other entry).
 -- Every number the scripts give redis.call is text written with %d (NUMBERS below): Redis
 -- would write a Lua number with %.17g, many times slower, and Lua's own conversion writes a
 -- fence as 1.79e+15.
 -- RETAIN: how long a lock's records (the fence counter, the lock's record, the audit log) are
--- kept after their last write, in ms (keys.rs's RECORD_TTL).
-local RETAIN = '2592000000'
-local function audit(list, now, event, body)
+-- kept after their last write, in ms (keys.rs's RECORD_TTL): 30 days and a window of the
+-- server's clock (10^8 ms, about 28 hours). A take writes the expiry of the lock's record and
+-- of its audit log only when it is the first take of its window (new_fence's `fresh`): an
+-- expiry costs the server more than the write it follows, and a lock taken every minute needs
+-- it once a day. Each is kept at least 30 days after the lock's last take, at most 31.2.
+local RETAIN = '2692000000'
+-- LAYOUT: the version of the data layout the scripts write and read (record::LAYOUT): the field
+-- 'v' of the holder record and of the lock's record. layout(v, what): refuses (an error reply
+-- LAYOUT, which redlock reports with status 78) a record of another layout, before anything
+-- is written; a record without the field is this layout's.
+local LAYOUT = '1'
+local function layout(v, what)
+  if v and v ~= LAYOUT then
+    error({err = 'LAYOUT ' .. what .. ' is of data layout ' .. v .. ', not ' .. LAYOUT ..
+      ': written by another redlock, which this one does not read'})
+  end
+end
+local function audit(list, now, event, body, fresh)
   if type(now) == 'number' then now = string.format('%d', now) end
   local entry
   if body ~= '' then entry = now .. '\31' .. event .. '\31' .. body
@@ -35,8 +51,8 @@ local function audit(list, now, event, body)
       end
     end
   end
-  if n == 1 or not (event == 'released' or event == 'lost' or event == 'busy'
-      or event == 'skipped') then
+  if n == 1 or (fresh ~= false and not (event == 'released' or event == 'lost'
+      or event == 'busy' or event == 'skipped')) then
     redis.call('PEXPIRE', list, RETAIN)
   end
 end

@@ -4,13 +4,14 @@
 -- KEYS[5] queue   KEYS[6] queue liveness   KEYS[7] waiters (see acquire.lua)
 -- KEYS[8] shared leases   KEYS[9] shared holders (see shapes.lua)   KEYS[10] unused
 -- ARGV[1] release channel   ARGV[2] record ttl (ms)   ARGV[3] who forced it (host, user)
--- Reply: false when there was no lock; otherwise {token ('' when none), {host, pid, user,
--- started, fence, who} of the holder it removed (the fields record::BRIEF names, in its order),
+-- Reply: false when there was no lock; otherwise {token ('' when none), {started, fence, who,
+-- v} of the holder it removed (the fields record::BRIEF names, in its order),
 -- {each shared holder it removed, as the holders hash keeps it}}.
 local token = redis.call('GET', KEYS[1])
 local h = {}
 if token then
-  h = redis.call('HMGET', KEYS[2], 'host', 'pid', 'user', 'started', 'fence', 'who')
+  h = redis.call('HMGET', KEYS[2], 'started', 'fence', 'who', 'v')
+  layout(h[4], 'the holder record ' .. KEYS[2])
   redis.call('DEL', KEYS[1], KEYS[2])
 end
 local t = redis.call('TIME')
@@ -25,12 +26,12 @@ wake(ARGV[1])
 redis.call('HINCRBY', KEYS[4], 'forced', '1')
 redis.call('PEXPIRE', KEYS[4], ARGV[2])
 if token then
-  -- A holder record keeps the identity in 'who' (an earlier version's in fields of its own).
-  local function field(name, i)
-    return h[i] or string.match('\31' .. (h[6] or ''), '\31' .. name .. '=([^\31]*)') or ''
+  -- A holder record keeps the identity in 'who'.
+  local function field(name)
+    return string.match('\31' .. (h[3] or ''), '\31' .. name .. '=([^\31]*)') or ''
   end
-  audit(KEYS[3], now, 'forced', 'host=' .. field('host', 1) .. '\31pid=' .. field('pid', 2) ..
-    '\31user=' .. field('user', 3) .. '\31fence=' .. (h[5] or '') .. '\31by=' .. ARGV[3])
+  audit(KEYS[3], now, 'forced', 'host=' .. field('host') .. '\31pid=' .. field('pid') ..
+    '\31user=' .. field('user') .. '\31fence=' .. (h[2] or '') .. '\31by=' .. ARGV[3])
 end
 for _, v in ipairs(sharers) do
   local p = {}

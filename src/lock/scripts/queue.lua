@@ -59,8 +59,7 @@ local function notice(now, channel, woken)
   end
 end
 -- wake(channel, head): the lock may be free: the live head of the queue and the front behind it
--- are put on notice. With nobody queued nobody is told: every waiter of this version is queued
--- (an earlier version's listener on the plain channel tries again at its own pace). channel:
+-- are put on notice. With nobody queued nobody is told: every waiter is queued. channel:
 -- as notice's; head: the queue's first entry when the caller has just read it (nil: read here).
 local function wake(channel, head)
   head = head or redis.call('ZRANGE', KEYS[5], '0', '0')[1]

@@ -22,10 +22,7 @@
 -- under, 'not started': a run that started nothing, 'by token': `redlock release --token`; none
 -- reads as 'given back') and ARGV[5] who ends it (host=, pid=; none when unknown).
 -- The lock's record keeps the last run in few fields ('last' and the identity), each under the
--- 64 bytes of Redis's compact hash encoding. A record an earlier version wrote has the last run
--- in fields of its own (outcome, exit, started, duration_ms, fence): a write that adds a field
--- (so the first to add 'last') deletes them; it also runs on a lock's first record, and when
--- last_ok first appears, and then finds none.
+-- 64 bytes of Redis's compact hash encoding, and the layout ('v', see audit.lua).
 -- A run whose lock was no longer ours at the release was not covered the whole time: its
 -- record says 'lease lost', whatever the caller's outcome, and counts as lost. A run that
 -- ended 'ok' stamps last_ok with when it ended: when a run last succeeded, which the last
@@ -38,7 +35,9 @@
 -- and the fence the take logged (read here, before the hold's records go: a run's release
 -- knows its fence and pays nothing for this).
 -- Reply: 1 released (or kept), 0 the lock was no longer ours.
-local keep = tonumber(ARGV[2]) or 0
+-- (A plain release's keep, '0', is not converted: a conversion costs the server.)
+local keep = 0
+if ARGV[2] ~= '0' then keep = tonumber(ARGV[2]) or 0 end
 -- The fence of a hold ended without a run, for its audit entry.
 local given_fence = nil
 -- finish(released): records the run (when ARGV[3] gives an outcome) and replies.
@@ -55,16 +54,12 @@ local function finish(released)
     local created
     if outcome == 'ok' then
       created = redis.call('HSET', KEYS[4], 'last', last, 'host', ARGV[6], 'pid', ARGV[7], 'user',
-        ARGV[8], 'cmd', ARGV[9], 'last_ok', ended)
+        ARGV[8], 'cmd', ARGV[9], 'v', LAYOUT, 'last_ok', ended)
     else
       created = redis.call('HSET', KEYS[4], 'last', last, 'host', ARGV[6], 'pid', ARGV[7], 'user',
-        ARGV[8], 'cmd', ARGV[9])
+        ARGV[8], 'cmd', ARGV[9], 'v', LAYOUT)
     end
     if ARGV[11] then redis.call('HSET', KEYS[4], 'replaced_by', ARGV[11]) end
-    if created > 0 then
-      redis.call('HDEL', KEYS[4], 'outcome', 'exit', 'started', 'duration_ms', 'fence', 'ended',
-        'once_per')
-    end
     redis.call('HINCRBY', KEYS[4], 'runs', '1')
     if outcome == 'lease lost' then redis.call('HINCRBY', KEYS[4], 'lost', '1') end
     if outcome == 'failed' or outcome == 'killed' or outcome == 'timed out' then
@@ -72,7 +67,9 @@ local function finish(released)
     elseif outcome == 'replaced' then
       redis.call('HINCRBY', KEYS[4], 'replaced', '1')
     end
-    redis.call('PEXPIRE', KEYS[4], RETAIN)
+    -- The record's expiry is written by the take that began its window (acquire.lua), and here
+    -- only when this write made the record (or a field of it) anew.
+    if created > 0 then redis.call('PEXPIRE', KEYS[4], RETAIN) end
     local event = 'released'
     if released == 0 then event = 'lost' end
     audit(KEYS[3], ended, event, 'outcome=' .. outcome .. '\31' .. ARGV[10])
@@ -100,8 +97,11 @@ end
 local released, head = 0, nil
 if redis.pcall('GET', KEYS[1]) == ARGV[1] then
   if ARGV[3] == '' then
-    local f = redis.pcall('HMGET', KEYS[2], 'fence')
-    if not f.err then given_fence = f[1] end
+    local f = redis.pcall('HMGET', KEYS[2], 'fence', 'v')
+    if not f.err then
+      layout(f[2], 'the holder record ' .. KEYS[2])
+      given_fence = f[1]
+    end
   end
   if keep > 0 then
     redis.call('PEXPIRE', KEYS[1], ARGV[2])

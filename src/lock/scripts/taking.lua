@@ -1,8 +1,15 @@
 -- taking (put in front of the acquire scripts, after audit.lua): how acquire.lua and
 -- acquire_all.lua take a lock.
+-- clock(t): the server's TIME as text, in ms and in µs (the floor of a fence), made from its
+-- digits: a number converted from or to text costs the server more than most commands do.
+local function clock(t)
+  local us = t[2]
+  if #us < 6 then us = string.sub('00000' .. us, -6) end
+  return t[1] .. string.sub(us, 1, 3), t[1] .. us
+end
 -- write_holder(record, ttl, now, fence, who, replace): writes the holder record of a lock just
--- taken (started, ttl, fence, who: the holder's identity as the audit log writes it, and
--- replace=no when `replace` is 'no'), living `ttl`. A record that outlived its lock (a foreign
+-- taken (started, ttl, fence, who: the holder's identity as the audit log writes it, v: the
+-- layout, and replace=no when `replace` is 'no'), living `ttl`. A record that outlived its lock (a foreign
 -- client deleted the key) must not lend the new holder its fields, a stop request (--replace)
 -- above all: HSET counts the fields it added, and fewer than written means some were there;
 -- the record is then written anew.
@@ -10,37 +17,50 @@ local function write_holder(record, ttl, now, fence, who, replace)
   for _ = 1, 2 do
     if replace == 'no' then
       if redis.call('HSET', record, 'started', now, 'ttl', ttl, 'fence', fence, 'who', who,
-          'replace', 'no') == 5 then break end
-    elseif redis.call('HSET', record, 'started', now, 'ttl', ttl, 'fence', fence, 'who', who)
-        == 4 then
+          'v', LAYOUT, 'replace', 'no') == 6 then break end
+    elseif redis.call('HSET', record, 'started', now, 'ttl', ttl, 'fence', fence, 'who', who,
+        'v', LAYOUT) == 5 then
       break
     end
     redis.call('DEL', record)
   end
   redis.call('PEXPIRE', record, ttl)
 end
--- new_fence(counter, t): the fence of a lock taken now (t: the server's TIME), and its text.
--- It is above every fence handed out before, even when the counter was lost (a restart without
--- persistence, a flush, a failover to a lagging replica): it is at least the server's clock in
--- microseconds (below 2^53 until the year 2255, so JSON readers keep it exact). The counter
--- lives as long as the records (RETAIN) after the last take: a fence handed out after it
--- expired is still above every earlier one, floored by the clock. The clock is written first
--- and the counter read in the same command (SET ... GET, Redis 6.2); one at or above it is
--- raised by one, which the clock makes rare. Before 6.2 the counter is read, then written.
-local function new_fence(counter, t)
-  local fence = tonumber(t[1]) * 1000000 + tonumber(t[2])
-  local fence_text = string.format('%d', fence)
+-- new_fence(counter, us): the fence of a lock taken now (us: the server's clock in µs, as
+-- text), as text (twice: the fence, and the text of it), and whether it is the first take of
+-- its window of the server's clock (fresh: the counter was missing, or its last fence was
+-- handed out in another window, its first five digits another 10^11 µs), which writes the
+-- records' expiry (see audit.lua's RETAIN). It is above every fence handed out
+-- before, even when the counter was lost (a restart without persistence, a flush, a failover
+-- to a lagging replica): it is at least the server's clock in microseconds (below 2^53 until
+-- the year 2255, so JSON readers keep it exact). The counter lives as long as the records
+-- (RETAIN) after the last take: a fence handed out after it expired is still above every
+-- earlier one, floored by the clock. The clock is written first and the counter read in the
+-- same command (SET ... GET, Redis 6.2); one at or above it is raised by one, which the clock
+-- makes rare. Before 6.2 the counter is read, then written. Two decimals of the same length
+-- compare as text, so the common case converts no number. A counter that is not a decimal is
+-- another layout's (a later layout that 1.x must not take writes it as VERSION:FENCE): the
+-- take is refused (LAYOUT), the counter given back as it was.
+local function new_fence(counter, fence_text)
   local old = redis.pcall('SET', counter, fence_text, 'PX', RETAIN, 'GET')
   if type(old) == 'table' then
     old = redis.call('GET', counter)
-    if (tonumber(old) or 0) < fence then
+    if not old or (#old == #fence_text and old < fence_text) then
       redis.call('SET', counter, fence_text, 'PX', RETAIN)
     end
   end
-  if (tonumber(old) or 0) >= fence then
-    fence = tonumber(old) + 1
-    fence_text = string.format('%d', fence)
-    redis.call('SET', counter, fence_text, 'PX', RETAIN)
+  if old and (#old ~= #fence_text or old >= fence_text) then
+    if not string.find(old, '^%d+$') then
+      redis.call('SET', counter, old, 'KEEPTTL')
+      error({err = 'LAYOUT the fence counter ' .. counter .. ' is ' .. old ..
+        ', not of data layout ' .. LAYOUT .. ': written by another redlock; nothing was taken'})
+    end
+    if tonumber(old) >= tonumber(fence_text) then
+      fence_text = string.format('%d', tonumber(old) + 1)
+      redis.call('SET', counter, fence_text, 'PX', RETAIN)
+    end
   end
-  return fence, fence_text
+  local fresh = not old or #old ~= #fence_text
+    or string.sub(old, 1, 5) ~= string.sub(fence_text, 1, 5)
+  return fence_text, fence_text, fresh
 end

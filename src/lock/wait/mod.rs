@@ -40,8 +40,7 @@
 //!
 //! A waiter is *notified*, not polling: it subscribes (on a second connection, in a small
 //! thread) to its own channel, `{L}:redlock:released:TICKET`, on which a release wakes the head
-//! of the queue and nobody else, and to the plain release channel, on which an earlier version's
-//! release told whoever listened when nobody was queued (this version's waiters always are).
+//! of the queue and nobody else.
 //! It tries again the moment a message arrives — about a network round trip after the holder's
 //! release. Once subscribed it tries once more, closing the window in which a release could
 //! have slipped between the refusal and the subscription. The refresh covers what sends no
@@ -382,7 +381,7 @@ fn wait_notified(
     // Several keys: a release of any of them may be the one this waiter waits for.
     let channels: Vec<String> = keys
         .each()
-        .flat_map(|k| [k.channel.clone(), format!("{}:{}", k.channel, queue.ticket)])
+        .map(|k| format!("{}:{}", k.channel, queue.ticket))
         .collect();
     // Since when the servers have been out of reach, or refusing in a transient state.
     let mut unreachable_since: Option<Instant> = None;

@@ -324,12 +324,21 @@ impl RedisServer {
     }
 
     /// How many clients are subscribed to `channel`.
+    /// Clients subscribed to `channel` or to one of its per-waiter channels (`channel:TICKET`).
     pub fn subscribers(&self, channel: &str) -> u64 {
-        let reply: Vec<redis::Value> = self.query(&["PUBSUB", "NUMSUB", channel]);
-        match reply.get(1) {
-            Some(redis::Value::Int(n)) => u64::try_from(*n).unwrap_or(0),
-            other => panic!("unexpected PUBSUB NUMSUB reply: {other:?}"),
-        }
+        let pattern = format!("{}*", glob_escape(channel));
+        let channels: Vec<String> = self.query(&["PUBSUB", "CHANNELS", &pattern]);
+        channels
+            .iter()
+            .filter(|c| *c == channel || c.starts_with(&format!("{channel}:")))
+            .map(|c| {
+                let reply: Vec<redis::Value> = self.query(&["PUBSUB", "NUMSUB", c]);
+                match reply.get(1) {
+                    Some(redis::Value::Int(n)) => u64::try_from(*n).unwrap_or(0),
+                    other => panic!("unexpected PUBSUB NUMSUB reply: {other:?}"),
+                }
+            })
+            .sum()
     }
 
     pub fn config_set(&self, name: &str, value: &str) {
@@ -492,4 +501,16 @@ fn answers_ping(mut stream: impl io::Read + Write) -> io::Result<()> {
     } else {
         Err(io::Error::other(format!("unexpected reply {line:?}")))
     }
+}
+
+/// `text` as a glob pattern that matches only itself (Redis's `*?[]\\` escaped).
+pub fn glob_escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if matches!(c, '*' | '?' | '[' | ']' | '\\') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
 }
