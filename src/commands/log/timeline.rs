@@ -48,7 +48,7 @@ pub fn timeline(ctx: &Context, args: &LogArgs) -> Result<Exit> {
     let mut read = None;
     for i in 0..nodes.len() {
         // Every entry: a hold taken before `--since` may last into its window.
-        match nodes.on(i, |con| read_logs(con, &logs, None)) {
+        match nodes.on(i, |con| read_logs(con, &logs)) {
             Ok(r) => {
                 read = Some(r);
                 break;
@@ -66,7 +66,7 @@ pub fn timeline(ctx: &Context, args: &LogArgs) -> Result<Exit> {
     let style = Style::for_stdout(args.width);
     let mut out = String::new();
     for ((log, read), state) in logs.iter().zip(read).zip(states) {
-        let mut entries: Vec<Entry> = read.stream.into_iter().chain(read.list).collect();
+        let mut entries: Vec<Entry> = read.list;
         entries.sort_by_key(|e| (e.ms, e.seq));
         if !out.is_empty() {
             out.push('\n');
