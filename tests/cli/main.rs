@@ -56,4 +56,5 @@ mod status;
 mod timeline;
 mod tls;
 mod tls_topologies;
+mod version;
 mod waiting;
