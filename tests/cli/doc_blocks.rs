@@ -804,8 +804,9 @@ fn spans(text: &str) -> Vec<String> {
     out
 }
 
-const REPO_DIRS: [&str; 12] = [
+const REPO_DIRS: [&str; 13] = [
     "src/",
+    "schemas/",
     "tests/",
     "docs/",
     "deploy/",

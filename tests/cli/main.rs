@@ -47,6 +47,7 @@ mod run_stress;
 mod run_supervision;
 mod run_usage;
 mod scenarios;
+mod schemas;
 mod seams;
 mod sentinel;
 mod several;
