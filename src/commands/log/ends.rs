@@ -19,7 +19,7 @@
 //!
 //! An earlier version's log (a stream) is shown as it was written.
 
-use super::{Entry, TAKE_SKEW_MS};
+use super::entry::{Entry, TAKE_SKEW_MS};
 use crate::lock::inspect::Inspection;
 
 /// How many takes that ended without their run's release (forced, or lapsed) are kept per log,
