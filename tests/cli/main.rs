@@ -17,6 +17,7 @@ mod docs;
 mod doctor;
 mod failover;
 mod harness;
+mod house;
 mod integrity;
 mod logging;
 mod many_locks;
