@@ -2,7 +2,7 @@
 //!
 //! Every acquire, busy refusal, skipped run (`--once-per`), release, lost lease, forced
 //! release, pause and resume is appended by the script that already runs for it to a capped
-//! list per lock, `{L}:redlock:audit`, in the lock's hash slot (see `scripts/audit.lua`): the
+//! list per lock, `{L}:redlock:audit`, in the lock's hash slot (see `lock/scripts/audit.lua`): the
 //! `run` path sends no extra command. An entry starts with the server's clock when it was
 //! written (ms) and the event, then what applies as name=value pairs: who (host, pid, user),
 //! fence, exit status, outcome, duration, reason, until, command. A release's entry names the
