@@ -1005,7 +1005,8 @@ fn flags_in(text: &str) -> BTreeSet<String> {
 
 /// Other programs' flags the docs name (cargo's, the scripts', unshare's, dpkg's, …), and the
 /// secret-looking flags of commands whose lines redlock's records redact.
-const OTHERS: [&str; 29] = [
+const OTHERS: [&str; 30] = [
+    "--remap-path-prefix",
     "--api-key",
     "--flag",
     "--password",
