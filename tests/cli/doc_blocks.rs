@@ -1192,3 +1192,52 @@ fn every_link_inside_the_repository_reaches_a_file_and_a_heading() {
     }
     assert!(broken.is_empty(), "{broken:#?}");
 }
+
+/// `FILE.md#anchor` written anywhere, in a link or not: the docs, the schemas' descriptions
+/// and the code's comments point to sections so.
+#[test]
+fn every_section_named_anywhere_exists() {
+    let mut places = prose();
+    for file in repository_files() {
+        let name = file.to_string_lossy().into_owned();
+        if (name.starts_with("src/") && name.ends_with(".rs"))
+            || (name.starts_with("schemas/") && name.ends_with(".json"))
+            || name == "benches/HISTORY.md"
+        {
+            places.push(name);
+        }
+    }
+    let mut broken = BTreeSet::new();
+    for place in places {
+        let text = read(&place);
+        let dir = Path::new(&place).parent().unwrap_or(Path::new(""));
+        for (i, _) in text.match_indices(".md#") {
+            let path: String = text[..i]
+                .chars()
+                .rev()
+                .take_while(|c| c.is_ascii_alphanumeric() || "_./-".contains(*c))
+                .collect::<Vec<_>>()
+                .into_iter()
+                .rev()
+                .collect();
+            let fragment: String = text[i + 4..]
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '_')
+                .collect();
+            let file = format!("{path}.md");
+            let found = [root().join(dir).join(&file), root().join(&file)]
+                .into_iter()
+                .find(|f| f.exists());
+            match found {
+                None => {
+                    broken.insert(format!("{place}: {file}#{fragment}: no such file"));
+                }
+                Some(f) if !anchors(&f).contains(&fragment) => {
+                    broken.insert(format!("{place}: {file}#{fragment}: no such heading"));
+                }
+                Some(_) => {}
+            }
+        }
+    }
+    assert!(broken.is_empty(), "{broken:#?}");
+}
