@@ -42,7 +42,7 @@ const OUTPUT: &str = "Output";
 #[derive(Debug, Parser)]
 #[command(
     name = "redlock",
-    version,
+    version = env!("REDLOCK_VERSION"),
     about = "Guard shell commands and cron jobs with a Redis lock",
     long_about = format!("Guard shell commands and cron jobs with a Redis lock.\n\n\
         `redlock run` takes a lease on a Redis key, runs the command while renewing it, forwards \

@@ -621,7 +621,7 @@ fn acquire_reply(reply: &[Value], queue: Option<&Queueing>) -> Acquire {
     Acquire::Busy(Busy {
         pttl_ms: int(1),
         server_now_ms: int(2),
-        holder: brief(reply.get(3)),
+        holder: Holder::from_reply(reply.get(3)),
         ahead: usize::try_from(int(4)).unwrap_or(0),
         queued: usize::try_from(int(5)).unwrap_or(0),
         pause: reply
@@ -640,12 +640,6 @@ fn acquire_reply(reply: &[Value], queue: Option<&Queueing>) -> Acquire {
         life: Some(Duration::from_millis(u64::try_from(int(13)).unwrap_or(0)))
             .filter(|life| !life.is_zero()),
     })
-}
-
-/// The holder's brief (record::BRIEF) in a script's reply.
-pub(super) fn brief(value: Option<&Value>) -> Option<Holder> {
-    let values = value.and_then(|v| redis::from_redis_value_ref::<Vec<Option<String>>>(v).ok())?;
-    Holder::decode_brief(values)
 }
 
 /// After an acquire whose answer never came (a timeout, a broken connection): the server may

@@ -6,7 +6,6 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use redis::{ConnectionLike, Value};
 
-use super::acquire::brief;
 use super::ending;
 use super::keys::{Keys, RECORD_TTL};
 use super::lua::{Lua, lua};
@@ -124,7 +123,7 @@ pub fn force_release(
             .and_then(|v| redis::from_redis_value_ref(v).ok())
             .unwrap_or_default();
         Removed {
-            holder: (!token.is_empty()).then(|| brief(reply.get(1))),
+            holder: (!token.is_empty()).then(|| Holder::from_reply(reply.get(1))),
             sharers: sharers
                 .iter()
                 .map(|s| crate::lock::record::Sharer::decode(s))

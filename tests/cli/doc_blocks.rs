@@ -804,8 +804,9 @@ fn spans(text: &str) -> Vec<String> {
     out
 }
 
-const REPO_DIRS: [&str; 12] = [
+const REPO_DIRS: [&str; 13] = [
     "src/",
+    "schemas/",
     "tests/",
     "docs/",
     "deploy/",
@@ -819,10 +820,127 @@ const REPO_DIRS: [&str; 12] = [
     ".cargo/",
 ];
 
+/// The prose the checks of names hold to the repository: the documents with blocks, the code
+/// map and the changelog.
+fn prose() -> Vec<String> {
+    let mut docs = documents();
+    docs.extend(["ARCHITECTURE.md".to_owned(), "CHANGELOG.md".to_owned()]);
+    docs
+}
+
+/// Every file of the repository (outside `target/` and `.git/`), by path from the root.
+fn repository_files() -> Vec<PathBuf> {
+    fn walk(dir: &Path, into: &mut Vec<PathBuf>) {
+        for entry in fs::read_dir(dir).into_iter().flatten().flatten() {
+            let path = entry.path();
+            let name = entry.file_name();
+            if name == "target" || name == ".git" {
+                continue;
+            }
+            if path.is_dir() {
+                walk(&path, into);
+            } else {
+                into.push(path.strip_prefix(root()).unwrap().to_path_buf());
+            }
+        }
+    }
+    let mut files = Vec::new();
+    walk(root(), &mut files);
+    files
+}
+
+/// The extensions of the files the docs name by a bare name (`wire.rs`, `audit.lua`); not
+/// `.sh`, which the recipes use for the reader's own scripts (`deploy.sh`).
+const FILE_EXTENSIONS: [&str; 7] = ["rs", "lua", "md", "toml", "pml", "txt", "json"];
+
+/// Whether `name` is a file's name the repository has: a path from the root, from `src/`, from
+/// one of `src/`'s modules or from `tests/cli/` (the code map names files inside the section of
+/// their module), a directory (`wait/`), or a bare name that some file has.
+fn names_a_file(name: &str, files: &[PathBuf]) -> bool {
+    let path = name.trim_end_matches('/');
+    let bases = [
+        "",
+        "src/",
+        "tests/cli/",
+        "src/lock/",
+        "src/commands/",
+        "src/redis/",
+    ];
+    if bases
+        .iter()
+        .any(|b| root().join(format!("{b}{path}")).exists())
+    {
+        return true;
+    }
+    if path.contains('/') {
+        // `scripts/audit.lua` inside src/lock/, `record/` inside src/lock/: a file or a
+        // directory whose path ends so.
+        return files.iter().any(|f| {
+            let f = f.to_string_lossy();
+            f.ends_with(&format!("/{path}")) || f.contains(&format!("/{path}/"))
+        });
+    }
+    files
+        .iter()
+        .any(|f| f.file_name().is_some_and(|n| n == path))
+}
+
+/// Whether a backticked span is a file the docs name: a repository directory's path, or a
+/// bare file name with one of [`FILE_EXTENSIONS`].
+fn file_span(span: &str) -> Option<&str> {
+    let path = span.trim_end_matches('…').trim_end_matches('/');
+    if path.is_empty() || path.contains(char::is_whitespace) || path.contains("://") {
+        return None;
+    }
+    if REPO_DIRS.iter().any(|d| path.starts_with(d)) {
+        return Some(path);
+    }
+    let (stem, ext) = path.rsplit_once('.')?;
+    let plain = stem
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '/' | '.'));
+    (plain && !stem.starts_with('.') && FILE_EXTENSIONS.contains(&ext)).then_some(path)
+}
+
+#[test]
+fn every_file_the_docs_and_the_manifest_name_exists() {
+    let files = repository_files();
+    let mut missing = BTreeSet::new();
+    for doc in prose() {
+        for span in spans(&read(&doc)) {
+            let Some(path) = file_span(&span) else {
+                continue;
+            };
+            if path.contains('*') || names_a_file(path, &files) {
+                continue;
+            }
+            missing.insert(format!("{doc}: `{span}`"));
+        }
+    }
+    // Cargo.toml's comments say where a dependency is used: `wire.rs`, written bare.
+    for line in read("Cargo.toml").lines() {
+        let Some(comment) = line.trim_start().strip_prefix('#') else {
+            continue;
+        };
+        for word in comment.split(|c: char| c.is_whitespace() || "(),;`".contains(c)) {
+            let word = word.trim_end_matches(['.', ':']);
+            if let Some(path) = file_span(word)
+                && !names_a_file(path, &files)
+            {
+                missing.insert(format!("Cargo.toml: {word} in `{}`", line.trim()));
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "files the docs name that the repository does not have (moved or gone?):\n{missing:#?}"
+    );
+}
+
 #[test]
 fn every_repository_path_the_docs_name_exists() {
     let mut missing = BTreeSet::new();
-    for doc in documents() {
+    for doc in prose() {
         for span in spans(&read(&doc)) {
             let path = span.trim_end_matches('…').trim_end_matches('/');
             if path.contains(char::is_whitespace) || !REPO_DIRS.iter().any(|d| path.starts_with(d))
@@ -887,7 +1005,8 @@ fn flags_in(text: &str) -> BTreeSet<String> {
 
 /// Other programs' flags the docs name (cargo's, the scripts', unshare's, dpkg's, …), and the
 /// secret-looking flags of commands whose lines redlock's records redact.
-const OTHERS: [&str; 29] = [
+const OTHERS: [&str; 30] = [
+    "--remap-path-prefix",
     "--api-key",
     "--flag",
     "--password",
@@ -928,7 +1047,7 @@ fn every_flag_the_docs_name_is_in_the_help() {
         .collect();
     let every: BTreeSet<String> = per_sub.values().flatten().chain(&global).cloned().collect();
     let mut unknown = BTreeSet::new();
-    for doc in documents() {
+    for doc in prose() {
         let text = read(&doc);
         // The flags after `redlock [globals] SUB` on a line of a block or in a backticked span,
         // up to a lone `--` or a comment.
@@ -1068,6 +1187,55 @@ fn every_link_inside_the_repository_reaches_a_file_and_a_heading() {
                 broken.push(format!("{doc}: ({target}): no such file"));
             } else if !fragment.is_empty() && !anchors(&file).contains(fragment) {
                 broken.push(format!("{doc}: ({target}): no such heading"));
+            }
+        }
+    }
+    assert!(broken.is_empty(), "{broken:#?}");
+}
+
+/// `FILE.md#anchor` written anywhere, in a link or not: the docs, the schemas' descriptions
+/// and the code's comments point to sections so.
+#[test]
+fn every_section_named_anywhere_exists() {
+    let mut places = prose();
+    for file in repository_files() {
+        let name = file.to_string_lossy().into_owned();
+        if (name.starts_with("src/") && name.ends_with(".rs"))
+            || (name.starts_with("schemas/") && name.ends_with(".json"))
+            || name == "benches/HISTORY.md"
+        {
+            places.push(name);
+        }
+    }
+    let mut broken = BTreeSet::new();
+    for place in places {
+        let text = read(&place);
+        let dir = Path::new(&place).parent().unwrap_or(Path::new(""));
+        for (i, _) in text.match_indices(".md#") {
+            let path: String = text[..i]
+                .chars()
+                .rev()
+                .take_while(|c| c.is_ascii_alphanumeric() || "_./-".contains(*c))
+                .collect::<Vec<_>>()
+                .into_iter()
+                .rev()
+                .collect();
+            let fragment: String = text[i + 4..]
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '_')
+                .collect();
+            let file = format!("{path}.md");
+            let found = [root().join(dir).join(&file), root().join(&file)]
+                .into_iter()
+                .find(|f| f.exists());
+            match found {
+                None => {
+                    broken.insert(format!("{place}: {file}#{fragment}: no such file"));
+                }
+                Some(f) if !anchors(&f).contains(&fragment) => {
+                    broken.insert(format!("{place}: {file}#{fragment}: no such heading"));
+                }
+                Some(_) => {}
             }
         }
     }

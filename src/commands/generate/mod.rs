@@ -39,7 +39,9 @@ const SHELLS: [Shell; 5] = [
 ];
 
 pub fn generate_docs(args: &GenerateDocsArgs) -> Result<Exit> {
-    let mut cmd = Cli::command();
+    // The pages name the version alone: the commit `--version` adds would change them with
+    // every commit, and they are checked in.
+    let mut cmd = Cli::command().version(env!("CARGO_PKG_VERSION"));
     cmd.build();
     let man = args.dir.join("man");
     let completions = args.dir.join("completions");

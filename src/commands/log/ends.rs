@@ -17,7 +17,7 @@
 //!   after a `forced` removed it or after its lease lapsed) is shown as `noticed`: the run
 //!   found its lock gone, which is not a second end.
 
-use super::{Entry, TAKE_SKEW_MS};
+use super::entry::{Entry, TAKE_SKEW_MS};
 use crate::lock::inspect::Inspection;
 
 /// How many takes that ended without their run's release (forced, or lapsed) are kept per log,

@@ -21,7 +21,9 @@ use std::collections::BTreeMap;
 
 use anyhow::{Context as _, Result};
 
-use super::{Entry, Log, read_logs};
+use super::Log;
+use super::entry::{Entry, time_text};
+use super::read::read_logs;
 use crate::Context;
 use crate::cli::LogArgs;
 use crate::lock::inspect::Inspection;
@@ -417,7 +419,7 @@ impl Chart {
         let cols = width - label_width - 1;
         let col = |t: i64| (((t - t0) as i128 * (cols as i128 - 1)) / (t1 - t0) as i128) as usize;
         // `job  2026-01-02 03:00:00.000 .. 03:41:02.120 UTC, 35s a column`
-        let (from, to) = (super::time_text(t0), super::time_text(t1));
+        let (from, to) = (time_text(t0), time_text(t1));
         let to = if from[..10] == to[..10] {
             &to[11..23]
         } else {
@@ -536,7 +538,7 @@ fn header(key: &str, times: &[String], width: usize) -> String {
 fn axis(t0: i64, t1: i64, label_width: usize, cols: usize) -> String {
     let span = t1 - t0;
     let text = |t: i64| {
-        let full = super::time_text(t); // 2026-01-02T03:04:05.678Z
+        let full = time_text(t); // 2026-01-02T03:04:05.678Z
         match span {
             s if s >= 2 * 86_400_000 => full[5..16].to_string(),
             s if s >= 3_600_000 => full[11..16].to_string(),

@@ -170,9 +170,9 @@ impl Shown {
                 if self.count > 0 {
                     out.push(',');
                 }
-                out.push_str(&view.json(self.show_token).render());
+                out.push_str(&view.facts(self.show_token).json().render());
             } else {
-                out.push_str(&view.text(self.show_token));
+                out.push_str(&view.facts(self.show_token).text());
             }
             self.count += 1;
             if self.unreadable.is_none() {

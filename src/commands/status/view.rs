@@ -1,5 +1,8 @@
-//! What `redlock status` prints: one lock as text or as its object in the `--json` document
-//! ([`View`]), and what the servers say of their replicas ([`Replicated`]). Apart from the
+//! What `redlock status` prints: one lock as text or as its object in the `--json` document,
+//! and what the servers say of their replicas ([`Replicated`]). A lock's [`View`] (its
+//! inspections, and on a quorum each node's) decides once what is shown — its [`Facts`]:
+//! the state, the holder and whether its process lives, the lease left, each node's view —
+//! and `Facts::text` and `Facts::json` render those facts, each in its own form. Apart from the
 //! parent module, which reads the locks a batch at a time and decides the exit status, because
 //! this is the output's shape: the part a change to the text or to the JSON fields touches.
 //!
@@ -65,11 +68,12 @@ use std::time::{Duration, UNIX_EPOCH};
 use anyhow::Result;
 
 use super::Failed;
+use crate::lock::Ran;
 use crate::lock::Shape;
 use crate::lock::inspect::Inspection;
 use crate::lock::keys::Keys;
 use crate::lock::nodes::{Nodes, Tally};
-use crate::lock::record::{Holder, LockState, Waiter};
+use crate::lock::record::{Counters, Holder, LastRun, LockState, Pause, Sharer, Waiter};
 use crate::lock::replicas::Replication;
 use crate::redis::server::Server;
 use crate::report::json::Json;
@@ -231,27 +235,114 @@ impl<'a> View<'a> {
         self.i.state()
     }
 
-    /// The exclusive holder, while the lock is held.
-    fn holder(&self) -> Option<&Holder> {
-        self.i.holder().filter(|_| self.state() == LockState::Held)
+    /// What this lock's output says, once: [`Facts::json`] and [`Facts::text`] render it.
+    pub(super) fn facts(&self, show_token: bool) -> Facts<'a> {
+        let i = self.i;
+        let state = self.state();
+        let held = state == LockState::Held;
+        let quorum = self.quorum.as_ref().map(|q| QuorumFacts {
+            majority: q.majority,
+            holding: q.tally.holding,
+            nodes: q
+                .answers
+                .iter()
+                .map(|(url, answer)| NodeFacts {
+                    url,
+                    reading: match answer {
+                        Ok(i) => Ok(NodeReading {
+                            state: q.tally.view(i).as_str(),
+                            ttl_left_ms: Some(i.key_pttl_ms()).filter(|ms| *ms >= 0),
+                            fence: i.fence,
+                        }),
+                        Err(e) => Err(e.text.as_str()),
+                    },
+                })
+                .collect(),
+        });
+        Facts {
+            keys: self.keys,
+            now_ms: self.now_ms,
+            state,
+            unreadable: self.unreadable,
+            key_type: &i.key_type,
+            ttl_left_ms: i.ttl_left_ms().filter(|_| held),
+            fence: i.fence,
+            token: i.token.as_deref().filter(|_| show_token && held),
+            show_token,
+            holder: i.holder().filter(|_| held).map(|h| (h, process_alive(h))),
+            shape: i.shape().filter(|_| held),
+            sharers: i.sharers(),
+            last: i.last.as_ref(),
+            quorum,
+            queue: &i.queue,
+            counters: &i.counters,
+            paused: i.pause(self.now_ms).is_some(),
+            once: i.once.as_ref(),
+            pauses: &i.pauses,
+        }
     }
+}
 
-    fn ttl_left_ms(&self) -> Option<i64> {
-        self.i
-            .ttl_left_ms()
-            .filter(|_| self.state() == LockState::Held)
-    }
+/// Everything `status` says of one lock, decided once from the inspection (or, on a quorum,
+/// the majority's) so that the text and the JSON cannot tell two stories: which holder is
+/// shown, whether its process is alive, what is left of the lease, each node's view.
+pub(super) struct Facts<'a> {
+    keys: &'a Keys,
+    now_ms: i64,
+    state: LockState,
+    /// Why the lock could not be read: then nothing else is shown.
+    unreadable: Option<&'a Failed>,
+    key_type: &'a str,
+    /// What is left of the lease, while held.
+    ttl_left_ms: Option<i64>,
+    /// The fence counter: the last fencing token issued.
+    fence: Option<i64>,
+    /// With `--show-token`, while held.
+    token: Option<&'a str>,
+    show_token: bool,
+    /// The exclusive holder while held, and whether its process exists (`None`: not on this
+    /// host, or it finished).
+    holder: Option<(&'a Holder, Option<bool>)>,
+    /// How the lock is held, while held.
+    shape: Option<Shape>,
+    /// The shared or slotted holders.
+    sharers: &'a [Sharer],
+    last: Option<&'a LastRun>,
+    quorum: Option<QuorumFacts<'a>>,
+    queue: &'a [Waiter],
+    counters: &'a Counters,
+    /// A pause in force.
+    paused: bool,
+    once: Option<&'a Ran>,
+    pauses: &'a [Pause],
+}
 
-    /// How the lock is held; `None` when it is not.
-    fn shape(&self) -> Option<Shape> {
-        self.i.shape().filter(|_| self.state() == LockState::Held)
-    }
+struct QuorumFacts<'a> {
+    majority: usize,
+    /// How many nodes hold the lock with the shown token.
+    holding: usize,
+    nodes: Vec<NodeFacts<'a>>,
+}
 
-    pub(super) fn json(&self, show_token: bool) -> Json {
+struct NodeFacts<'a> {
+    url: &'a str,
+    /// The node's view of the lock, or why it could not be read.
+    reading: Result<NodeReading, &'a str>,
+}
+
+struct NodeReading {
+    state: &'static str,
+    ttl_left_ms: Option<i64>,
+    fence: Option<i64>,
+}
+
+impl Facts<'_> {
+    /// The lock's object in the `--json` document (`schemas/status.json`).
+    pub(super) fn json(&self) -> Json {
         let mut fields = vec![
             ("key", Json::str(&self.keys.name)),
             ("redis_key", Json::str(&self.keys.lock)),
-            ("state", Json::str(self.state().as_str())),
+            ("state", Json::str(self.state.as_str())),
             (
                 "error",
                 self.unreadable.map_or(Json::Null, |f| Json::str(&f.text)),
@@ -262,26 +353,28 @@ impl<'a> View<'a> {
             return Json::Obj(fields);
         }
         fields.extend([
-            ("type", Json::str(&self.i.key_type)),
-            ("ttl_left_ms", Json::opt_num(self.ttl_left_ms())),
-            ("fence", Json::opt_num(self.i.fence)),
+            ("type", Json::str(self.key_type)),
+            ("ttl_left_ms", Json::opt_num(self.ttl_left_ms)),
+            ("fence", Json::opt_num(self.fence)),
         ]);
-        if show_token && self.state() == LockState::Held {
-            fields.push(("token", Json::opt_str(self.i.token.as_deref())));
+        if self.show_token && self.state == LockState::Held {
+            fields.push(("token", Json::opt_str(self.token)));
         }
-        let holder = self.holder().map_or(Json::Null, |h| {
+        let holder = self.holder.map_or(Json::Null, |(h, alive)| {
             let mut json = h.json(self.now_ms);
             if let Json::Obj(fields) = &mut json {
-                fields.push(("pid_alive", process_alive(h).map_or(Json::Null, Json::Bool)));
+                fields.push(("pid_alive", alive.map_or(Json::Null, Json::Bool)));
             }
             json
         });
         fields.push(("holder", holder));
-        let shape = self.shape();
-        fields.push(("shape", shape.map_or(Json::Null, |s| Json::str(s.kind()))));
+        fields.push((
+            "shape",
+            self.shape.map_or(Json::Null, |s| Json::str(s.kind())),
+        ));
         fields.push((
             "slots",
-            match shape {
+            match self.shape {
                 Some(Shape::Slots(n)) => Json::Num(n.into()),
                 Some(Shape::Exclusive) => Json::Num(1),
                 _ => Json::Null,
@@ -290,94 +383,69 @@ impl<'a> View<'a> {
         fields.push((
             "holders",
             Json::Arr(
-                self.i
-                    .sharers()
+                self.sharers
                     .iter()
-                    .map(|h| h.json(self.now_ms, show_token))
+                    .map(|h| h.json(self.now_ms, self.show_token))
                     .collect(),
             ),
         ));
-        fields.push((
-            "last_run",
-            self.i
-                .last
-                .as_ref()
-                .map_or(Json::Null, crate::lock::record::LastRun::json),
-        ));
+        fields.push(("last_run", self.last.map_or(Json::Null, LastRun::json)));
         if let Some(q) = &self.quorum {
             fields.push((
                 "quorum",
                 Json::Obj(vec![
-                    ("nodes", Json::Num(q.answers.len() as i128)),
+                    ("nodes", Json::Num(q.nodes.len() as i128)),
                     ("majority", Json::Num(q.majority as i128)),
-                    ("holding", Json::Num(q.tally.holding as i128)),
+                    ("holding", Json::Num(q.holding as i128)),
                 ]),
             ));
-            fields.push((
-                "nodes",
-                Json::Arr(
-                    q.answers
-                        .iter()
-                        .map(|(url, answer)| match answer {
-                            Ok(i) => Json::Obj(vec![
-                                ("url", Json::str(*url)),
-                                ("state", Json::str(q.tally.view(i).as_str())),
-                                (
-                                    "ttl_left_ms",
-                                    Json::opt_num(Some(i.key_pttl_ms()).filter(|ms| *ms >= 0)),
-                                ),
-                                ("fence", Json::opt_num(i.fence)),
-                                ("error", Json::Null),
-                            ]),
-                            Err(e) => Json::Obj(vec![
-                                ("url", Json::str(*url)),
-                                ("state", Json::str("error")),
-                                ("ttl_left_ms", Json::Null),
-                                ("fence", Json::Null),
-                                ("error", Json::str(&e.text)),
-                            ]),
-                        })
-                        .collect(),
-                ),
-            ));
+            let nodes = q.nodes.iter().map(|n| {
+                let (state, ttl, fence, error) = match &n.reading {
+                    Ok(r) => (r.state, r.ttl_left_ms, r.fence, None),
+                    Err(e) => ("error", None, None, Some(*e)),
+                };
+                Json::Obj(vec![
+                    ("url", Json::str(n.url)),
+                    ("state", Json::str(state)),
+                    ("ttl_left_ms", Json::opt_num(ttl)),
+                    ("fence", Json::opt_num(fence)),
+                    ("error", Json::opt_str(error)),
+                ])
+            });
+            fields.push(("nodes", Json::Arr(nodes.collect())));
         }
         fields.push((
             "queue",
-            Json::Arr(self.i.queue.iter().map(Waiter::json).collect()),
+            Json::Arr(self.queue.iter().map(Waiter::json).collect()),
         ));
-        fields.push(("counters", self.i.counters.json()));
-        fields.push(("last_ok_ms", Json::opt_num(self.i.counters.last_ok_ms)));
-        fields.push(("paused", Json::Bool(self.i.pause(self.now_ms).is_some())));
-        fields.push((
-            "once",
-            self.i
-                .once
-                .as_ref()
-                .map_or(Json::Null, crate::lock::Ran::json),
-        ));
+        fields.push(("counters", self.counters.json()));
+        fields.push(("last_ok_ms", Json::opt_num(self.counters.last_ok_ms)));
+        fields.push(("paused", Json::Bool(self.paused)));
+        fields.push(("once", self.once.map_or(Json::Null, Ran::json)));
         fields.push((
             "pauses",
-            Json::Arr(self.i.pauses.iter().map(|p| p.json(self.now_ms)).collect()),
+            Json::Arr(self.pauses.iter().map(|p| p.json(self.now_ms)).collect()),
         ));
         Json::Obj(fields)
     }
 
-    pub(super) fn text(&self, show_token: bool) -> String {
+    /// The lock's lines of text.
+    pub(super) fn text(&self) -> String {
         let mut out = String::new();
         let key = &self.keys.lock;
         if let Some(failed) = self.unreadable {
             return format!("{key}: UNKNOWN: could not be read: {}\n", failed.text);
         }
         let shape = self
-            .shape()
+            .shape
             .map(|s| format!("  shape     {}\n", s.describe()))
             .unwrap_or_default();
-        match self.state() {
+        match self.state {
             LockState::WrongType => {
                 out.push_str(&format!(
                     "{key}: NOT A LOCK: the key holds a {}; redlock cannot use it until it is \
                      deleted or another key is chosen\n",
-                    self.i.key_type
+                    self.key_type
                 ));
                 return out;
             }
@@ -386,17 +454,17 @@ impl<'a> View<'a> {
                 "{key}: UNKNOWN: held on fewer nodes than a majority, and the nodes that did not \
                  answer could complete one\n"
             )),
-            LockState::Held if !self.i.sharers().is_empty() => {
+            LockState::Held if !self.sharers.is_empty() => {
                 out.push_str(&format!(
                     "{key}: {}; {}\n",
                     crate::lock::describe_sharers(
-                        self.shape().unwrap_or_default(),
-                        self.i.sharers().len()
+                        self.shape.unwrap_or_default(),
+                        self.sharers.len()
                     ),
                     self.expiry().replace("expires", "the last lease ends")
                 ));
                 out.push_str(&shape);
-                for h in self.i.sharers() {
+                for h in self.sharers {
                     let mut line = format!("  holder    {}", h.describe());
                     if let Some(started) = h.started_ms {
                         line.push_str(&format!(", since {} ago", self.age(started)));
@@ -415,13 +483,15 @@ impl<'a> View<'a> {
                     }
                     out.push_str(&line);
                     out.push('\n');
-                    if show_token && let Some(token) = &h.token {
+                    if self.show_token
+                        && let Some(token) = &h.token
+                    {
                         out.push_str(&format!("            token {token}\n"));
                     }
                 }
             }
-            LockState::Held => match self.holder() {
-                Some(h) => {
+            LockState::Held => match self.holder {
+                Some((h, alive)) => {
                     let mut who = format!(
                         "{key}: held by {}",
                         crate::lock::record::who(
@@ -447,11 +517,11 @@ impl<'a> View<'a> {
                             self.age(started)
                         ));
                     }
-                    out.push_str(&format!("  lease     {}\n", self.liveness(h)));
+                    out.push_str(&format!("  lease     {}\n", self.liveness(h, alive)));
                     if let Some(by) = &h.stop_asked_by {
                         out.push_str(&format!("  stopping  asked to stop by {by} (--replace)"));
                         // A kept hold or a dead holder has no command left to stop.
-                        if !h.finished && process_alive(h) != Some(false) {
+                        if !h.finished && alive != Some(false) {
                             out.push_str(": its redlock stops the command's tree, then releases");
                         }
                         out.push('\n');
@@ -466,43 +536,43 @@ impl<'a> View<'a> {
                 }
             },
         }
-        if let Some(once) = &self.i.once {
+        if let Some(once) = self.once {
             out.push_str(&format!("  once per  {}\n", once.summary()));
         }
-        for pause in &self.i.pauses {
+        for pause in self.pauses {
             out.push_str(&format!("  paused    {}\n", pause.describe(self.now_ms)));
         }
         if let Some(q) = &self.quorum {
             out.push_str(&format!(
                 "  quorum    {} of {} nodes hold it (majority {})\n",
-                q.tally.holding,
-                q.answers.len(),
+                q.holding,
+                q.nodes.len(),
                 q.majority
             ));
-            for (url, answer) in q.answers {
-                let line = match answer {
-                    Ok(i) => {
-                        let mut line = q.tally.view(i).as_str().replace('_', " ");
-                        if i.key_pttl_ms() >= 0 {
+            for n in &q.nodes {
+                let line = match &n.reading {
+                    Ok(r) => {
+                        let mut line = r.state.replace('_', " ");
+                        if let Some(ms) = r.ttl_left_ms {
                             line.push_str(&format!(
                                 ", expires in {}",
-                                fmt(Duration::from_millis(i.key_pttl_ms() as u64))
+                                fmt(Duration::from_millis(ms as u64))
                             ));
                         }
-                        if let Some(f) = i.fence {
+                        if let Some(f) = r.fence {
                             line.push_str(&format!(", fence counter {f}"));
                         }
                         line
                     }
-                    Err(e) => format!("ERROR: {}", e.text),
+                    Err(e) => format!("ERROR: {e}"),
                 };
-                out.push_str(&format!("  node      {url}: {line}\n"));
+                out.push_str(&format!("  node      {}: {line}\n", n.url));
             }
         }
-        if show_token && let Some(token) = &self.i.token {
+        if let Some(token) = self.token {
             out.push_str(&format!("  token     {token}\n"));
         }
-        if let Some(last) = &self.i.last {
+        if let Some(last) = self.last {
             let mut line = format!("  last run  {}", last.outcome.as_str());
             if let Some(exit) = last.exit {
                 line.push_str(&format!(" (exit {exit})"));
@@ -522,7 +592,7 @@ impl<'a> View<'a> {
             out.push_str(&line);
             out.push('\n');
         }
-        for (place, waiter) in self.i.queue.iter().enumerate() {
+        for (place, waiter) in self.queue.iter().enumerate() {
             let mut line = format!(
                 "  waiting   {}. {}",
                 place + 1,
@@ -542,10 +612,10 @@ impl<'a> View<'a> {
             out.push_str(&line);
             out.push('\n');
         }
-        if let Some(fence) = self.i.fence {
+        if let Some(fence) = self.fence {
             out.push_str(&format!("  fence     {fence} (last issued)\n"));
         }
-        let c = &self.i.counters;
+        let c = self.counters;
         out.push_str(&format!(
             "  counters  runs {}, busy {}, lease lost {}, failed {}, forced releases {}",
             c.runs, c.busy, c.lost, c.failed, c.forced
@@ -567,16 +637,16 @@ impl<'a> View<'a> {
     }
 
     fn expiry(&self) -> String {
-        match self.ttl_left_ms() {
+        match self.ttl_left_ms {
             Some(ms) => format!("expires in {}", fmt(Duration::from_millis(ms as u64))),
             None => "no expiry: it will never free itself".to_string(),
         }
     }
 
-    /// Whether the holder is alive, as far as its renewals tell.
-    fn liveness(&self, h: &Holder) -> String {
+    /// Whether the holder is alive, as far as its process and its renewals tell.
+    fn liveness(&self, h: &Holder, alive: Option<bool>) -> String {
         let expiry = self.expiry();
-        if process_alive(h) == Some(false) {
+        if alive == Some(false) {
             return format!(
                 "DEAD: its process {} is gone from this host; nothing renews the lock, which {expiry}",
                 h.pid.unwrap_or(0)

@@ -222,6 +222,13 @@ impl Holder {
         })
     }
 
+    /// The holder's brief in a script's reply: the [`BRIEF`] fields' values, in that order.
+    pub fn from_reply(value: Option<&redis::Value>) -> Option<Holder> {
+        let values =
+            value.and_then(|v| redis::from_redis_value_ref::<Vec<Option<String>>>(v).ok())?;
+        Holder::decode_brief(values)
+    }
+
     /// Reads the [`BRIEF`] fields, given as values in that order (the scripts that read them
     /// have refused a record of another layout).
     pub fn decode_brief(values: Vec<Option<String>>) -> Option<Holder> {
