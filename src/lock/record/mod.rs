@@ -218,7 +218,7 @@ impl Holder {
             finished: get(fields, "finished") == Some("1"),
             irreplaceable: get(fields, "replace") == Some("no"),
             stop_asked_by: text(fields, "stop"),
-            no_renewal: get(fields, "renew") == Some("no"),
+            no_renewal: get(who, "renew") == Some("no"),
         })
     }
 
