@@ -18,7 +18,7 @@
 
 use std::fs;
 use std::os::unix::process::CommandExt;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::Duration;
 
 use super::poll::wait_until;
@@ -238,9 +238,8 @@ fn launch(index: usize, ports: &[u16], ids: &[String], groups: &[Group]) -> Sent
     }
     let path = dir.join("sentinel.conf");
     fs::write(&path, config).expect("write sentinel.conf");
-    let mut command = Command::new("redis-sentinel");
+    let mut command = super::server_kind::sentinel_command(&path);
     command
-        .arg(&path)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null());
