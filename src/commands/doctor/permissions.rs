@@ -54,14 +54,13 @@ fn every_key(keys: &Keys) -> Vec<String> {
         .collect()
 }
 
-/// Whether the server refused for want of an ACL permission. Inside a script, Redis 7 says so
-/// in an `ERR` reply ("The user executing the script can't ...") rather than with NOPERM.
+/// Whether the server refused for want of an ACL permission (inside a script, an `ERR` reply
+/// whose words differ between servers: `reply::meaning` knows them).
 pub(super) fn is_denied(err: &RedisError) -> bool {
-    let text = err.to_string();
-    err.code() == Some("NOPERM")
-        || text.contains("NOPERM")
-        || text.contains("no permissions")
-        || text.contains("user executing the script can't")
+    matches!(
+        crate::report::reply::meaning(err),
+        Some(crate::report::reply::Meaning::AclDenied { .. })
+    ) || err.to_string().contains("NOPERM")
 }
 
 /// Who we are, for the ACL SETUSER lines; `USER` when neither the server nor the URL says.
