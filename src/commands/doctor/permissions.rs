@@ -650,6 +650,39 @@ mod tests {
     }
 
     #[test]
+    fn valkeys_refusals_name_what_is_missing_too() {
+        for (reply, missing) in [
+            (
+                "NOPERM User peek has no permissions to run the 'hmget' command",
+                Missing::Command("hmget".into(), Need::Run),
+            ),
+            (
+                "ERR ACL failure in script: User peek has no permissions to run the 'hmget' \
+                 command script: on @user_script:1.",
+                Missing::Command("hmget".into(), Need::Run),
+            ),
+            ("NOPERM No permissions to access a key", Missing::Keys),
+            (
+                "ERR ACL failure in script: No permissions to access a key script: on \
+                 @user_script:1.",
+                Missing::Keys,
+            ),
+            (
+                "NOPERM No permissions to access a channel",
+                Missing::Channels,
+            ),
+        ] {
+            let err = server_error(reply);
+            assert!(is_denied(&err), "{reply}");
+            assert_eq!(
+                what_is_missing(&err, "EVALSHA", Need::Run),
+                missing,
+                "{reply}"
+            );
+        }
+    }
+
+    #[test]
     fn the_user_comes_from_the_redacted_url() {
         assert_eq!(user_in_url("redis://cron:***@host:6379/0"), "cron");
         assert_eq!(user_in_url("redis://host:6379"), "default");
