@@ -210,10 +210,15 @@ pub fn render(err: &anyhow::Error) -> String {
             break;
         }
     }
-    // What the reply means, said the same way whichever server worded it.
-    if let Some(explained) =
-        redis_errors(err).find_map(|e| reply::meaning(e).and_then(reply::explanation))
-    {
+    // What the reply means, said the same way whichever server worded it; where redlock
+    // has worded the error itself, that says it already (but for an ACL denial, whose words
+    // never say what to do).
+    let worded = err.chain().any(<dyn std::error::Error>::is::<Worded>);
+    if let Some(explained) = redis_errors(err).find_map(|e| {
+        reply::meaning(e)
+            .filter(|m| !worded || matches!(m, Meaning::AclDenied { .. }))
+            .and_then(reply::explanation)
+    }) {
         line.push_str(" (");
         line.push_str(explained);
         line.push(')');
@@ -296,6 +301,35 @@ mod tests {
         assert!(is_definitive(&server_error("WRONGTYPE x")));
         assert!(is_definitive(&server_error("READONLY x")));
         assert!(!is_definitive(&server_error("LOADING x")));
+    }
+
+    #[test]
+    fn a_meaning_reads_the_same_whichever_server_worded_it() {
+        // (Redis 7.0's words, Valkey's) for one meaning: the same status, the same words added.
+        for (redis, valkey) in [
+            (
+                "ERR The user executing the script can't run this command or subcommand script: \
+                 79c0799d0a9e1cb9787686bc596fb66789f03857, on @user_script:1.",
+                "ERR ACL failure in script: User peek has no permissions to run the 'hmget' \
+                 command script: on @user_script:1.",
+            ),
+            (
+                "ERR Unknown Redis command called from script script: 4d6e, on @user_script:1.",
+                "ERR Unknown command called from script script: on @user_script:1.",
+            ),
+            (
+                "NOPERM this user has no permissions to access one of the keys used as arguments",
+                "NOPERM No permissions to access a key",
+            ),
+        ] {
+            let (redis, valkey) = (
+                anyhow::Error::new(server_error(redis)).context("cannot release job"),
+                anyhow::Error::new(server_error(valkey)).context("cannot release job"),
+            );
+            assert_eq!(classify(&redis), classify(&valkey));
+            let added = |line: String| line[line.rfind(" (").expect("words added")..].to_owned();
+            assert_eq!(added(render(&redis)), added(render(&valkey)));
+        }
     }
 
     #[test]
