@@ -266,8 +266,10 @@ fn launch(index: usize, ports: &[u16], ids: &[String], groups: &[Group]) -> Sent
     sentinel
 }
 
-/// Waits until `master` counts `replicas` replicas online: only then does it count their
-/// acknowledgements.
+/// Waits until `master` counts `replicas` replicas online and they acknowledge a write at
+/// once: only then does it count their acknowledgements, and a replica just online (Redis 7.0
+/// and Valkey alike) may acknowledge its first write only at its next once-a-second ACK, which
+/// a `WAIT` of a second (a 3 s TTL's) can miss.
 pub fn online(master: &RedisServer, replicas: usize) {
     wait_until(
         &format!("port {} to have {replicas} replicas online", master.port()),
@@ -275,6 +277,22 @@ pub fn online(master: &RedisServer, replicas: usize) {
         || {
             let info: String = master.try_query(&["INFO", "replication"]).ok()?;
             (info.matches("state=online").count() >= replicas).then_some(())
+        },
+    );
+    let probe = "harness:replicas-acknowledge";
+    wait_until(
+        &format!(
+            "port {}'s {replicas} replicas to acknowledge",
+            master.port()
+        ),
+        READY_TIMEOUT,
+        || {
+            let _: () = master.try_query(&["SET", probe, "1"]).ok()?;
+            let _: i64 = master.try_query(&["DEL", probe]).ok()?;
+            let acknowledged: usize = master
+                .try_query(&["WAIT", &replicas.to_string(), "100"])
+                .ok()?;
+            (acknowledged >= replicas).then_some(())
         },
     );
 }
