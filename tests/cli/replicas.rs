@@ -19,7 +19,7 @@ fn replicated() -> (RedisServer, RedisServer) {
     let master = RedisServer::start_with(&["--repl-diskless-sync-delay", "0"]);
     let replica =
         RedisServer::start_with(&["--replicaof", "127.0.0.1", &master.port().to_string()]);
-    crate::support::fleet::online(&master, 1);
+    crate::support::fleet::acknowledging(&master, 1);
     (master, replica)
 }
 

@@ -266,10 +266,8 @@ fn launch(index: usize, ports: &[u16], ids: &[String], groups: &[Group]) -> Sent
     sentinel
 }
 
-/// Waits until `master` counts `replicas` replicas online and they acknowledge a write at
-/// once: only then does it count their acknowledgements, and a replica just online (Redis 7.0
-/// and Valkey alike) may acknowledge its first write only at its next once-a-second ACK, which
-/// a `WAIT` of a second (a 3 s TTL's) can miss.
+/// Waits until `master` counts `replicas` replicas online: only then does it count their
+/// acknowledgements.
 pub fn online(master: &RedisServer, replicas: usize) {
     wait_until(
         &format!("port {} to have {replicas} replicas online", master.port()),
@@ -279,6 +277,14 @@ pub fn online(master: &RedisServer, replicas: usize) {
             (info.matches("state=online").count() >= replicas).then_some(())
         },
     );
+}
+
+/// Waits until `master`'s `replicas` replicas (linked directly, without lag) are online and
+/// acknowledge a write at once: a replica just online (Redis 7.0 and Valkey alike) may
+/// acknowledge its first write only at its next once-a-second ACK, which a `WAIT` of a second
+/// (a 3 s TTL's) can miss.
+pub fn acknowledging(master: &RedisServer, replicas: usize) {
+    online(master, replicas);
     let probe = "harness:replicas-acknowledge";
     wait_until(
         &format!(
