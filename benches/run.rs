@@ -1,7 +1,8 @@
 //! What `redlock run` costs: start-up, round trips, memory and lock hand-off.
 //!
 //! Run it with `cargo bench --bench run`. It needs `redis-server`, `flock` and `sh` on the PATH,
-//! starts its own `redis-server` (temp dir, `--save "" --appendonly no`, a free 127.0.0.1 port and a
+//! starts its own `redis-server` (or the server `REDLOCK_TEST_SERVER` names, as for the tests:
+//! `valkey9`, `valkey8` or a path) (temp dir, `--save "" --appendonly no`, a free 127.0.0.1 port and a
 //! unix socket) and kills it at the end, also when the bench fails. The binary under test is the
 //! `redlock` that `cargo bench` builds with the bench profile (statically linked, see
 //! `.cargo/config.toml`). It prints one table per measurement and a summary against the targets;
@@ -2057,7 +2058,7 @@ fn replicas(server: &Server) -> Res<()> {
     let dir = server.dir.join("replica");
     std::fs::create_dir_all(&dir).map_err(text)?;
     let port = free_port();
-    let mut cmd = Command::new("redis-server");
+    let mut cmd = Command::new(server_program());
     cmd.args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
         .args(["--save", "", "--appendonly", "no", "--dir"])
         .arg(&dir)
@@ -2233,6 +2234,22 @@ fn wait_exit(child: &mut Child, limit: Duration) -> Res<ExitStatus> {
     }
 }
 
+/// The server program: `redis-server`, or the one `REDLOCK_TEST_SERVER` names as the tests
+/// read it (`valkey9` and `valkey8` are where `scripts/test` installs them).
+fn server_program() -> std::path::PathBuf {
+    match std::env::var("REDLOCK_TEST_SERVER")
+        .unwrap_or_default()
+        .as_str()
+    {
+        "" | "redis" => "redis-server".into(),
+        path if path.contains('/') => path.into(),
+        name => std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("target/tools")
+            .join(name)
+            .join("bin/valkey-server"),
+    }
+}
+
 /// The bench's own redis-server; dropping it kills it and removes its directory.
 struct Server {
     child: Child,
@@ -2260,10 +2277,10 @@ impl Server {
         let mut cmd = match wrapper.split_first() {
             Some((program, args)) => {
                 let mut cmd = Command::new(program);
-                cmd.args(args).arg("redis-server");
+                cmd.args(args).arg(server_program());
                 cmd
             }
-            None => Command::new("redis-server"),
+            None => Command::new(server_program()),
         };
         let port_arg = port.to_string();
         cmd.args(["--port", &port_arg, "--bind", "127.0.0.1"])

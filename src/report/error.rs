@@ -9,9 +9,10 @@
 
 use std::fmt;
 
-use redis::{ErrorKind, RedisError, ServerErrorKind};
+use redis::RedisError;
 
 use crate::report::exit::Exit;
+use crate::report::reply::{self, Meaning};
 
 /// An error whose exit status is already decided by the code that raised it.
 #[derive(Debug)]
@@ -89,55 +90,21 @@ pub fn classify(err: &anyhow::Error) -> Exit {
     Exit::Unavailable
 }
 
-/// Redis errors by class. Transient server states (LOADING, MASTERDOWN, BUSY, CLUSTERDOWN,
-/// TRYAGAIN), READONLY and OOM mean "this server cannot take the lock right now": 69.
+/// Redis errors by what they mean ([`reply::meaning`], whichever server worded them). Passing
+/// server states (LOADING, MASTERDOWN, BUSY, CLUSTERDOWN, TRYAGAIN), READONLY and OOM mean
+/// "this server cannot take the lock right now": 69. A refused password or ACL is 77; any
+/// other reply (a key of another type, an unknown or renamed command, a script the server
+/// refuses) means the server is not set up for redlock: 78.
 pub fn classify_redis(err: &RedisError) -> Exit {
-    // Some clients (the cluster client) wrap an authentication failure in another kind.
-    let text = err.to_string();
-    if text.contains("WRONGPASS") || text.contains("invalid username-password") {
-        return Exit::Permission;
-    }
-    match err.kind() {
-        ErrorKind::AuthenticationFailed => return Exit::Permission,
-        ErrorKind::Server(ServerErrorKind::NoPerm) => return Exit::Permission,
-        ErrorKind::Server(
-            ServerErrorKind::ReadOnly
-            | ServerErrorKind::BusyLoading
-            | ServerErrorKind::MasterDown
-            | ServerErrorKind::ClusterDown
-            | ServerErrorKind::TryAgain
-            | ServerErrorKind::Moved
-            | ServerErrorKind::Ask,
-        ) => return Exit::Unavailable,
-        _ => {}
-    }
-    match err.code() {
-        Some("WRONGPASS" | "NOAUTH" | "NOPERM") => Exit::Permission,
-        Some("WRONGTYPE") => Exit::Config,
-        Some(
-            "OOM" | "BUSY" | "READONLY" | "LOADING" | "MASTERDOWN" | "CLUSTERDOWN" | "TRYAGAIN",
-        ) => Exit::Unavailable,
-        Some(_)
-            if err
-                .detail()
-                .is_some_and(|d| d.contains("max number of clients")) =>
-        {
-            Exit::Unavailable
-        }
-        // An ACL denial inside a script is an ERR, not a NOPERM.
-        Some(_)
-            if err.detail().is_some_and(|d| {
-                d.contains("executing the script can't") || d.contains("No permissions")
-            }) =>
-        {
+    match reply::meaning(err) {
+        None => Exit::Unavailable,
+        Some(Meaning::AclDenied { .. } | Meaning::Unauthenticated | Meaning::WrongPassword) => {
             Exit::Permission
         }
-        // A server with requirepass answers an unauthenticated client's large request this way.
-        Some(_) if err.detail().is_some_and(|d| d.contains("unauthenticated")) => Exit::Permission,
-        // Any other error reply (an unknown or renamed command, a script the server refuses)
-        // means the server is not set up for redlock.
-        Some(_) => Exit::Config,
-        None => Exit::Unavailable,
+        Some(Meaning::ReadOnly | Meaning::OutOfMemory | Meaning::Transient) => Exit::Unavailable,
+        Some(Meaning::WrongType | Meaning::UnknownCommand | Meaning::NoScript | Meaning::Other) => {
+            Exit::Config
+        }
     }
 }
 
@@ -147,7 +114,10 @@ pub fn classify_redis(err: &RedisError) -> Exit {
 pub fn is_definitive(err: &RedisError) -> bool {
     match classify_redis(err) {
         Exit::Permission | Exit::Config => true,
-        Exit::Unavailable => matches!(err.code(), Some("READONLY" | "OOM")),
+        Exit::Unavailable => matches!(
+            reply::meaning(err),
+            Some(Meaning::ReadOnly | Meaning::OutOfMemory)
+        ),
         _ => false,
     }
 }
@@ -158,7 +128,7 @@ pub fn is_server_reply(err: &anyhow::Error) -> bool {
 }
 
 pub fn is_readonly(err: &anyhow::Error) -> bool {
-    redis_errors(err).any(|e| e.code() == Some("READONLY"))
+    redis_errors(err).any(|e| reply::meaning(e) == Some(Meaning::ReadOnly))
 }
 
 pub fn is_timeout(err: &anyhow::Error) -> bool {
@@ -177,12 +147,13 @@ pub const GIVE_PASSWORD: &str =
 /// Whether the server refused an unauthenticated client: NOAUTH, or (to a request too large
 /// to read before AUTH, such as a script) "Protocol error: unauthenticated multibulk length".
 fn unauthenticated(err: &RedisError) -> bool {
-    err.code() == Some("NOAUTH") || err.detail().is_some_and(|d| d.contains("unauthenticated"))
+    reply::meaning(err) == Some(Meaning::Unauthenticated)
 }
 
-/// Whether an ACL denied a command (NOPERM), as opposed to a missing or refused password.
+/// Whether an ACL denied a command, key or channel (inside a script or not), as opposed to a
+/// missing or refused password.
 pub fn is_acl_denial(err: &anyhow::Error) -> bool {
-    redis_errors(err).any(|e| e.code() == Some("NOPERM"))
+    redis_errors(err).any(|e| matches!(reply::meaning(e), Some(Meaning::AclDenied { .. })))
 }
 
 /// A lock operation (`doing`: "cannot acquire KEY") a script refused with WRONGTYPE: the lock
@@ -190,7 +161,7 @@ pub fn is_acl_denial(err: &anyhow::Error) -> bool {
 /// when the operation named more than one key. The scripts read the lock key before they
 /// write anything, so nothing was changed. Other errors are returned as they are.
 pub fn not_a_lock(err: anyhow::Error, doing: &str, several: bool) -> anyhow::Error {
-    if !redis_errors(&err).any(|e| e.code() == Some("WRONGTYPE")) {
+    if !redis_errors(&err).any(|e| reply::meaning(e) == Some(Meaning::WrongType)) {
         return err;
     }
     let text = if several {
@@ -239,21 +210,18 @@ pub fn render(err: &anyhow::Error) -> String {
             break;
         }
     }
-    // Inside a script, Redis words an ACL denial without saying "permission".
-    if redis_errors(err).any(|e| {
-        e.detail()
-            .is_some_and(|d| d.contains("executing the script can't"))
+    // What the reply means, said the same way whichever server worded it; where redlock
+    // has worded the error itself, that says it already (but for an ACL denial, whose words
+    // never say what to do).
+    let worded = err.chain().any(<dyn std::error::Error>::is::<Worded>);
+    if let Some(explained) = redis_errors(err).find_map(|e| {
+        reply::meaning(e)
+            .filter(|m| !worded || matches!(m, Meaning::AclDenied { .. }))
+            .and_then(reply::explanation)
     }) {
-        line.push_str(
-            " (permission denied: the user's ACL lacks a command the script calls; \
-             `redlock doctor` names it)",
-        );
-    } else if redis_errors(err).any(|e| e.code() == Some("NOPERM")) {
-        // A denial outside a script names the command or key, but not what to do.
-        line.push_str(
-            " (permission denied by the user's ACL: `redlock doctor` names the rule that \
-             grants it; the guide lists a least-privilege user)",
-        );
+        line.push_str(" (");
+        line.push_str(explained);
+        line.push(')');
     }
     line
 }
@@ -333,6 +301,35 @@ mod tests {
         assert!(is_definitive(&server_error("WRONGTYPE x")));
         assert!(is_definitive(&server_error("READONLY x")));
         assert!(!is_definitive(&server_error("LOADING x")));
+    }
+
+    #[test]
+    fn a_meaning_reads_the_same_whichever_server_worded_it() {
+        // (Redis 7.0's words, Valkey's) for one meaning: the same status, the same words added.
+        for (redis, valkey) in [
+            (
+                "ERR The user executing the script can't run this command or subcommand script: \
+                 79c0799d0a9e1cb9787686bc596fb66789f03857, on @user_script:1.",
+                "ERR ACL failure in script: User peek has no permissions to run the 'hmget' \
+                 command script: on @user_script:1.",
+            ),
+            (
+                "ERR Unknown Redis command called from script script: 4d6e, on @user_script:1.",
+                "ERR Unknown command called from script script: on @user_script:1.",
+            ),
+            (
+                "NOPERM this user has no permissions to access one of the keys used as arguments",
+                "NOPERM No permissions to access a key",
+            ),
+        ] {
+            let (redis, valkey) = (
+                anyhow::Error::new(server_error(redis)).context("cannot release job"),
+                anyhow::Error::new(server_error(valkey)).context("cannot release job"),
+            );
+            assert_eq!(classify(&redis), classify(&valkey));
+            let added = |line: String| line[line.rfind(" (").expect("words added")..].to_owned();
+            assert_eq!(added(render(&redis)), added(render(&valkey)));
+        }
     }
 
     #[test]

@@ -4,3 +4,4 @@ pub mod error;
 pub mod exit;
 pub mod json;
 pub mod log;
+pub mod reply;

@@ -262,7 +262,7 @@ fn the_lock_user_can_wait_for_a_replica() {
     let server = RedisServer::start_with(&["--repl-diskless-sync-delay", "0"]);
     let _replica =
         RedisServer::start_with(&["--replicaof", "127.0.0.1", &server.port().to_string()]);
-    crate::support::fleet::online(&server, 1);
+    crate::support::fleet::acknowledging(&server, 1);
     let rules = recipe("locker");
     let rules: Vec<&str> = rules.iter().map(String::as_str).collect();
     server.acl_setuser("locker", &rules);

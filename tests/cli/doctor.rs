@@ -137,6 +137,14 @@ fn a_server_fit_for_locks_passes_every_check_and_exits_0() {
         finding(&outcome, "ok", "persistence").contains("appendfsync"),
         "AOF without appendfsync always deserves a note\n{outcome}"
     );
+    // The server by its own name and version (Valkey's, not the Redis one it mimics).
+    let server_name = crate::support::server_kind::name();
+    assert!(
+        finding(&outcome, "ok", "version")
+            .to_lowercase()
+            .contains(server_name),
+        "the version check does not say {server_name}\n{outcome}"
+    );
     expect_no_keys_left(&server, &outcome);
 }
 

@@ -19,14 +19,7 @@ fn replicated() -> (RedisServer, RedisServer) {
     let master = RedisServer::start_with(&["--repl-diskless-sync-delay", "0"]);
     let replica =
         RedisServer::start_with(&["--replicaof", "127.0.0.1", &master.port().to_string()]);
-    // Online as the master sees it: only then does it count the replica's acknowledgements.
-    wait_until("the replica to sync", Duration::from_secs(15), || {
-        master
-            .info("replication")
-            .get("slave0")
-            .is_some_and(|replica| replica.contains("state=online"))
-            .then_some(())
-    });
+    crate::support::fleet::acknowledging(&master, 1);
     (master, replica)
 }
 

@@ -111,6 +111,62 @@ fn acl_user_without_script_permission_exits_77() {
     assert!(!marker.exists(), "the command ran");
 }
 
+/// A refusal reads the same whichever server (Redis, Valkey) words it: the same status, and
+/// redlock's own words for what it means after the server's.
+#[test]
+fn each_refusal_has_its_status_and_words_on_every_server() {
+    // An ACL denial inside the acquire script (the user may run scripts, not SET).
+    let server = RedisServer::start();
+    server.acl_setuser("cron", &["on", ">cron-pw", "~*", "&*", "+@all", "-set"]);
+    let denied = Redlock::without_url()
+        .args(["--url", &server.url_with_user("cron", "cron-pw"), "run"])
+        .args(["--key", "job", "--ttl", "1s", "--", "true"])
+        .exits_with(77);
+    assert!(
+        denied.stderr.contains(
+            "(permission denied: the user's ACL refuses a command or key a script of redlock's \
+             uses; `redlock doctor` names it)"
+        ),
+        "{denied}"
+    );
+    // A command the server does not know: the scripts' own, renamed away.
+    let renamed = RedisServer::start_with(&["--rename-command", "EVALSHA", ""]);
+    let unknown = Redlock::new(&renamed)
+        .args(["run", "--key", "job", "--ttl", "1s", "--", "true"])
+        .exits_with(78);
+    assert!(
+        unknown
+            .stderr
+            .contains("(the server does not know a command redlock needs:"),
+        "{unknown}"
+    );
+    // A replica.
+    let replica =
+        RedisServer::start_with(&["--replicaof", "127.0.0.1", &server.port().to_string()]);
+    let read_only = Redlock::new(&replica)
+        .args(["run", "--key", "job", "--ttl", "1s", "--", "true"])
+        .exits_with(69);
+    assert!(
+        read_only
+            .stderr
+            .contains("(the server is a read-only replica:"),
+        "{read_only}"
+    );
+    // maxmemory reached.
+    let full = RedisServer::start();
+    let _: () = full.query(&["SET", "filler", &"x".repeat(10_000)]);
+    full.config_set("maxmemory-policy", "noeviction");
+    full.config_set("maxmemory", "1");
+    let oom = Redlock::new(&full)
+        .args(["run", "--key", "job", "--ttl", "1s", "--", "true"])
+        .exits_with(69);
+    assert!(
+        oom.stderr
+            .contains("(the server is at its maxmemory and refuses writes:"),
+        "{oom}"
+    );
+}
+
 #[test]
 fn lock_key_of_another_type_exits_78() {
     let server = RedisServer::start();

@@ -32,6 +32,7 @@ fn run_true() -> [&'static str; 7] {
 
 #[test]
 fn rediss_with_the_servers_ca_takes_the_lock() {
+    crate::needs_tls!();
     let certs = Certs::new();
     let (server, url) = tls_server(&certs, "no");
     Redlock::without_url()
@@ -44,6 +45,7 @@ fn rediss_with_the_servers_ca_takes_the_lock() {
 
 #[test]
 fn the_ca_file_can_come_from_the_environment() {
+    crate::needs_tls!();
     let certs = Certs::new();
     let (_server, url) = tls_server(&certs, "no");
     Redlock::without_url()
@@ -55,6 +57,7 @@ fn the_ca_file_can_come_from_the_environment() {
 
 #[test]
 fn a_certificate_from_an_unknown_ca_fails_fast_with_69() {
+    crate::needs_tls!();
     let certs = Certs::new();
     let (server, url) = tls_server(&certs, "no");
     let started = Instant::now();
@@ -69,6 +72,7 @@ fn a_certificate_from_an_unknown_ca_fails_fast_with_69() {
 
 #[test]
 fn the_system_trust_store_does_not_trust_a_private_ca() {
+    crate::needs_tls!();
     let certs = Certs::new();
     let (_server, url) = tls_server(&certs, "no");
     Redlock::without_url()
@@ -80,6 +84,7 @@ fn the_system_trust_store_does_not_trust_a_private_ca() {
 
 #[test]
 fn insecure_connects_without_verification_and_warns() {
+    crate::needs_tls!();
     let certs = Certs::new();
     let (_server, url) = tls_server(&certs, "no");
     let outcome = Redlock::without_url()
@@ -94,6 +99,7 @@ fn insecure_connects_without_verification_and_warns() {
 
 #[test]
 fn quiet_silences_the_insecure_warning() {
+    crate::needs_tls!();
     let certs = Certs::new();
     let (_server, url) = tls_server(&certs, "no");
     let outcome = Redlock::without_url()
@@ -105,6 +111,7 @@ fn quiet_silences_the_insecure_warning() {
 
 #[test]
 fn a_server_that_requires_a_client_certificate_gets_one() {
+    crate::needs_tls!();
     let certs = Certs::new();
     let (_server, url) = tls_server(&certs, "yes");
     Redlock::without_url()
@@ -117,6 +124,7 @@ fn a_server_that_requires_a_client_certificate_gets_one() {
 
 #[test]
 fn a_server_that_requires_a_client_certificate_refuses_none_with_69() {
+    crate::needs_tls!();
     let certs = Certs::new();
     let (_server, url) = tls_server(&certs, "yes");
     Redlock::without_url()
@@ -127,6 +135,7 @@ fn a_server_that_requires_a_client_certificate_refuses_none_with_69() {
 
 #[test]
 fn an_unreadable_ca_file_is_a_usage_error() {
+    crate::needs_tls!();
     let certs = Certs::new();
     let (server, url) = tls_server(&certs, "no");
     let commands_before = server.info_number("stats", "total_commands_processed");
@@ -174,6 +183,7 @@ fn tls_server_with(certs: &Certs, stem: &str) -> (RedisServer, String) {
 
 #[test]
 fn the_guides_self_signed_certificate_listed_in_the_ca_file_takes_the_lock() {
+    crate::needs_tls!();
     let certs = Certs::new();
     // Exactly the guides' command: OpenSSL marks it CA:TRUE. Listed as the CA file, it is
     // trusted as the server's own certificate, as OpenSSL-based clients do.
@@ -198,6 +208,7 @@ fn the_guides_self_signed_certificate_listed_in_the_ca_file_takes_the_lock() {
 
 #[test]
 fn the_guides_certificate_is_still_checked_for_the_servers_name() {
+    crate::needs_tls!();
     let certs = Certs::new();
     let stem = certs.self_signed("guide", "IP:127.0.0.2", &[]);
     let (server, url) = tls_server_with(&certs, &stem);
@@ -211,6 +222,7 @@ fn the_guides_certificate_is_still_checked_for_the_servers_name() {
 
 #[test]
 fn a_ca_certificate_presented_but_not_listed_is_explained_with_69() {
+    crate::needs_tls!();
     let certs = Certs::new();
     // The server presents one self-signed CA:TRUE certificate, the file lists another.
     certs.self_signed("other", "IP:127.0.0.1", &[]);
@@ -231,6 +243,7 @@ fn a_ca_certificate_presented_but_not_listed_is_explained_with_69() {
 
 #[test]
 fn an_expired_self_signed_certificate_in_the_ca_file_says_when_it_expired() {
+    crate::needs_tls!();
     let certs = Certs::new();
     // The guides' kind of certificate (self-signed, CA:TRUE), with dates in the past.
     let stem = expired(&certs, "old", "basicConstraints = critical,CA:TRUE", true);
@@ -299,6 +312,7 @@ fn expired(certs: &Certs, stem: &str, ext: &str, self_signed: bool) -> String {
 
 #[test]
 fn a_self_signed_server_certificate_in_the_ca_file_takes_the_lock() {
+    crate::needs_tls!();
     let certs = Certs::new();
     let stem = certs.self_signed(
         "leaf",
@@ -315,6 +329,7 @@ fn a_self_signed_server_certificate_in_the_ca_file_takes_the_lock() {
 
 #[test]
 fn a_certificate_for_another_name_says_which_names_it_has() {
+    crate::needs_tls!();
     let certs = Certs::new();
     let stem = certs.self_signed(
         "elsewhere",
@@ -331,6 +346,7 @@ fn a_certificate_for_another_name_says_which_names_it_has() {
 
 #[test]
 fn a_certificate_from_another_ca_names_the_ca_file() {
+    crate::needs_tls!();
     let certs = Certs::new();
     let (_server, url) = tls_server(&certs, "no");
     let ca_file = certs.path("other.crt");
@@ -343,6 +359,7 @@ fn a_certificate_from_another_ca_names_the_ca_file() {
 
 #[test]
 fn an_expired_certificate_says_when_it_expired() {
+    crate::needs_tls!();
     let certs = Certs::new();
     let stem = expired(&certs, "expired", "extendedKeyUsage = serverAuth", false);
     let (_server, url) = tls_server_with(&certs, &stem);
@@ -355,6 +372,7 @@ fn an_expired_certificate_says_when_it_expired() {
 
 #[test]
 fn rediss_to_a_plain_port_says_it_may_be_the_plain_port() {
+    crate::needs_tls!();
     let certs = Certs::new();
     let (server, _url) = tls_server(&certs, "no");
     let started = Instant::now();
@@ -370,6 +388,7 @@ fn rediss_to_a_plain_port_says_it_may_be_the_plain_port() {
 
 #[test]
 fn a_plain_url_at_a_tls_port_asks_whether_it_is_one() {
+    crate::needs_tls!();
     let certs = Certs::new();
     let (server, url) = tls_server(&certs, "no");
     let plain = url.replacen("rediss://", "redis://", 1);
@@ -383,6 +402,7 @@ fn a_plain_url_at_a_tls_port_asks_whether_it_is_one() {
 
 #[test]
 fn a_waiter_over_tls_gets_the_lock_at_the_release_and_a_signal_ends_another() {
+    crate::needs_tls!();
     let certs = Certs::new();
     let (server, url) = tls_server(&certs, "no");
     let queued = || server.query::<usize>(&["ZCARD", "{job}:redlock:queue"]);

@@ -56,6 +56,7 @@ fn a_run_holds_and_releases_on(cluster: &RedisCluster, certs: &Certs) {
 
 #[test]
 fn run_status_and_release_work_on_a_tls_only_cluster() {
+    crate::needs_tls!();
     let certs = Certs::new();
     let cluster = RedisCluster::start_tls(&certs);
     a_run_holds_and_releases_on(&cluster, &certs);
@@ -77,6 +78,7 @@ fn run_status_and_release_work_on_a_tls_only_cluster() {
 
 #[test]
 fn a_tls_cluster_with_another_ca_is_refused_in_plain_words_with_69() {
+    crate::needs_tls!();
     let certs = Certs::new();
     let cluster = RedisCluster::start_tls(&certs);
     let other = certs.path("other.crt");
@@ -93,6 +95,7 @@ fn a_tls_cluster_with_another_ca_is_refused_in_plain_words_with_69() {
 
 #[test]
 fn a_tls_cluster_is_reached_without_verification_under_tls_insecure() {
+    crate::needs_tls!();
     let certs = Certs::new();
     let cluster = RedisCluster::start_tls(&certs);
     let outcome = Redlock::without_url()
@@ -107,6 +110,7 @@ fn a_tls_cluster_is_reached_without_verification_under_tls_insecure() {
 
 #[test]
 fn a_plain_cluster_url_to_a_tls_cluster_exits_69() {
+    crate::needs_tls!();
     let certs = Certs::new();
     let cluster = RedisCluster::start_tls(&certs);
     Redlock::without_url()
@@ -118,6 +122,7 @@ fn a_plain_cluster_url_to_a_tls_cluster_exits_69() {
 
 #[test]
 fn run_status_and_release_work_through_tls_sentinels_to_a_tls_master() {
+    crate::needs_tls!();
     let certs = Certs::new();
     let sentinel = RedisSentinel::start_tls(&certs, None);
     let url = sentinel.url();
@@ -139,6 +144,7 @@ fn run_status_and_release_work_through_tls_sentinels_to_a_tls_master() {
 
 #[test]
 fn tls_sentinels_with_another_ca_are_refused_in_plain_words_with_69() {
+    crate::needs_tls!();
     let certs = Certs::new();
     let sentinel = RedisSentinel::start_tls(&certs, None);
     let other = certs.path("other.crt");
@@ -155,6 +161,7 @@ fn tls_sentinels_with_another_ca_are_refused_in_plain_words_with_69() {
 
 #[test]
 fn tls_sentinels_are_reached_without_verification_under_tls_insecure() {
+    crate::needs_tls!();
     let certs = Certs::new();
     let sentinel = RedisSentinel::start_tls(&certs, None);
     let outcome = Redlock::without_url()
@@ -169,6 +176,7 @@ fn tls_sentinels_are_reached_without_verification_under_tls_insecure() {
 
 #[test]
 fn tls_sentinels_with_their_own_password_take_it_from_the_file() {
+    crate::needs_tls!();
     let certs = Certs::new();
     let sentinel = RedisSentinel::start_tls(&certs, Some("sentinel-secret"));
     let file = certs.join("sentinel.pw");
@@ -183,6 +191,7 @@ fn tls_sentinels_with_their_own_password_take_it_from_the_file() {
 
 #[test]
 fn doctor_checks_the_master_through_tls_sentinels() {
+    crate::needs_tls!();
     let certs = Certs::new();
     let sentinel = RedisSentinel::start_tls(&certs, None);
     // No persistence in the harness: warnings only, 1.
@@ -198,6 +207,7 @@ fn doctor_checks_the_master_through_tls_sentinels() {
 
 #[test]
 fn doctor_on_a_tls_cluster_with_another_ca_says_so_with_69() {
+    crate::needs_tls!();
     let certs = Certs::new();
     let cluster = RedisCluster::start_tls(&certs);
     Redlock::without_url()
@@ -223,6 +233,7 @@ fn a_tls_sentinel_url_to_plain_sentinels_exits_69_asking_about_the_port() {
 
 #[test]
 fn tls_insecure_with_a_client_certificate_reaches_sentinels_and_master() {
+    crate::needs_tls!();
     let certs = Certs::new();
     let sentinel = RedisSentinel::start_tls(&certs, None);
     let outcome = Redlock::without_url()
@@ -253,6 +264,7 @@ fn present_the_guides_certificate(certs: &Certs) {
 
 #[test]
 fn a_cluster_presenting_the_listed_ca_certificate_as_its_own_is_trusted() {
+    crate::needs_tls!();
     let certs = Certs::new();
     present_the_guides_certificate(&certs);
     let cluster = RedisCluster::start_tls(&certs);
@@ -261,6 +273,7 @@ fn a_cluster_presenting_the_listed_ca_certificate_as_its_own_is_trusted() {
 
 #[test]
 fn a_cluster_presenting_a_ca_certificate_not_listed_is_explained_with_69() {
+    crate::needs_tls!();
     let certs = Certs::new();
     present_the_guides_certificate(&certs);
     let cluster = RedisCluster::start_tls(&certs);
@@ -277,6 +290,7 @@ fn a_cluster_presenting_a_ca_certificate_not_listed_is_explained_with_69() {
 
 #[test]
 fn a_plain_cluster_url_at_tls_ports_asks_whether_they_are() {
+    crate::needs_tls!();
     let certs = Certs::new();
     let cluster = RedisCluster::start_tls(&certs);
     Redlock::without_url()
@@ -288,6 +302,7 @@ fn a_plain_cluster_url_at_tls_ports_asks_whether_they_are() {
 
 #[test]
 fn a_master_presenting_the_listed_ca_certificate_as_its_own_is_trusted_through_sentinels() {
+    crate::needs_tls!();
     // The master and replica present the guides' self-signed certificate; the sentinel keeps
     // one signed by the test CA (the harness watches it with a client that, unlike redlock,
     // refuses a CA certificate served as a server's own). One CA file lists both, for the

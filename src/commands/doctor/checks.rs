@@ -87,6 +87,9 @@ pub(super) fn check_version(info: &Info, user: &User, report: &mut Report) {
             format!("Redis {text} is past the end of upstream maintenance"),
             "upgrade the server to Redis 6.2 or later".into(),
         );
+    } else if let Some(valkey) = info.get("valkey_version") {
+        // Valkey gives its own version beside the Redis one it is compatible with (7.2.4).
+        report.ok(CHECK, format!("Valkey {valkey}"));
     } else {
         report.ok(CHECK, format!("Redis {text}"));
     }

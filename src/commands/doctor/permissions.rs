@@ -54,14 +54,13 @@ fn every_key(keys: &Keys) -> Vec<String> {
         .collect()
 }
 
-/// Whether the server refused for want of an ACL permission. Inside a script, Redis 7 says so
-/// in an `ERR` reply ("The user executing the script can't ...") rather than with NOPERM.
+/// Whether the server refused for want of an ACL permission (inside a script, an `ERR` reply
+/// whose words differ between servers: `reply::meaning` knows them).
 pub(super) fn is_denied(err: &RedisError) -> bool {
-    let text = err.to_string();
-    err.code() == Some("NOPERM")
-        || text.contains("NOPERM")
-        || text.contains("no permissions")
-        || text.contains("user executing the script can't")
+    matches!(
+        crate::report::reply::meaning(err),
+        Some(crate::report::reply::Meaning::AclDenied { .. })
+    ) || err.to_string().contains("NOPERM")
 }
 
 /// Who we are, for the ACL SETUSER lines; `USER` when neither the server nor the URL says.
@@ -648,6 +647,39 @@ mod tests {
         );
         assert!(is_denied(&script));
         assert!(!is_denied(&server_error("NOSCRIPT No matching script")));
+    }
+
+    #[test]
+    fn valkeys_refusals_name_what_is_missing_too() {
+        for (reply, missing) in [
+            (
+                "NOPERM User peek has no permissions to run the 'hmget' command",
+                Missing::Command("hmget".into(), Need::Run),
+            ),
+            (
+                "ERR ACL failure in script: User peek has no permissions to run the 'hmget' \
+                 command script: on @user_script:1.",
+                Missing::Command("hmget".into(), Need::Run),
+            ),
+            ("NOPERM No permissions to access a key", Missing::Keys),
+            (
+                "ERR ACL failure in script: No permissions to access a key script: on \
+                 @user_script:1.",
+                Missing::Keys,
+            ),
+            (
+                "NOPERM No permissions to access a channel",
+                Missing::Channels,
+            ),
+        ] {
+            let err = server_error(reply);
+            assert!(is_denied(&err), "{reply}");
+            assert_eq!(
+                what_is_missing(&err, "EVALSHA", Need::Run),
+                missing,
+                "{reply}"
+            );
+        }
     }
 
     #[test]

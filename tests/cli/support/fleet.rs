@@ -18,7 +18,7 @@
 
 use std::fs;
 use std::os::unix::process::CommandExt;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::Duration;
 
 use super::poll::wait_until;
@@ -238,9 +238,8 @@ fn launch(index: usize, ports: &[u16], ids: &[String], groups: &[Group]) -> Sent
     }
     let path = dir.join("sentinel.conf");
     fs::write(&path, config).expect("write sentinel.conf");
-    let mut command = Command::new("redis-sentinel");
+    let mut command = super::server_kind::sentinel_command(&path);
     command
-        .arg(&path)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null());
@@ -276,6 +275,30 @@ pub fn online(master: &RedisServer, replicas: usize) {
         || {
             let info: String = master.try_query(&["INFO", "replication"]).ok()?;
             (info.matches("state=online").count() >= replicas).then_some(())
+        },
+    );
+}
+
+/// Waits until `master`'s `replicas` replicas (linked directly, without lag) are online and
+/// acknowledge a write at once: a replica just online (Redis 7.0 and Valkey alike) may
+/// acknowledge its first write only at its next once-a-second ACK, which a `WAIT` of a second
+/// (a 3 s TTL's) can miss.
+pub fn acknowledging(master: &RedisServer, replicas: usize) {
+    online(master, replicas);
+    let probe = "harness:replicas-acknowledge";
+    wait_until(
+        &format!(
+            "port {}'s {replicas} replicas to acknowledge",
+            master.port()
+        ),
+        READY_TIMEOUT,
+        || {
+            let _: () = master.try_query(&["SET", probe, "1"]).ok()?;
+            let _: i64 = master.try_query(&["DEL", probe]).ok()?;
+            let acknowledged: usize = master
+                .try_query(&["WAIT", &replicas.to_string(), "100"])
+                .ok()?;
+            (acknowledged >= replicas).then_some(())
         },
     );
 }

@@ -18,6 +18,7 @@ pub mod redlock;
 pub mod scenario;
 pub mod sections;
 pub mod sentinel;
+pub mod server_kind;
 pub mod status;
 pub mod stress;
 pub mod temp;

@@ -1,7 +1,9 @@
 //! A `MONITOR` connection: every command the server executes, in order, with who sent it.
 //!
 //! Used to count round trips. Commands a Lua script runs show up as coming from `lua`, so
-//! what a client sent and what a script did inside one round trip can be told apart.
+//! what a client sent and what a script did inside one round trip can be told apart. What the
+//! harness sent itself is left out: its marker, and whatever its connection sent when it was
+//! made (the `redis` crate's `CLIENT SETINFO`, which Valkey and Redis 7.2 and later show).
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
@@ -54,7 +56,8 @@ impl Monitor {
     }
 
     /// Everything executed since the monitor started (or since the previous call), up to a
-    /// marker command this call sends itself.
+    /// marker command this call sends itself, but for the commands of the connection that sent
+    /// the marker: the harness's own.
     pub fn commands_so_far(&mut self, server: &RedisServer) -> Vec<Monitored> {
         static NEXT: AtomicUsize = AtomicUsize::new(0);
         let marker = format!(
@@ -78,6 +81,7 @@ impl Monitor {
                 && command.args[0].eq_ignore_ascii_case("echo")
                 && command.args[1] == marker
             {
+                commands.retain(|c: &Monitored| c.client != command.client);
                 return commands;
             }
             commands.push(command);

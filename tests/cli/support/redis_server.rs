@@ -15,7 +15,7 @@ use std::net::{TcpListener, TcpStream};
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::sync::{Mutex, MutexGuard};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -396,7 +396,7 @@ impl RedisServer {
     /// process is gone and the error carries its log.
     fn launch(&mut self) -> Result<(), String> {
         let _ = fs::remove_file(self.log_path());
-        let mut command = Command::new("redis-server");
+        let mut command = super::server_kind::server_command();
         let port = self.port.to_string();
         let ports = if self.tls_only {
             ["--port", "0", "--tls-port", &port]

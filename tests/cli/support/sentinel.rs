@@ -21,7 +21,7 @@
 use std::io;
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 use std::{fs, thread};
 
@@ -366,9 +366,8 @@ impl RedisSentinel {
         fs::write(self.config_path(), config).expect("write sentinel.conf");
         let _ = fs::remove_file(self.log_path());
 
-        let mut command = Command::new("redis-sentinel");
+        let mut command = super::server_kind::sentinel_command(&self.config_path());
         command
-            .arg(self.config_path())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null());
