@@ -587,8 +587,14 @@ fn shape(text: &str, host: &str, users: &[&str]) -> Vec<String> {
                     None
                 };
                 previous = core.to_owned();
-                // "2h 4m" and "12s" are one duration.
-                if open == Some("N") && was_number && word == core {
+                // "2h 4m 30s:" and "998ms:" are one duration: a later part only moves the
+                // punctuation after it to the end of the word already shown.
+                if open == Some("N") && was_number && word.starts_with(core) {
+                    if let Some(last) = words.last_mut() {
+                        let kept = last.trim_end_matches(|c: char| ",;:)]".contains(c)).len();
+                        last.truncate(kept);
+                        last.push_str(&word[core.len()..]);
+                    }
                     continue;
                 }
                 let shown = match open {
