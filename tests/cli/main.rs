@@ -16,6 +16,7 @@ mod doc_blocks;
 mod docs;
 mod doctor;
 mod failover;
+mod follow_failover;
 mod harness;
 mod integrity;
 mod logging;

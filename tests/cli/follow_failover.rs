@@ -1,0 +1,103 @@
+//! A waiter follows a failover (Sentinel): while its `--wait` lasts, a waiter whose master stops
+//! answering — killed, or frozen with SIGSTOP — asks the sentinels again and waits on the
+//! master they name after the failover, then runs once the holder is gone. It does not end with
+//! 69 while it has wait left.
+//!
+//! Each test plays it on a fleet of its own (`support/fleet.rs`: three sentinels, a master, a
+//! promotable replica): a holder runs a short command, a waiter queues behind it, and the
+//! master goes. The waiter says with `-v` when it follows (`master_followed`); the test prints
+//! how long after the master went that was, and how long after the sentinels named the new
+//! master.
+
+use std::time::{Duration, Instant};
+
+use crate::support::Redlock;
+use crate::support::fleet::Fleet;
+use crate::support::poll::wait_until;
+
+/// The waiter's own timeout: an attempt unanswered this long past its block is a master out
+/// of reach.
+const TIMEOUT: &str = "2s";
+
+#[derive(Clone, Copy, Debug)]
+enum Loss {
+    /// Links cut, then the master killed.
+    Killed,
+    /// The master frozen (SIGSTOP): its connections stay open, nothing is answered.
+    Frozen,
+}
+
+fn follow(loss: Loss) {
+    let mut fleet = Fleet::start(1);
+    let url = fleet.url(0);
+    let key = "follow";
+    let holder = Redlock::without_url()
+        .args(["--url", &url, "--timeout", TIMEOUT, "run", "--key", key])
+        .args(["--ttl", "4s", "--", "sleep", "3"])
+        .timeout(Duration::from_secs(60))
+        .spawn();
+    let master = &fleet.group(0).master;
+    wait_until("the holder's grant", Duration::from_secs(20), || {
+        master.exists(key).then_some(())
+    });
+    let waiter = Redlock::without_url()
+        .args([
+            "-v",
+            "--url",
+            &url,
+            "--timeout",
+            TIMEOUT,
+            "run",
+            "--key",
+            key,
+        ])
+        .args(["--ttl", "4s", "--wait", "60s", "--", "true"])
+        .timeout(Duration::from_secs(90))
+        .spawn();
+    master.wait_until_waiting_on_server(key, 1);
+    // The promotable replica lags by 300 ms: what the holder and the waiter wrote reaches it.
+    std::thread::sleep(Duration::from_millis(600));
+    let lost = Instant::now();
+    match loss {
+        Loss::Killed => fleet.lose_master(0),
+        Loss::Frozen => fleet.group(0).master.pause(),
+    }
+    let failover = fleet.wait_for_failover(0);
+    let named = lost + failover;
+    wait_until(
+        "the waiter to follow the failover",
+        Duration::from_secs(40),
+        || {
+            waiter
+                .stderr_contains("the sentinels name now")
+                .then_some(())
+        },
+    );
+    let followed = lost.elapsed();
+    let outcome = waiter.wait();
+    let holder = holder.wait();
+    println!(
+        "{loss:?}: the sentinels named the new master {failover:?} after the loss; the waiter \
+         followed {followed:?} after the loss ({:?} after the new master was named); waiter \
+         exit {:?}, holder exit {:?}",
+        followed.saturating_sub(named.duration_since(lost)),
+        outcome.code(),
+        holder.code()
+    );
+    outcome.expect_code(0);
+    assert!(
+        outcome.stderr.contains("the sentinels name now"),
+        "the waiter did not say it followed:\n{}",
+        outcome.stderr
+    );
+}
+
+#[test]
+fn a_waiter_follows_a_failover_from_a_killed_master() {
+    follow(Loss::Killed);
+}
+
+#[test]
+fn a_waiter_follows_a_failover_from_a_frozen_master() {
+    follow(Loss::Frozen);
+}
