@@ -27,6 +27,7 @@ mod model;
 mod nested;
 mod once;
 mod package;
+mod partitions;
 mod pause;
 mod queue;
 mod quorum;
