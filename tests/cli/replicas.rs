@@ -300,6 +300,11 @@ fn doctor_warns_of_replicas_without_replicas_and_fails_when_too_few_acknowledge(
         .args(["doctor", "--replicas", "1"])
         .exits_with(1);
     assert!(finding(&outcome, "ok").contains("1 replica"), "{outcome}");
+    // With every replica the master has, the guarantee holds through every partition.
+    assert!(
+        finding(&outcome, "ok").contains("exclusive through a master crash and every partition"),
+        "{outcome}"
+    );
     let outcome = Redlock::new(&master)
         .env("REDLOCK_REPLICAS", "2")
         .arg("doctor")
