@@ -172,6 +172,7 @@ fn run_locked(ctx: &Context, args: RunArgs) -> Result<Exit> {
     let mut holder = Holder::current(&plan.display, plan.args.label.as_deref());
     // A run over several keys listens on no stop list: a replacer of one key does not ask it.
     holder.irreplaceable = plan.args.no_replace || !plan.keys.also.is_empty();
+    holder.replicas = Some(plan.args.replicas).filter(|n| *n > 0);
     let mut hold = match hold::take(ctx, &mut nodes, &plan, &token, &holder, &signals, started)? {
         Took::Held(hold) => hold,
         Took::Refused(exit) => return Ok(exit),

@@ -104,6 +104,10 @@ pub struct Holder {
     /// Who asked this holder to stop (`--replace`), as the replacer's redlock named itself:
     /// "web-2 (pid 4242, user deploy)". The record says `stop=…` until the holder is gone.
     pub stop_asked_by: Option<String>,
+    /// `--replicas N` (N ≥ 1): each of this holder's renewals counts once N replicas
+    /// acknowledged it, which decides the faults its lock survives (`lock::replicas::guarantee`).
+    /// Kept in `who` as `replicas=N`; absent without `--replicas` (and from an earlier version).
+    pub replicas: Option<u32>,
 }
 
 /// The holder record's fields (an earlier version's host, pid, user and cmd, now in `who`,
@@ -144,6 +148,9 @@ impl Holder {
         if let Some(command) = &self.command {
             out.push(("cmd", command.clone()));
         }
+        if let Some(n) = self.replicas.filter(|n| *n > 0) {
+            out.push(("replicas", n.to_string()));
+        }
         out
     }
 
@@ -179,6 +186,9 @@ impl Holder {
             finished: get(fields, "finished") == Some("1"),
             irreplaceable: get(fields, "replace") == Some("no"),
             stop_asked_by: text(fields, "stop"),
+            replicas: num(fields, "replicas")
+                .and_then(|n| u32::try_from(n).ok())
+                .filter(|n| *n > 0),
         })
     }
 
@@ -232,6 +242,7 @@ impl Holder {
                 "stop_asked_by",
                 Json::opt_str(self.stop_asked_by.as_deref()),
             ),
+            ("replicas", Json::opt_num(self.replicas.map(i64::from))),
             ("age_ms", Json::opt_num(self.started_ms.map(|s| now_ms - s))),
             (
                 "since_renewal_ms",
