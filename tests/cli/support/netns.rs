@@ -295,24 +295,37 @@ impl Net {
         }
     }
 
-    /// Delays what `node` sends by `ms` (netem), when `tc` can; `false` otherwise.
-    pub fn delay(&self, node: &str, ms: u64) -> bool {
-        let delay = format!("{ms}ms");
-        Command::new("tc")
-            .args([
-                "-n",
-                &self.ns(node),
-                "qdisc",
-                "replace",
-                "dev",
-                "eth0",
-                "root",
-            ])
-            .args(["netem", "delay", &delay])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success())
+    /// Replication that lags by about `ms`: what the master sends its replicas leaves at 1 Mbit/s
+    /// (an htb class, the replicas' addresses filtered into it; clients and sentinels keep the
+    /// full rate), and a write of `ms` worth of bytes fills that link just before a client's
+    /// grant, which then reaches the replicas `ms` late. `false` when `tc` cannot (the caller
+    /// says so). Kernels without netem have htb.
+    pub fn lag_replication(&self, ms: u64) -> bool {
+        let ns = self.ns("m");
+        let tc = |args: &str| {
+            Command::new("tc")
+                .args(["-n", &ns])
+                .args(args.split(' '))
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success())
+        };
+        let shaped = tc("qdisc add dev eth0 root handle 1: htb default 10")
+            && tc("class add dev eth0 parent 1: classid 1:10 htb rate 1gbit")
+            && tc("class add dev eth0 parent 1: classid 1:20 htb rate 1mbit ceil 1mbit")
+            && ["r1", "r2"].iter().all(|r| {
+                tc(&format!(
+                    "filter add dev eth0 parent 1: protocol ip u32 match ip dst {}/32 flowid 1:20",
+                    self.ip(r)
+                ))
+            });
+        if !shaped {
+            return false;
+        }
+        // 1 Mbit/s is 125 bytes a millisecond.
+        let junk = "x".repeat(usize::try_from(ms * 125).unwrap_or(0));
+        self.query::<()>("m", &["SET", "junk", &junk]).is_ok()
     }
 
     /// Waits until a majority of the sentinels name a master other than `m`, and it says it is
