@@ -81,7 +81,9 @@ fn client_with_ttl(
     let n = RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let out = net.dir().join(format!("{node}-{n}.err"));
     let mut command = net.command(node, env!("CARGO_BIN_EXE_redlock"));
-    command.args(["-v", "--url", &net.url(), "--timeout", "1s", "run"]);
+    // --timeout 2s: --replicas waits up to half of it for the acknowledgements, and the
+    // namespaces' servers share a loaded machine.
+    command.args(["-v", "--url", &net.url(), "--timeout", "2s", "run"]);
     command.args(["--key", "part", "--ttl", ttl]);
     if let Some(n) = replicas {
         command.args(["--replicas", n]);
@@ -144,15 +146,22 @@ fn overlap(sections: &[Section]) -> Option<Duration> {
     worst
 }
 
-/// Waits until `log` has a section started.
-fn started(log: &Path) {
+/// Waits until `log` has a section started by `holder`; panics with what it said if it ended
+/// first.
+fn started(log: &Path, holder: &mut Client) {
     wait_until(
         "the holder's command to start",
         Duration::from_secs(20),
         || {
-            std::fs::read_to_string(log)
-                .is_ok_and(|t| t.contains(" start"))
-                .then_some(())
+            if std::fs::read_to_string(log).is_ok_and(|t| t.contains(" start")) {
+                return Some(());
+            }
+            assert!(
+                !holder.done(),
+                "the holder ended before its command started:\n{}",
+                holder.stderr()
+            );
+            None
         },
     );
 }
@@ -222,8 +231,8 @@ fn judge(net: &Net, log: &Path, clients: Vec<Client>, limit: Duration, notes: St
 fn split_brain(replicas: Option<&str>, with: &[&'static str]) -> Option<Round> {
     let net = net()?;
     let log = net.dir().join("sections.log");
-    let holder = client(&net, "c1", replicas, None, 120, &log);
-    started(&log);
+    let mut holder = client(&net, "c1", replicas, None, 120, &log);
+    started(&log, &mut holder);
     let waiter = client(&net, "c2", replicas, Some("30s"), 5, &log);
     wait_until("the waiter to queue", Duration::from_secs(10), || {
         waiter.stderr().contains("waiting for").then_some(())
@@ -263,8 +272,8 @@ fn cut_after_acquire(replicas: Option<&str>) -> Option<Round> {
     let delayed = net.lag_replication(250);
     // A lease longer than the failover: a holder cut off before its heartbeat connected stops
     // at its kill point, and the contender must come before that for the lost grant to show.
-    let holder = client_with_ttl(&net, "c1", replicas, None, 150, &log, "10s");
-    started(&log);
+    let mut holder = client_with_ttl(&net, "c1", replicas, None, 150, &log, "10s");
+    started(&log, &mut holder);
     net.cut(&["m", "c1"]);
     let new = net.wait_for_failover(&["s1", "s2", "s3"]);
     let contender = client(&net, "c2", replicas, Some("20s"), 5, &log);
@@ -345,8 +354,8 @@ fn flapping(replicas: Option<&str>, seed: u64) -> Option<Round> {
 fn replica_on_minority(replicas: Option<&str>) -> Option<Round> {
     let net = net()?;
     let log = net.dir().join("sections.log");
-    let holder = client(&net, "c1", replicas, None, 300, &log);
-    started(&log);
+    let mut holder = client(&net, "c1", replicas, None, 300, &log);
+    started(&log, &mut holder);
     renewed(&net);
     net.cut(&["m", "r2", "c1"]);
     let new = net.wait_for_failover(&["s1", "s2", "s3"]);
@@ -361,7 +370,8 @@ fn replica_on_minority(replicas: Option<&str>) -> Option<Round> {
     // The sentinels turn the old master into r1's replica some 8 s after they see it again
     // (Sentinel waits that long for a master that reports the wrong role).
     while healed.elapsed() < Duration::from_secs(25) {
-        let after = client(&net, "c2", replicas, Some("5s"), 5, &log);
+        // A section longer than a renewal interval: the overlap is the holder's, not this one's.
+        let after = client(&net, "c2", replicas, Some("5s"), 30, &log);
         let (code, err) = after.wait(Duration::from_secs(30));
         exits.push(code);
         last_err = err;
