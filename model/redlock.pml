@@ -36,6 +36,12 @@
  *                   checker must find the double run after a failover;
  *   NO_RENEWAL_WAIT grants wait for the replica, renewals count at once: a failover loses a
  *                   renewal, and the key lapses on the new master before the kill point.
+ * With -DREPLICA -DMINORITY there are two replicas and, instead of a crash, a partition that
+ * leaves the old master, the second replica and holder 0 (while its command runs) on one side;
+ * the sentinels' side promotes the first replica, and at the heal the old side follows it. A
+ * write counts once one replica acknowledged it (`--replicas 1`): the checker must find the
+ * double run (the second replica acknowledges the cut holder's renewals); with -DALL
+ * (`--replicas 2`, every replica) it must find none.
  *
  * With -DQUEUE the model is another world instead: the fair queue on one server
  * (src/lock/wait/, scripts/acquire_rest.lua, queue.lua). The waiter H keeps one attempt
@@ -180,9 +186,14 @@
    search covers runs of any length. */
 byte server_clock = 1;   /* the servers' clocks in "microseconds": they agree, and move on
                             between any two acquires */
-byte key[NODES];         /* the lock key: a token, 0 when absent */
-byte left[NODES];        /* ticks until it expires */
-byte ctr[NODES];         /* the fence counter */
+#ifdef MINORITY
+#define SERVERS (NODES + 1)   /* the old master, cut off, at index OLD */
+#else
+#define SERVERS NODES
+#endif
+byte key[SERVERS];       /* the lock key: a token, 0 when absent */
+byte left[SERVERS];      /* ticks until it expires */
+byte ctr[SERVERS];       /* the fence counter */
 
 bool running[H];         /* the holder's command (its whole tree) runs */
 byte cur[H];             /* the token of the holder's current turn, 0 between turns */
@@ -213,11 +224,47 @@ byte failovers;
    it has is all the master wrote up to some moment). WAIT answers once it has. */
 inline replicate() {
   rkey = key[0]; rleft = left[0]; rctr = ctr[0]
+#ifdef MINORITY
+  ; r2key = key[0]; r2left = left[0]; r2ctr = ctr[0]
+#endif
 }
+
+#ifdef MINORITY
+/* -DMINORITY: two replicas, R1 (the one above) and R2, and a partition instead of a crash.
+   The partition cuts the old master, R2 and one holder (`cut`) off the sentinels' side, which
+   promotes R1 with what it had; the cut holder's requests go on reaching the old master (at
+   index OLD), and R2 replicates from it. At the heal the old master's writes since the cut
+   are lost, and R2 (and the old master, now a replica) follow the new master. --replicas 1
+   counts a write once one replica acknowledged it; -DALL: both. */
+#define OLD NODES
+byte r2key;
+byte r2left;
+byte r2ctr;
+bool split;
+byte cut;
+byte partitions;
+#define SIDE(h, i) ((split && (h) == cut) -> OLD : (i))
+
+inline acknowledged_by(h, acked) {
+  if
+  :: !split -> replicate(); acked = 1
+  :: split && h == cut ->
+#ifdef ALL
+     acked = 0        /* R1 is on the other side */
+#else
+     r2key = key[OLD]; r2left = left[OLD]; r2ctr = ctr[OLD]; acked = 1
+#endif
+  :: split && h != cut -> acked = 0   /* the promoted R1 has no replica on its side */
+  :: faults < MAXFAULTS -> faults++; acked = 0
+  fi
+}
+#endif
 
 /* --replicas 1: a write counts once the replica acknowledged it (WAIT); or the wait timed out
    and it does not count (`acked` 0). Without it (NO_WAIT), it counts at once. */
-#ifdef NO_WAIT
+#if defined(MINORITY)
+#define acknowledged(acked) acknowledged_by(h, acked)
+#elif defined(NO_WAIT)
 #define acknowledged(acked) acked = 1
 #else
 inline acknowledged(acked) {
@@ -232,6 +279,10 @@ inline acknowledged(acked) {
 #else
 #define renewal_acknowledged(acked) acknowledged(acked)
 #endif
+#endif
+
+#ifndef SIDE
+#define SIDE(h, i) (i)
 #endif
 
 #ifdef REPLACE
@@ -415,7 +466,7 @@ end:
        tick(1);
        n = 0;
        do
-       :: n < NODES ->
+       :: n < SERVERS ->
           if
           :: key[n] != 0 ->
              left[n]--;
@@ -447,8 +498,20 @@ end:
           :: else
           fi
        :: else
-       fi
+       fi;
 #endif
+#ifdef MINORITY
+       if
+       :: r2key != 0 ->
+          r2left--;
+          if
+          :: r2left == 0 -> r2key = 0
+          :: else
+          fi
+       :: else
+       fi;
+#endif
+       skip
      }
   od
 }
@@ -459,7 +522,16 @@ end:
 active proctype Replication() {
 end:
   do
+#ifdef MINORITY
+  :: atomic { !split && (rkey != key[0] || rleft != left[0] || rctr != ctr[0]) ->
+       rkey = key[0]; rleft = left[0]; rctr = ctr[0] }
+  :: atomic { !split && (r2key != key[0] || r2left != left[0] || r2ctr != ctr[0]) ->
+       r2key = key[0]; r2left = left[0]; r2ctr = ctr[0] }
+  :: atomic { split && (r2key != key[OLD] || r2left != left[OLD] || r2ctr != ctr[OLD]) ->
+       r2key = key[OLD]; r2left = left[OLD]; r2ctr = ctr[OLD] }
+#else
   :: atomic { (rkey != key[0] || rleft != left[0] || rctr != ctr[0]) -> replicate() }
+#endif
   od
 }
 #endif
@@ -573,6 +645,24 @@ end:
        i = 0
      }
 #endif
+#ifdef MINORITY
+  :: atomic {
+       /* the partition: the old master, R2 and one holder on one side; the sentinels
+          promote R1 with what it had */
+       /* while holder 0's command runs: a cut holder that holds nothing is a crash's case */
+       !split && partitions < 1 && running[0] ->
+       partitions++;
+       split = 1;
+       cut = 0;         /* holder 0: the holders are alike but for their order */
+       key[OLD] = key[0]; left[OLD] = left[0]; ctr[OLD] = ctr[0];
+       key[0] = rkey; left[0] = rleft; ctr[0] = rctr
+     }
+  :: atomic {
+       /* the heal: the old master becomes the new one's replica; its writes since the cut
+          are lost */
+       split -> split = 0; key[OLD] = 0; left[OLD] = 0; ctr[OLD] = 0
+     }
+#endif
   od
 }
 
@@ -612,7 +702,7 @@ proctype Holder(byte h) {
           acq[i] = o;
           if
           :: o == OK ->
-             acquire(i, tok, f);
+             acquire(SIDE(h, i), tok, f);
              if
              :: f > 0 -> got++; if :: f > fence -> fence = f :: else fi
              :: else
@@ -630,7 +720,7 @@ proctype Holder(byte h) {
              :: else
              fi
 #endif
-          :: o == NOREPLY -> acquire(i, tok, f)
+          :: o == NOREPLY -> acquire(SIDE(h, i), tok, f)
           :: o == LOST
           :: o == STALL -> later(h, i, P_ACQ, tok, 0)
           fi;
@@ -683,11 +773,11 @@ proctype Holder(byte h) {
           do
           :: i < NODES ->
              if
-             :: acq[i] == NOREPLY -> release(i, tok)
+             :: acq[i] == NOREPLY -> release(SIDE(h, i), tok)
              :: else ->
                 network_now(o);
                 if
-                :: o == OK || o == NOREPLY -> release(i, tok)
+                :: o == OK || o == NOREPLY -> release(SIDE(h, i), tok)
                 :: o == LOST
                 fi
              fi;
@@ -722,7 +812,7 @@ proctype Holder(byte h) {
        :: age[h] >= TERM_AGE ->
           i = 0;
           do
-          :: i < NODES -> release(i, tok); i++
+          :: i < NODES -> release(SIDE(h, i), tok); i++
           :: else -> break
           od;
           i = 0;
@@ -762,7 +852,7 @@ proctype Holder(byte h) {
              network(o, h, i);
              res[i] = NONE;
              if
-             :: o == OK -> extend(i, tok, r); res[i] = r; answered++;
+             :: o == OK -> extend(SIDE(h, i), tok, r); res[i] = r; answered++;
 #ifdef REPLICA
                 /* WAIT behind the script: a renewal the replica did not acknowledge in time
                    does not count */
@@ -776,7 +866,7 @@ proctype Holder(byte h) {
                 :: else
                 fi
 #endif
-             :: o == NOREPLY -> extend(i, tok, r)
+             :: o == NOREPLY -> extend(SIDE(h, i), tok, r)
              :: o == LOST
              :: o == STALL -> later(h, i, P_EXT, tok, 0)
              fi;
@@ -798,8 +888,8 @@ proctype Holder(byte h) {
                 :: res[i] == MISSING ->
                    network(o, h, i);
                    if
-                   :: o == OK -> heal(i, tok, fence, r); res[i] = r
-                   :: o == NOREPLY -> heal(i, tok, fence, r); res[i] = NONE; answered--
+                   :: o == OK -> heal(SIDE(h, i), tok, fence, r); res[i] = r
+                   :: o == NOREPLY -> heal(SIDE(h, i), tok, fence, r); res[i] = NONE; answered--
                    :: o == LOST -> res[i] = NONE; answered--
                    :: o == STALL -> later(h, i, P_HEAL, tok, fence); res[i] = NONE; answered--
                    fi
@@ -888,7 +978,7 @@ proctype Holder(byte h) {
        :: i < NODES ->
           network(o, h, i);
           if
-          :: o == OK || o == NOREPLY -> release(i, tok)
+          :: o == OK || o == NOREPLY -> release(SIDE(h, i), tok)
           :: o == LOST
           :: o == STALL -> later(h, i, P_REL, tok, 0)
           fi;

@@ -61,7 +61,8 @@ pub fn acquire(ctx: &Context, args: AcquireArgs) -> Result<Exit> {
         return Ok(Exit::Success);
     }
     let token = lock::new_token()?;
-    let holder = calling_process(args.label.as_deref());
+    let mut holder = calling_process(args.label.as_deref());
+    holder.replicas = Some(replicas).filter(|n| *n > 0);
     let request = Request {
         claim: Claim {
             keys: &keys,

@@ -159,6 +159,45 @@ impl std::fmt::Display for Unacknowledged {
 
 impl std::error::Error for Unacknowledged {}
 
+/// Which faults keep the lock exclusive when holders ask `asked` acknowledgements of a master
+/// with `replicas` replicas (docs/guide.md, "What each setting survives"), in words for
+/// `doctor`. A partition counts a replica cut off as down: a holder cut off with the old
+/// master keeps renewing while the replicas on its side are enough, and at the heal the new
+/// master's grant counts at once.
+pub fn guarantee(asked: u32, replicas: usize) -> String {
+    let asked = asked as usize;
+    let majority = replicas / 2 + 1;
+    if asked == 0 {
+        "a failover or a partition can let a second holder run".to_owned()
+    } else if asked >= replicas {
+        "exclusive through a master crash and every partition; unavailable while any replica \
+         is away"
+            .to_owned()
+    } else if asked >= majority {
+        format!(
+            "exclusive through a master crash and a partition that leaves fewer than {asked} \
+             replicas with the old master; --replicas {replicas} (every replica) keeps it \
+             through every partition"
+        )
+    } else {
+        format!(
+            "exclusive through a master crash and a partition that leaves no{} replica with the \
+             old master, not one that leaves {} with it; --replicas {replicas} (every replica) \
+             keeps it through every partition",
+            if asked == 1 {
+                String::new()
+            } else {
+                format!(" more than {}", asked - 1)
+            },
+            if asked == 1 {
+                "one".to_owned()
+            } else {
+                asked.to_string()
+            }
+        )
+    }
+}
+
 /// Whether `err` says that too few replicas acknowledged a write.
 pub fn is_unacknowledged(err: &anyhow::Error) -> bool {
     err.chain()
@@ -330,6 +369,17 @@ pub fn of_masters(con: &mut Conn) -> Result<Vec<(Option<String>, Replication)>> 
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn the_guarantee_follows_the_setting_and_the_replicas() {
+        assert!(super::guarantee(1, 2).contains("not one that leaves one with it"));
+        assert!(super::guarantee(1, 2).contains("--replicas 2"));
+        assert!(super::guarantee(2, 2).contains("every partition; unavailable"));
+        assert!(super::guarantee(3, 2).contains("every partition"));
+        assert!(super::guarantee(2, 3).contains("fewer than 2 replicas"));
+        assert!(super::guarantee(1, 1).contains("every partition"));
+        assert!(super::guarantee(0, 2).contains("second holder"));
+    }
     use super::*;
 
     const INFO: &str = "# Replication\r\nrole:master\r\nconnected_slaves:2\r\n\

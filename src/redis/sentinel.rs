@@ -5,6 +5,7 @@
 //! TLS inside and could not trust a server's own certificate, and it connected to the master
 //! twice.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
@@ -36,7 +37,139 @@ impl Server {
     /// `timeout` from now, and the lookup ends there: a hung sentinel, or a stale one naming a
     /// hung old master, cannot hide the others. All on redlock's own connections, so sentinels
     /// and master get the TLS of `rediss://`.
+    ///
+    /// That is the first connection of a run, two round trips when nothing failed. Every later
+    /// one — a reconnection, after a failover perhaps — trusts no single sentinel: a sentinel
+    /// cut off from the others, or one that has not yet seen the failover, names the old
+    /// master, which may still say it is one. So a reconnection uses the master a majority of
+    /// the sentinels name ([`Server::agreed_master`]).
     pub(super) fn master(&self, timeout: Duration) -> Result<Wire> {
+        if LOOKED_UP.load(Ordering::Relaxed) {
+            return self.agreed_master(timeout);
+        }
+        let con = self.first_master(timeout)?;
+        LOOKED_UP.store(true, Ordering::Relaxed);
+        Ok(con)
+    }
+
+    /// The master a majority of the URL's sentinels name, once it says with `ROLE` that it is
+    /// one. The sentinels are asked at once, each in a thread; as soon as a majority name one
+    /// address it is connected to. Sentinels that disagree, or a master named that says it is
+    /// a replica (a failover under way), are asked again after a pause, until `timeout` from
+    /// now.
+    fn agreed_master(&self, timeout: Duration) -> Result<Wire> {
+        let Target::Sentinel {
+            sentinels,
+            service,
+            master,
+            tls,
+            ca_file,
+        } = &self.target
+        else {
+            unreachable!("only Sentinel has a master to look up");
+        };
+        let deadline = Instant::now() + timeout;
+        let majority = sentinels.len() / 2 + 1;
+        let asking = |sentinel: &ConnectionInfo| Asked {
+            sentinel: sentinel.clone(),
+            service: service.clone(),
+            master: master.clone(),
+            tls: tls.clone(),
+            ca_file: ca_file.clone(),
+            deadline,
+            claimed: Arc::new(Mutex::new(Vec::new())),
+        };
+        loop {
+            let (tx, rx) = mpsc::channel();
+            for sentinel in sentinels {
+                let asked = asking(sentinel);
+                let tx = tx.clone();
+                std::thread::Builder::new()
+                    .name("sentinel".into())
+                    .stack_size(256 * 1024)
+                    .spawn(move || {
+                        let address = address_of(&asked.sentinel);
+                        let _ = tx.send(asked.ask().map_err(|e| asked.refusal(&address, e)));
+                    })
+                    .context("cannot start a Sentinel lookup")?;
+            }
+            drop(tx);
+            let mut named: Vec<((String, u16), usize)> = Vec::new();
+            let mut last_error: Option<anyhow::Error> = None;
+            let mut agreed = None;
+            while agreed.is_none() {
+                let left = deadline.saturating_duration_since(Instant::now());
+                match rx.recv_timeout(left) {
+                    Ok(Ok(Some(address))) => match named.iter_mut().find(|(a, _)| *a == address) {
+                        Some((_, n)) => {
+                            *n += 1;
+                            if *n >= majority {
+                                agreed = Some(address);
+                            }
+                        }
+                        None if majority <= 1 => agreed = Some(address),
+                        None => named.push((address, 1)),
+                    },
+                    Ok(Ok(None)) => {
+                        last_error = Some(anyhow!("a sentinel knows no master named {service}"));
+                    }
+                    Ok(Err(e)) => {
+                        if decided(&e) {
+                            return Err(e);
+                        }
+                        last_error = Some(e);
+                    }
+                    Err(_) => break,
+                }
+            }
+            let why = match agreed {
+                Some((host, port)) => {
+                    let named = format!(
+                        "the master {host}:{port} that {majority} of the {} sentinels name for \
+                         {service}",
+                        sentinels.len()
+                    );
+                    match asking(&sentinels[0]).connect_master(&named, &host, port) {
+                        Ok(con) => {
+                            con.set_timeouts(timeout)?;
+                            return Ok(con);
+                        }
+                        Err(e) if decided(&e) => return Err(e),
+                        Err(e) => e,
+                    }
+                }
+                None => {
+                    let said: Vec<String> = named
+                        .iter()
+                        .map(|((host, port), n)| format!("{host}:{port} by {n}"))
+                        .collect();
+                    let disagree = anyhow!(
+                        "no {majority} of the {} sentinels of {} name one master for {service} \
+                         (named: {})",
+                        sentinels.len(),
+                        self.name,
+                        if said.is_empty() {
+                            "none".to_owned()
+                        } else {
+                            said.join(", ")
+                        }
+                    );
+                    match last_error {
+                        Some(e) => e.context(disagree),
+                        None => disagree,
+                    }
+                }
+            };
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left < AGAIN {
+                return Err(why);
+            }
+            std::thread::sleep(AGAIN);
+        }
+    }
+
+    /// The first lookup of a run: the first master named that says it is one.
+    fn first_master(&self, timeout: Duration) -> Result<Wire> {
         let Target::Sentinel {
             sentinels,
             service,
@@ -135,6 +268,13 @@ impl Server {
     }
 }
 
+/// Whether this process has looked a master up already: every later lookup is a reconnection,
+/// and asks a majority of the sentinels ([`Server::master`]).
+static LOOKED_UP: AtomicBool = AtomicBool::new(false);
+
+/// The pause before the sentinels are asked again when they did not agree on a master.
+const AGAIN: Duration = Duration::from_millis(100);
+
 /// What a sentinel's thread tells the lookup.
 enum Lookup {
     /// The master it is about to try, in words for a message.
@@ -167,18 +307,19 @@ impl Asked {
 
     /// A connection to the master this sentinel names; `None` when another thread tries that
     /// master. Tells `lookup` which master it tries before trying it.
+    /// The master this sentinel names, if it names one.
+    fn ask(&self) -> RedisResult<Option<(String, u16)>> {
+        let mut con = Wire::connect(&self.sentinel, self.tls.as_ref(), self.left(), self.left())?;
+        con.set_timeouts(self.left())?;
+        redis::cmd("SENTINEL")
+            .arg("GET-MASTER-ADDR-BY-NAME")
+            .arg(&self.service)
+            .query(&mut con)
+    }
+
     fn master(&self, lookup: &mpsc::Sender<Lookup>) -> Result<Option<Wire>> {
         let address = address_of(&self.sentinel);
-        let ask = || -> RedisResult<Option<(String, u16)>> {
-            let mut con =
-                Wire::connect(&self.sentinel, self.tls.as_ref(), self.left(), self.left())?;
-            con.set_timeouts(self.left())?;
-            redis::cmd("SENTINEL")
-                .arg("GET-MASTER-ADDR-BY-NAME")
-                .arg(&self.service)
-                .query(&mut con)
-        };
-        let (host, port) = match ask() {
+        let (host, port) = match self.ask() {
             Ok(Some(named)) => named,
             Ok(None) => {
                 return Err(anyhow!(

@@ -475,6 +475,16 @@ impl Wire {
         self.io.socket()
     }
 
+    /// The address of the server at the other end (`None` on a unix socket): whether two
+    /// connections reach the same server, as a Sentinel client asks after a failover.
+    pub fn peer(&self) -> Option<std::net::SocketAddr> {
+        match &self.io {
+            Io::Tcp(s) => s.peer_addr().ok(),
+            Io::Unix(_) => None,
+            Io::Tls(s) => s.sock.peer_addr().ok(),
+        }
+    }
+
     /// Subscribes to `channels`, reading the confirmations. After this only
     /// [`Wire::recv_response`] makes sense (each message is one reply).
     pub fn subscribe(&mut self, channels: &[String]) -> RedisResult<()> {

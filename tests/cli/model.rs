@@ -30,7 +30,7 @@ fn the_safety_model_holds_and_each_mechanism_it_relies_on_is_needed() {
     let lines: Vec<&str> = stdout.lines().filter(|l| l.starts_with("ok ")).collect();
     assert_eq!(
         lines.len(),
-        30,
+        32,
         "model/check:
 {stdout}
 {stderr}"

@@ -293,6 +293,11 @@ fn doctor_warns_of_replicas_without_replicas_and_fails_when_too_few_acknowledge(
         .args(["doctor", "--replicas", "1"])
         .exits_with(1);
     assert!(finding(&outcome, "ok").contains("1 replica"), "{outcome}");
+    // With every replica the master has, the guarantee holds through every partition.
+    assert!(
+        finding(&outcome, "ok").contains("exclusive through a master crash and every partition"),
+        "{outcome}"
+    );
     let outcome = Redlock::new(&master)
         .env("REDLOCK_REPLICAS", "2")
         .arg("doctor")
@@ -372,4 +377,35 @@ fn on_a_cluster_the_wait_goes_to_the_shard_that_ran_the_script() {
         .filter(|l| l.starts_with("replication") && l.contains("1 replica connected"))
         .count();
     assert_eq!(masters, 3, "{status}");
+}
+
+#[test]
+fn status_says_which_replicas_setting_the_holder_runs_with() {
+    let (master, _replica) = replicated();
+    for replicas in [None, Some("1")] {
+        let mut redlock = Redlock::new(&master).args(["run", "--key", "job", "--ttl", "10s"]);
+        if let Some(n) = replicas {
+            redlock = redlock.args(["--replicas", n]);
+        }
+        let mut run = redlock.args(["-c", child::HOLD]).spawn();
+        run.expect_line("ready");
+        let lock = crate::support::lock_status(&master, "job");
+        let text = Redlock::new(&master).args(["status", "job"]).run();
+        run.close_stdin();
+        run.exits_with(0);
+        match replicas {
+            Some(n) => {
+                assert_eq!(lock.int("holder.replicas").to_string(), n, "{lock}");
+                assert!(
+                    text.stdout
+                        .contains(&format!("replicas  --replicas {n}: each renewal")),
+                    "{text}"
+                );
+            }
+            None => {
+                assert!(lock.expect("holder.replicas").is_null(), "{lock}");
+                assert!(!text.stdout.contains("replicas  --"), "{text}");
+            }
+        }
+    }
 }

@@ -11,7 +11,7 @@ use redis::RedisResult;
 
 use super::permissions::{User, is_denied};
 use super::{Report, answered};
-use crate::lock::replicas::Replication;
+use crate::lock::replicas::{Replication, guarantee};
 use crate::redis::server::Conn;
 use crate::report::exit::Exit;
 
@@ -266,10 +266,11 @@ pub(super) fn check_replication(
         Ok(acked) if !lagging.is_empty() => report.warn(
             CHECK,
             format!(
-                "--replicas {replicas}: {} acknowledge, but {} lag or are not in sync ({})",
+                "--replicas {replicas}: {} acknowledge, but {} lag or are not in sync ({}); {}",
                 super::plural(acked.max(0) as usize, "replica"),
                 lagging.join(", "),
-                r.describe()
+                r.describe(),
+                guarantee(replicas, r.replicas.len())
             ),
             "check the replicas' links to the primary: a lagging replica delays every acquire \
              and renewal"
@@ -278,9 +279,10 @@ pub(super) fn check_replication(
         Ok(acked) => report.ok(
             CHECK,
             format!(
-                "--replicas {replicas}: {} acknowledge ({})",
+                "--replicas {replicas}: {} acknowledge ({}); {}",
                 super::plural(acked.max(0) as usize, "replica"),
-                r.describe()
+                r.describe(),
+                guarantee(replicas, r.replicas.len())
             ),
         ),
     }

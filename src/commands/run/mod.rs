@@ -174,6 +174,7 @@ fn run_locked(ctx: &Context, args: RunArgs) -> Result<Exit> {
     holder.irreplaceable = plan.args.no_replace || !plan.keys.also.is_empty();
     // A first lease cut to cover --max-runtime is never renewed (see Lease::first_ttl).
     holder.no_renewal = plan.first_ttl < plan.lease.ttl;
+    holder.replicas = Some(plan.args.replicas).filter(|n| *n > 0);
     let mut hold = match hold::take(ctx, &mut nodes, &plan, &token, &holder, &signals, started)? {
         Took::Held(hold) => hold,
         Took::Refused(exit) => return Ok(exit),

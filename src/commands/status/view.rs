@@ -27,6 +27,7 @@
 //!    "holder": null | {"host", "pid", "user", "command", "started_ms", "renewed_ms",
 //!                      "ttl_ms", "fence", "finished", "stop_asked_by" (null, or who
 //!                      asked it to stop with --replace: "web-2 (pid 4242, user deploy)"),
+//!                      "replicas" (the holder's --replicas N, null without it),
 //!                      "age_ms", "since_renewal_ms",
 //!                      "pid_alive": true | false | null (null: not on this host)},
 //!    "last_run": null | {"outcome": "ok"|"failed"|"killed"|"lease lost"|"timed out"|"replaced",
@@ -518,6 +519,12 @@ impl Facts<'_> {
                         ));
                     }
                     out.push_str(&format!("  lease     {}\n", self.liveness(h, alive)));
+                    // Which faults the holder's lock survives (docs/guide.md's table).
+                    if let Some(n) = h.replicas {
+                        out.push_str(&format!(
+                            "  replicas  --replicas {n}: each renewal counts once {n} acknowledge it\n"
+                        ));
+                    }
                     if let Some(by) = &h.stop_asked_by {
                         out.push_str(&format!("  stopping  asked to stop by {by} (--replace)"));
                         // A kept hold or a dead holder has no command left to stop.

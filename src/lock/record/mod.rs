@@ -133,6 +133,10 @@ pub struct Holder {
     /// whose first lease already covers its `--max-runtime`. Its `who` says `renew=no`, so
     /// that readers do not count a renewal it never meant to make as missed.
     pub no_renewal: bool,
+    /// `--replicas N` (N ≥ 1): each of this holder's renewals counts once N replicas
+    /// acknowledged it, which decides the faults its lock survives (`lock::replicas::guarantee`).
+    /// Kept in `who` as `replicas=N`; absent without `--replicas`.
+    pub replicas: Option<u32>,
 }
 
 /// The holder record's fields; the scripts may name no others.
@@ -180,6 +184,9 @@ impl Holder {
         if let Some(command) = &self.command {
             out.push(("cmd", command.clone()));
         }
+        if let Some(n) = self.replicas.filter(|n| *n > 0) {
+            out.push(("replicas", n.to_string()));
+        }
         out
     }
 
@@ -219,6 +226,9 @@ impl Holder {
             irreplaceable: get(fields, "replace") == Some("no"),
             stop_asked_by: text(fields, "stop"),
             no_renewal: get(who, "renew") == Some("no"),
+            replicas: num(who, "replicas")
+                .and_then(|n| u32::try_from(n).ok())
+                .filter(|n| *n > 0),
         })
     }
 
@@ -280,6 +290,7 @@ impl Holder {
                 "stop_asked_by",
                 Json::opt_str(self.stop_asked_by.as_deref()),
             ),
+            ("replicas", Json::opt_num(self.replicas.map(i64::from))),
             ("age_ms", Json::opt_num(self.started_ms.map(|s| now_ms - s))),
             (
                 "since_renewal_ms",

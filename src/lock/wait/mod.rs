@@ -53,6 +53,11 @@
 //! every node orders the waiters alike (waiters on hosts whose clocks differ are ordered by
 //! their clocks). A waiter that gives up (its wait runs out, a signal) leaves the queue at once.
 //!
+//! Behind Sentinel a waiter follows a failover: an attempt its master does not answer (killed,
+//! frozen, cut off), or a master demoted under it, sends the waiter to the sentinels again for
+//! as long as its wait lasts, and it waits on the master they name (`on_server`), keeping its
+//! place where the queue reached the new master, joining at the back where it did not.
+//!
 //! The wait itself is a `sigtimedwait`, so INT/TERM/… end it at once with 128+N and nothing held.
 
 mod on_server;

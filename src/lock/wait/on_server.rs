@@ -19,7 +19,7 @@ use super::{Request, Spent, Taken, moved, settle};
 use crate::lock::nodes::Nodes;
 use crate::lock::{self, Acquire, Busy, QUEUE_REFRESH};
 use crate::redis::wire::Wire;
-use crate::report::error::{is_server_reply, is_timeout};
+use crate::report::error::{is_readonly, is_server_reply, is_timeout, redis_errors};
 use crate::supervise::lease::Moment;
 use crate::supervise::signals::{self, Event, Signals};
 
@@ -80,9 +80,26 @@ pub(super) fn wait_for_grant(
     // — a failover, a restart or a FLUSHALL loses the queue and the lock with it —; and after
     // an attempt the server could not run (it did not know the script, as after a restart).
     let mut at_once = false;
+    // Sentinel: a master that stops answering is asked about again for as long as the wait
+    // lasts ([`follow`]), since a failover gives the service a new one. Why the master could
+    // not be used, while it could not: what the wait ends with if it runs out meanwhile.
+    let sentinel = server.is_sentinel();
+    let mut unanswered: Option<anyhow::Error> = None;
+    // The master answered a new connection while the attempt on the old one did not.
+    let mut answered_anew = false;
+    let look_pace = fast.max(LOOKUP_PACE);
     let ended = loop {
         let now = Instant::now();
         if now >= until {
+            if let Some(e) = unanswered.take() {
+                // An attempt unanswered on a master out of reach is abandoned behind itself.
+                if in_flight.take().is_some()
+                    && let Some(mut lost) = con.take()
+                {
+                    lock::abandon_single(&mut lost, keys, req.claim.token);
+                }
+                break Err(e);
+            }
             break Ok(Taken::Busy(busy.clone()));
         }
         let c = match con.as_mut() {
@@ -91,14 +108,23 @@ pub(super) fn wait_for_grant(
                 Ok(c) => {
                     let _ = c.set_timeouts(read_timeout);
                     at_once = true;
+                    if unanswered.take().is_some() {
+                        followed(keys, &c);
+                    }
                     con.insert(c)
                 }
                 Err(e) => {
                     let since = *unreachable_since.get_or_insert(now);
-                    if now.duration_since(since) >= req.timeout {
+                    if !sentinel && now.duration_since(since) >= req.timeout {
                         break Err(e);
                     }
-                    match wait_for(signals, &doorbell, None, fast.min(until - now)) {
+                    let pace = if sentinel {
+                        unanswered = Some(e);
+                        look_pace
+                    } else {
+                        fast
+                    };
+                    match wait_for(signals, &doorbell, None, pace.min(until - now)) {
                         Waited::Interrupted(sig) => break Ok(Taken::Interrupted(sig)),
                         Waited::Stop => crate::supervise::child::stop_self(),
                         Waited::Nothing => {}
@@ -150,6 +176,58 @@ pub(super) fn wait_for_grant(
             if Instant::now() < answer_due {
                 continue;
             }
+            if sentinel {
+                // The master does not answer: frozen, cut off, or gone. The sentinels are asked
+                // again; the attempt stays on its connection until another master is named.
+                let old = c.peer();
+                let again = server.connect_direct(req.timeout);
+                match again {
+                    // The same master answers a new connection: the attempt on the old one is
+                    // waited for once more (it is answered when the server gets to it); if it
+                    // still is not, that connection is dead, and the new one is used.
+                    Ok(new) if new.peer() == old && old.is_some() && !answered_anew => {
+                        answered_anew = true;
+                        in_flight = Some((sent, Instant::now(), block));
+                        drop(new);
+                    }
+                    // Another master (a failover): the attempt is abandoned behind itself on
+                    // the old one, whose undoing can only meet the old master, and the next
+                    // attempt runs at once on the new one.
+                    Ok(new) => {
+                        if let Some(mut lost) = con.take() {
+                            lock::abandon_single(&mut lost, keys, req.claim.token);
+                        }
+                        let _ = new.set_timeouts(read_timeout);
+                        followed(keys, &new);
+                        con = Some(new);
+                        in_flight = None;
+                        at_once = true;
+                        answered_anew = false;
+                        unanswered = None;
+                        unreachable_since = None;
+                    }
+                    Err(e) => {
+                        unanswered = Some(e);
+                        let Some(c) = con.as_mut() else { continue };
+                        let left = until.saturating_duration_since(Instant::now());
+                        match wait_for(signals, &doorbell, Some(c.fd()), look_pace.min(left)) {
+                            Waited::Interrupted(sig) => break Ok(Taken::Interrupted(sig)),
+                            // Nothing can be read from a master out of reach: the attempt is
+                            // abandoned, and the next one, once continued, joins at the back.
+                            Waited::Stop => {
+                                if let Some(mut lost) = con.take() {
+                                    lock::abandon_single(&mut lost, keys, req.claim.token);
+                                }
+                                in_flight = None;
+                                step_out(nodes, req, &queue, &mut con, false);
+                                crate::supervise::child::stop_self();
+                            }
+                            Waited::Nothing => {}
+                        }
+                    }
+                }
+                continue;
+            }
             // No answer: abandoned behind itself, as for any timed-out acquire.
             if let Some(mut lost) = con.take() {
                 lock::abandon_single(&mut lost, keys, req.claim.token);
@@ -167,6 +245,8 @@ pub(super) fn wait_for_grant(
         match lock::grant_reply(c, &req.claim, &queue, ack) {
             Ok(answer) => {
                 unreachable_since = None;
+                unanswered = None;
+                answered_anew = false;
                 let Some(answer) = answer else {
                     at_once = true;
                     continue;
@@ -195,6 +275,12 @@ pub(super) fn wait_for_grant(
                     }
                 }
             }
+            // Sentinel: a master demoted under the attempt (a failover): the next attempt runs
+            // at once on the master the sentinels name now.
+            Err(e) if sentinel && demoted(&e) => {
+                unanswered = Some(e);
+                con = None;
+            }
             Err(e) if is_server_reply(&e) => {
                 if let Some(c) = con.take() {
                     nodes.give_back(c);
@@ -213,8 +299,11 @@ pub(super) fn wait_for_grant(
                 break Err(e);
             }
             // A lost connection: a new one, and the next attempt.
-            Err(_) => {
+            Err(e) => {
                 unreachable_since.get_or_insert(now);
+                if sentinel {
+                    unanswered = Some(e);
+                }
                 con = None;
             }
         }
@@ -236,6 +325,31 @@ pub(super) fn wait_for_grant(
         nodes.count_busy(keys, req.claim.holder);
     }
     Some(ended)
+}
+
+/// The least pause between two Sentinel lookups while the master is out of reach.
+const LOOKUP_PACE: Duration = Duration::from_millis(100);
+
+/// Whether the server turned replica under an attempt: a write refused (`READONLY`), or its
+/// blocking pop ended by the change (`UNBLOCKED`).
+fn demoted(err: &anyhow::Error) -> bool {
+    is_readonly(err) || redis_errors(err).any(|e| e.code() == Some("UNBLOCKED"))
+}
+
+/// With `-v`, says that the wait goes on on another connection after its master was out of
+/// reach: the master the sentinels name now (another, after a failover).
+fn followed(keys: &crate::lock::keys::Keys, con: &Wire) {
+    let at = con
+        .peer()
+        .map_or_else(|| "it".to_owned(), |a| a.to_string());
+    crate::report::log::info(
+        "master_followed",
+        &format!(
+            "{}: the master was out of reach; waiting on the master the sentinels name now, {at}",
+            keys.lock
+        ),
+        &[("key", (&keys.lock).into()), ("master", at.as_str().into())],
+    );
 }
 
 /// The block of an attempt that is to run at once: the shortest a blocking pop takes.

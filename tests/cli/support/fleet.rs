@@ -103,6 +103,29 @@ impl Fleet {
         group.master.kill9();
     }
 
+    /// Makes sentinel `which` name the server on `port` as `service`'s master (it forgets
+    /// the real one and monitors that one instead), as a sentinel that has not seen a failover
+    /// names the old master. The other sentinels still reach their quorum without it.
+    pub fn mislead(&self, service: usize, which: usize, port: u16) {
+        let name = &self.groups[service].name;
+        let sentinel = &self.sentinels[which];
+        let _: () = sentinel
+            .query(&["SENTINEL", "REMOVE", name])
+            .expect("SENTINEL REMOVE");
+        let port = port.to_string();
+        let _: () = sentinel
+            .query(&["SENTINEL", "MONITOR", name, "127.0.0.1", &port, "2"])
+            .expect("SENTINEL MONITOR");
+        wait_until(
+            &format!("sentinel {} to name port {port}", sentinel.port),
+            READY_TIMEOUT,
+            || {
+                (sentinel.master_port(name).map(|p| p.to_string()) == Some(port.clone()))
+                    .then_some(())
+            },
+        );
+    }
+
     /// Waits until a sentinel names the promotable replica as the service's master and it is
     /// one. Returns how long that took.
     pub fn wait_for_failover(&self, service: usize) -> Duration {

@@ -9,6 +9,7 @@ pub mod cluster;
 pub mod fleet;
 pub mod json;
 pub mod monitor;
+pub mod netns;
 pub mod poll;
 pub mod process;
 pub mod proxy;

@@ -19,8 +19,8 @@
 //!    counted, as the server counts them: an entry is live until its deadline, whoever owns it.
 //!    In a quorum the bound is what a majority of nodes says in one round of samples.
 //! 3. **No 69 with time left**: a `--wait` run that exits 69 before its wait ran out, although
-//!    no server was restarted, slept or failed over during its life, is a failure (dropped
-//!    connections do not excuse it: a waiter reconnects). A
+//!    no server was restarted or slept during its life, is a failure (dropped connections and
+//!    failovers do not excuse it: a waiter reconnects, and asks the sentinels again). A
 //!    frozen waiter is held to it too: a freeze breaks no connection (the servers keep idle
 //!    clients), so a waiter thawed with time left has nothing to be unavailable about.
 //! 4. **The last replacer runs**: on a key whose replacers arrived ≥ 0.3 s apart, the last
@@ -1102,10 +1102,12 @@ impl Played {
             }
             let ended = run.ended();
             let time_left = ended + 500_000 < run.arrived + wait * 1_000_000;
-            // A dropped connection is no unhealthy server: a waiter gets past it.
+            // A dropped connection is no unhealthy server: a waiter gets past it. Nor is a
+            // failover: a waiter asks the sentinels again and waits on the new master.
             let unhealthy = self.disturbances.iter().any(|d| {
                 d.what.of_servers()
                     && d.what != Disturbance::ClientKill
+                    && d.what != Disturbance::Failover
                     && d.from <= ended
                     && d.to >= run.arrived
             });

@@ -1,0 +1,191 @@
+//! A waiter follows a failover (Sentinel): while its `--wait` lasts, a waiter whose master stops
+//! answering — killed, or frozen with SIGSTOP — asks the sentinels again and waits on the
+//! master they name after the failover, then runs once the holder is gone. It does not end with
+//! 69 while it has wait left.
+//!
+//! Each test plays it on a fleet of its own (`support/fleet.rs`: three sentinels, a master, a
+//! promotable replica): a holder runs a short command, a waiter queues behind it, and the
+//! master goes. The waiter says with `-v` when it follows (`master_followed`); the test prints
+//! how long after the master went that was, and how long after the sentinels named the new
+//! master.
+//!
+//! And a reconnection never trusts a stale master: it connects to the master a majority of
+//! the sentinels name, not the first one named.
+
+use std::time::{Duration, Instant};
+
+use crate::support::Redlock;
+use crate::support::fleet::Fleet;
+use crate::support::poll::wait_until;
+
+/// The waiter's own timeout: an attempt unanswered this long past its block is a master out
+/// of reach.
+const TIMEOUT: &str = "2s";
+
+#[derive(Clone, Copy, Debug)]
+enum Loss {
+    /// Links cut, then the master killed.
+    Killed,
+    /// The master frozen (SIGSTOP): its connections stay open, nothing is answered.
+    Frozen,
+}
+
+fn follow(loss: Loss) {
+    let mut fleet = Fleet::start(1);
+    let url = fleet.url(0);
+    let key = "follow";
+    let holder = Redlock::without_url()
+        .args(["--url", &url, "--timeout", TIMEOUT, "run", "--key", key])
+        .args(["--ttl", "4s", "--", "sleep", "3"])
+        .timeout(Duration::from_secs(60))
+        .spawn();
+    let master = &fleet.group(0).master;
+    wait_until("the holder's grant", Duration::from_secs(20), || {
+        master.exists(key).then_some(())
+    });
+    let waiter = Redlock::without_url()
+        .args([
+            "-v",
+            "--url",
+            &url,
+            "--timeout",
+            TIMEOUT,
+            "run",
+            "--key",
+            key,
+        ])
+        .args(["--ttl", "4s", "--wait", "60s", "--", "true"])
+        .timeout(Duration::from_secs(90))
+        .spawn();
+    master.wait_until_waiting_on_server(key, 1);
+    // The promotable replica lags by 300 ms: what the holder and the waiter wrote reaches it.
+    std::thread::sleep(Duration::from_millis(600));
+    let lost = Instant::now();
+    match loss {
+        Loss::Killed => fleet.lose_master(0),
+        Loss::Frozen => fleet.group(0).master.pause(),
+    }
+    let failover = fleet.wait_for_failover(0);
+    let named = lost + failover;
+    wait_until(
+        "the waiter to follow the failover",
+        Duration::from_secs(40),
+        || {
+            waiter
+                .stderr_contains("the sentinels name now")
+                .then_some(())
+        },
+    );
+    let followed = lost.elapsed();
+    let outcome = waiter.wait();
+    let holder = holder.wait();
+    println!(
+        "{loss:?}: the sentinels named the new master {failover:?} after the loss; the waiter \
+         followed {followed:?} after the loss ({:?} after the new master was named); waiter \
+         exit {:?}, holder exit {:?}",
+        followed.saturating_sub(named.duration_since(lost)),
+        outcome.code(),
+        holder.code()
+    );
+    outcome.expect_code(0);
+    assert!(
+        outcome.stderr.contains("the sentinels name now"),
+        "the waiter did not say it followed:\n{}",
+        outcome.stderr
+    );
+}
+
+#[test]
+fn a_waiter_follows_a_failover_from_a_killed_master() {
+    follow(Loss::Killed);
+}
+
+#[test]
+fn a_waiter_follows_a_failover_from_a_frozen_master() {
+    follow(Loss::Frozen);
+}
+
+/// A reconnection trusts no lone sentinel: one sentinel names another server, a master too
+/// (as a sentinel cut off from the others, or one that has not seen a failover, names the old
+/// master), while two name the real one. The holder's connection is dropped again and again;
+/// each time its heartbeat reconnects, to the master the majority names, and renews there.
+/// The lone sentinel's master never sees a renewal, and the holder keeps its lease.
+#[test]
+fn a_reconnection_uses_the_master_a_majority_of_sentinels_name() {
+    let fleet = Fleet::start(1);
+    let url = fleet.url(0);
+    let key = "agreed";
+    let stale = crate::support::RedisServer::start();
+    let scratch = crate::support::TempDir::new("agreed");
+    let done = scratch.join("done");
+    let script = format!(
+        "echo ready; while [ ! -e {} ]; do sleep 0.05; done",
+        done.display()
+    );
+    let mut holder = Redlock::without_url()
+        .args([
+            "-v",
+            "--url",
+            &url,
+            "--timeout",
+            TIMEOUT,
+            "run",
+            "--key",
+            key,
+        ])
+        .args(["--ttl", "3s", "--", "sh", "-c", &script])
+        .timeout(Duration::from_secs(60))
+        .spawn();
+    holder.expect_line("ready");
+    // After the first connection: that one is the run's start-up, not a reconnection.
+    fleet.mislead(0, 0, stale.port());
+    let master = &fleet.group(0).master;
+    for round in 0..6 {
+        drop_holders_connections(master);
+        // A renewal after the drop: the lease's time to live rises again.
+        let mut least = master.pttl(key).unwrap_or_default();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let now = master.pttl(key).unwrap_or_default();
+            if now > least + Duration::from_millis(300) {
+                break;
+            }
+            least = least.min(now);
+            if holder.has_exited() || Instant::now() >= deadline {
+                holder.kill9();
+                let outcome = holder.wait();
+                let stats: String = stale.query(&["INFO", "commandstats"]);
+                panic!(
+                    "the holder did not renew on the real master after drop {round}: exit \
+                     {:?}\n{}\nthe lone sentinel's master saw: {stats}",
+                    outcome.code(),
+                    outcome.stderr
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    std::fs::write(&done, "").expect("write the done file");
+    let outcome = holder.wait();
+    let stats: String = stale.query(&["INFO", "commandstats"]);
+    println!(
+        "the lone sentinel's master saw: {}",
+        stats.replace("\r\n", " ")
+    );
+    assert!(
+        !stats.contains("cmdstat_evalsha") && !stats.contains("cmdstat_eval:"),
+        "a reconnection renewed on the master a lone sentinel named:\n{stats}"
+    );
+    outcome.expect_code(0);
+}
+
+/// Closes the connections on `master` whose last command was a script (the holder's), and no
+/// other: the sentinels' and the replicas' stay.
+fn drop_holders_connections(master: &crate::support::RedisServer) {
+    let list: String = master.query(&["CLIENT", "LIST"]);
+    for line in list.lines().filter(|l| l.contains("cmd=evalsha")) {
+        if let Some(id) = line.split(' ').find_map(|field| field.strip_prefix("id=")) {
+            let _: redis::RedisResult<()> = master.try_query(&["CLIENT", "KILL", "ID", id]);
+        }
+    }
+}
