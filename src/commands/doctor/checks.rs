@@ -220,9 +220,14 @@ pub(super) fn check_replication(
                      or renewed, and a second holder can start",
                     r.describe()
                 ),
-                "run with --replicas 1 (REDLOCK_REPLICAS=1): a grant and each renewal then \
-                 count only once a replica acknowledged them"
-                    .into(),
+                format!(
+                    "run with --replicas {n} (REDLOCK_REPLICAS={n}, every replica): a grant and \
+                     each renewal then count only once every replica acknowledged them, which \
+                     keeps the lock through a failover and every partition (and makes it \
+                     unavailable while a replica is away); --replicas 1 keeps it through a \
+                     master crash, not a partition that leaves a replica with the old master",
+                    n = r.replicas.len().max(1)
+                ),
             );
         }
         return Ok(());

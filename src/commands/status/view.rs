@@ -522,7 +522,8 @@ impl Facts<'_> {
                     // Which faults the holder's lock survives (docs/guide.md's table).
                     if let Some(n) = h.replicas {
                         out.push_str(&format!(
-                            "  replicas  --replicas {n}: each renewal counts once {n} acknowledge it\n"
+                            "  replicas  --replicas {n}: each renewal counts once {n} acknowledge it (what that \
+                             survives: redlock doctor --replicas {n})\n"
                         ));
                     }
                     if let Some(by) = &h.stop_asked_by {
