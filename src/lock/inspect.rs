@@ -454,6 +454,15 @@ pub fn decode(chunk: &[Value], k: &Keys, cluster: bool, now_ms: i64) -> Reading 
     let key_type: String = redis::from_redis_value_ref(&chunk[0]).map_err(|e| value(0, e))?;
     let (token, fence): (Option<String>, Option<String>) =
         redis::from_redis_value_ref(&chunk[1]).map_err(|e| value(1, e))?;
+    // Layout 1's fence counter is plain digits; a later layout writes `VERSION:FENCE` there
+    // (docs/design.md, "Data layout 1"), which every take already refuses.
+    if let Some((version, _)) = fence.as_deref().and_then(|f| f.split_once(':')) {
+        return Err(Unreadable {
+            key: k.fence.clone(),
+            error: RedisError::from(std::io::Error::other("layout")),
+            layout: Some(version.to_string()),
+        });
+    }
     let pttl_ms: i64 = redis::from_redis_value_ref(&chunk[2]).map_err(|e| value(2, e))?;
     let tickets: Vec<String> = redis::from_redis_value_ref(&chunk[5]).map_err(|e| value(5, e))?;
     let leases: Vec<(String, f64)> =

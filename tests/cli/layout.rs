@@ -175,9 +175,14 @@ fn runs_of_every_kind_leave_layout_1_and_nothing_without_a_ttl() {
 }
 
 /// A lock whose records say layout 2: its holder record (held by `acquire`), or its record
-/// and fence counter (free, last run by a later redlock).
-fn of_layout_2(server: &RedisServer, held: bool) {
-    if held {
+/// and fence counter (free, last run by a later redlock), or its fence counter alone.
+fn of_layout_2(server: &RedisServer, held: bool, fence_only: bool) {
+    if fence_only {
+        Redlock::new(server)
+            .args(["run", "--key", "job", "--ttl", "5s", "--", "true"])
+            .exits_with(0);
+        let _: () = server.query(&["SET", &companion_key("job", "fence"), "2:1", "PX", "60000"]);
+    } else if held {
         Redlock::new(server)
             .args(["acquire", "--key", "job", "--ttl", "60s"])
             .exits_with(0);
@@ -193,9 +198,9 @@ fn of_layout_2(server: &RedisServer, held: bool) {
 
 #[test]
 fn a_lock_of_an_unknown_layout_is_refused_with_78_by_every_command() {
-    for held in [true, false] {
+    for (held, fence_only) in [(true, false), (false, false), (false, true)] {
         let server = RedisServer::start();
-        of_layout_2(&server, held);
+        of_layout_2(&server, held, fence_only);
         // Lasting keys only: a waiter's grant list lives 2 s.
         let lasting = || -> Vec<String> {
             let mut keys: Vec<String> = server.query(&["KEYS", "*"]);
@@ -226,6 +231,11 @@ fn a_lock_of_an_unknown_layout_is_refused_with_78_by_every_command() {
         let check = Redlock::new(&server).args(["check", "job"]).exits_with(3);
         assert!(check.stdout.contains("layout"), "{check}");
         assert_eq!(lasting(), before, "a command that refused changed the keys");
+        if fence_only {
+            let fence: Option<String> = server.query(&["GET", &companion_key("job", "fence")]);
+            assert_eq!(fence.as_deref(), Some("2:1"), "the fence counter was rewritten");
+            continue;
+        }
         let v: Option<String> = server.query(&[
             "HGET",
             &companion_key("job", if held { "holder" } else { "stats" }),
