@@ -429,8 +429,13 @@ pub fn acquire(
     }
     let context = || format!("cannot acquire {}", claim.keys.lock);
     let Some(ack) = ack else {
-        let reply: Vec<Value> = call.invoke(con).with_context(context)?;
-        return Ok(acquire_reply(&reply, queue));
+        return match call.invoke::<Vec<Value>>(con) {
+            Ok(reply) => Ok(acquire_reply(&reply, queue)),
+            Err(e) => {
+                let err = anyhow::Error::new(e).context(context());
+                Err(give_back_after_error(con, claim, err))
+            }
+        };
     };
     match call.invoke_then::<Vec<Value>>(con, &ack.command()) {
         Ok((reply, waited)) => {
@@ -439,10 +444,8 @@ pub fn acquire(
         // Through a cluster, a refused WAIT is the error of the script too, which may have
         // taken the lock: given back, whatever the refusal was.
         Err(e) => {
-            if e.code().is_some() {
-                let _ = release(con, claim.keys, claim.token, None, None);
-            }
-            Err(anyhow::Error::new(e).context(context()))
+            let err = anyhow::Error::new(e).context(context());
+            Err(give_back_after_error(con, claim, err))
         }
     }
 }
@@ -567,10 +570,87 @@ pub fn grant_reply(
                 script_for(claim.keys).load(con)?;
                 return Ok(None);
             }
-            Err(anyhow::Error::new(e).context(context()))
+            Err(give_back_after_error(
+                con,
+                claim,
+                anyhow::Error::new(e).context(context()),
+            ))
         }
         other => Err(anyhow!("unexpected reply to the acquire: {other:?}").context(context())),
     }
+}
+
+/// After the acquire script answered with an error. A server runs a script's commands without
+/// a transaction: what the script wrote before the command that failed stays, and that may be
+/// the lock itself, held with this claim's token for the whole TTL by a process about to exit.
+/// So whatever it may hold is given back by its token (the release deletes the lock before it
+/// writes its records, so it frees the lock even when a later command of its own is refused).
+/// When the lock cannot be shown to be free afterwards, the error says that it may stay held,
+/// and how to free it. The error, the cause, keeps its status.
+///
+/// A reply that comes before the script could run (no password, an ACL refusing the script or
+/// a key it declares, a script the server does not hold) left nothing, and nothing is done.
+fn give_back_after_error(
+    con: &mut dyn ConnectionLike,
+    claim: &Claim,
+    err: anyhow::Error,
+) -> anyhow::Error {
+    use crate::report::reply::{Meaning, meaning};
+    let ran = crate::report::error::redis_errors(&err).any(|e| {
+        !matches!(
+            meaning(e),
+            None | Some(
+                Meaning::Unauthenticated
+                    | Meaning::WrongPassword
+                    | Meaning::NoScript
+                    | Meaning::AclDenied { in_script: false }
+            )
+        )
+    });
+    if !ran {
+        return err;
+    }
+    let keys = claim.keys;
+    if super::hold::give_back(con, keys, claim.token, super::record::GivenBack::Unused).is_ok()
+        || matches!(holds(con, claim), Ok(false))
+    {
+        return err;
+    }
+    let ttl = crate::supervise::lease::fmt(claim.ttl);
+    let text = if keys.also.is_empty() {
+        format!(
+            "{} may stay held until its TTL ({ttl}) ends: free it with `redlock release {} \
+             --force`",
+            keys.lock, keys.name
+        )
+    } else {
+        format!(
+            "{} may stay held until their TTL ({ttl}) ends: free each with `redlock release \
+             KEY --force`",
+            keys.names()
+        )
+    };
+    crate::report::error::afterword(err, text)
+}
+
+/// Whether `claim`'s token still holds any of its locks (the lock key, or a shared lease):
+/// plain reads, which an ACL may refuse too.
+fn holds(con: &mut dyn ConnectionLike, claim: &Claim) -> Result<bool> {
+    let mut pipe = redis::pipe();
+    for keys in claim.keys.each() {
+        pipe.get(&keys.lock);
+        if claim.shape != Shape::Exclusive {
+            pipe.zscore(&keys.leases, claim.token);
+        }
+    }
+    let replies: Vec<Value> = pipe.query(con)?;
+    let per_lock = if claim.shape == Shape::Exclusive { 1 } else { 2 };
+    Ok(replies.chunks(per_lock).any(|lock| match lock {
+        [Value::BulkString(token), ..] if token == claim.token.as_bytes() => true,
+        // A shared lease's score.
+        [_, lease] => !matches!(lease, Value::Nil),
+        _ => false,
+    }))
 }
 
 /// What the acquire script's reply says.

@@ -1,0 +1,65 @@
+//! What a user whose ACL lacks one command of the guide's recipe is left with: an attempt
+//! refused half way leaves no lock behind, a release that happened is said to have happened,
+//! and `doctor` names what is missing.
+
+use crate::acl::{as_user, recipe, server_with_recipes};
+use crate::support::RedisServer;
+
+/// The guide's `locker` user, less `commands`, as `name`.
+pub(crate) fn locker_without(server: &RedisServer, name: &str, commands: &[&str]) {
+    let rules: Vec<String> = recipe("locker")
+        .into_iter()
+        .filter(|rule| !commands.iter().any(|c| rule == &format!("+{c}")))
+        .chain(commands.iter().map(|c| format!("-{c}")))
+        .collect();
+    let rules: Vec<&str> = rules.iter().map(String::as_str).collect();
+    server.acl_setuser(name, &rules);
+}
+
+/// The acquire script writes the lock before the audit entry an ACL refuses; the server keeps
+/// what a script wrote before it failed, so the run gives the lock back by its token before it
+/// exits 77, and the next run with the rights it needs takes the lock at once.
+#[test]
+fn an_acquire_refused_half_way_leaves_no_lock_behind() {
+    let server = server_with_recipes();
+    locker_without(&server, "norpush", &["rpush"]);
+    as_user(&server, "norpush")
+        .args(["run", "--key", "a", "--ttl", "1h", "--", "true"])
+        .exits_with(77)
+        .error_does_not_mention("may stay held");
+    assert!(!server.exists("jobs:a"), "the lock was left behind");
+    assert!(!server.exists("{jobs:a}:redlock:holder"));
+    for shape in [&["--shared"][..], &["--slots", "3"], &["--key", "b"]] {
+        as_user(&server, "norpush")
+            .args(["acquire", "--key", "a", "--ttl", "1h"])
+            .args(shape)
+            .exits_with(77);
+        assert!(!server.exists("jobs:a"), "{shape:?}: the lock was left behind");
+        assert!(!server.exists("jobs:b"), "{shape:?}: the lock was left behind");
+        assert_eq!(
+            server.query::<i64>(&["ZCARD", "{jobs:a}:redlock:leases"]),
+            0,
+            "{shape:?}: a lease was left behind"
+        );
+    }
+    as_user(&server, "locker")
+        .args(["run", "--key", "a", "--ttl", "1h", "--", "true"])
+        .exits_with(0);
+}
+
+/// When the lock cannot be given back either (no `del`), the one line says it may stay held
+/// and how to free it; the status stays the cause's.
+#[test]
+fn an_acquire_that_cannot_give_back_says_how_to_free_the_lock() {
+    let server = server_with_recipes();
+    locker_without(&server, "norpushdel", &["rpush", "del"]);
+    as_user(&server, "norpushdel")
+        .args(["run", "--key", "a", "--ttl", "1h", "--", "true"])
+        .exits_with(77)
+        .error_mentions(&["jobs:a may stay held until its TTL (1h) ends"])
+        .error_mentions(&["redlock release a --force"]);
+    as_user(&server, "locker")
+        .args(["release", "a", "--force"])
+        .exits_with(0);
+    assert!(!server.exists("jobs:a"));
+}
