@@ -611,8 +611,16 @@ fn give_back_after_error(
         return err;
     }
     let keys = claim.keys;
-    if super::hold::give_back(con, keys, claim.token, super::record::GivenBack::Unused).is_ok()
-        || matches!(holds(con, claim), Ok(false))
+    let given_back = super::hold::give_back_unverified(
+        con,
+        keys,
+        claim.token,
+        super::record::GivenBack::Unused,
+    );
+    if given_back.is_ok() || matches!(
+            super::hold::holds(con, keys, claim.token),
+            Ok(super::hold::Holding::Free | super::hold::Holding::Other)
+        )
     {
         return err;
     }
@@ -631,26 +639,6 @@ fn give_back_after_error(
         )
     };
     crate::report::error::afterword(err, text)
-}
-
-/// Whether `claim`'s token still holds any of its locks (the lock key, or a shared lease):
-/// plain reads, which an ACL may refuse too.
-fn holds(con: &mut dyn ConnectionLike, claim: &Claim) -> Result<bool> {
-    let mut pipe = redis::pipe();
-    for keys in claim.keys.each() {
-        pipe.get(&keys.lock);
-        if claim.shape != Shape::Exclusive {
-            pipe.zscore(&keys.leases, claim.token);
-        }
-    }
-    let replies: Vec<Value> = pipe.query(con)?;
-    let per_lock = if claim.shape == Shape::Exclusive { 1 } else { 2 };
-    Ok(replies.chunks(per_lock).any(|lock| match lock {
-        [Value::BulkString(token), ..] if token == claim.token.as_bytes() => true,
-        // A shared lease's score.
-        [_, lease] => !matches!(lease, Value::Nil),
-        _ => false,
-    }))
 }
 
 /// What the acquire script's reply says.

@@ -210,6 +210,17 @@ pub fn give_back(
     token: &str,
     why: GivenBack,
 ) -> Result<bool> {
+    let result = give_back_unverified(con, keys, token, why);
+    verified(con, keys, token, result)
+}
+
+/// [`give_back`], an error left as it is: for a caller that says itself what an error leaves.
+pub(super) fn give_back_unverified(
+    con: &mut dyn ConnectionLike,
+    keys: &Keys,
+    token: &str,
+    why: GivenBack,
+) -> Result<bool> {
     let call = per_lock(keys, &RELEASE_EACH, |keys| {
         release_call(keys, token, None, End::Back(why))
     });
@@ -258,11 +269,79 @@ fn release_run(
             .map_or(record, |(_, r)| r);
         release_call(keys, token, keep, End::Run(record))
     });
-    let released: Value = call
-        .invoke(con)
-        .with_context(|| format!("cannot release {}", keys.names()))?;
-    // Several keys: the lease was ours only if every lock still was.
-    Ok(replies(keys, released).iter().all(|r| int(r) == 1))
+    let released = call
+        .invoke::<Value>(con)
+        .with_context(|| format!("cannot release {}", keys.names()))
+        // Several keys: the lease was ours only if every lock still was.
+        .map(|released| replies(keys, released).iter().all(|r| int(r) == 1));
+    verified(con, keys, token, released)
+}
+
+/// A release whose script the server refused half way. The script deletes the lock before it
+/// writes the run's record and the audit entry, and a server keeps what a script did before
+/// a command failed: so the lock may be gone although the release is an error. The lock is
+/// read (plain reads, which an ACL may refuse too: then the error stands): when `token` no
+/// longer holds any of it and nothing else does, the release happened, which is said in a warning naming what failed
+/// after it, and the answer is a release (`Ok(true)`). Otherwise the error stands.
+fn verified(
+    con: &mut dyn ConnectionLike,
+    keys: &Keys,
+    token: &str,
+    result: Result<bool>,
+) -> Result<bool> {
+    let Err(err) = result else {
+        return result;
+    };
+    if !crate::report::error::is_server_reply(&err) || !matches!(holds(con, keys, token), Ok(Holding::Free))
+    {
+        return Err(err);
+    }
+    crate::report::log::warn(
+        "release_unrecorded",
+        &format!(
+            "released {} ({} this token), but the release's records were not all written: {}",
+            keys.names(),
+            if keys.also.is_empty() {
+                "it no longer holds"
+            } else {
+                "none holds any more"
+            },
+            crate::report::error::render(&err)
+        ),
+        &[("key", keys.lock.as_str().into())],
+    );
+    Ok(true)
+}
+
+/// What the locks of `keys` hold, as far as `token` is concerned.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Holding {
+    /// `token` holds one of them (the lock key, or a shared lease).
+    Ours,
+    /// Another token holds one of them.
+    Other,
+    /// Nothing holds them.
+    Free,
+}
+
+/// What the locks of `keys` hold, with `token` in mind: plain reads, only on an error's path.
+pub(super) fn holds(con: &mut dyn ConnectionLike, keys: &Keys, token: &str) -> Result<Holding> {
+    let mut pipe = redis::pipe();
+    for keys in keys.each() {
+        pipe.get(&keys.lock).zscore(&keys.leases, token);
+    }
+    let replies: Vec<Value> = pipe.query(con)?;
+    let mut holding = Holding::Free;
+    for lock in replies.chunks(2) {
+        match lock {
+            [Value::BulkString(held), _] if held == token.as_bytes() => return Ok(Holding::Ours),
+            // A shared lease's score.
+            [_, lease] if !matches!(lease, Value::Nil) => return Ok(Holding::Ours),
+            [Value::Nil, _] => {}
+            _ => holding = Holding::Other,
+        }
+    }
+    Ok(holding)
 }
 
 /// The release script's call for one lock (release.lua): the shared leases only for a run that

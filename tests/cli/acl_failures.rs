@@ -63,3 +63,30 @@ fn an_acquire_that_cannot_give_back_says_how_to_free_the_lock() {
         .exits_with(0);
     assert!(!server.exists("jobs:a"));
 }
+
+/// Without `hmget`, the release script deletes the lock and then fails on its record-keeping:
+/// the release happened, and `release --token` says so, with 0 and one warning.
+#[test]
+fn a_release_refused_after_it_deleted_the_lock_says_it_released() {
+    let server = server_with_recipes();
+    locker_without(&server, "nohmget", &["hmget"]);
+    let out = as_user(&server, "locker")
+        .args(["acquire", "--key", "a", "--ttl", "1h"])
+        .exits_with(0);
+    let token = out.stdout.lines().next().expect("token line").to_owned();
+    as_user(&server, "nohmget")
+        .args(["release", "a", "--token", &token])
+        .exits_with(0)
+        .error_mentions(&["released jobs:a (it no longer holds this token), but"])
+        .error_does_not_mention("expires by itself");
+    assert!(!server.exists("jobs:a"));
+    // A run's release refused after its delete (its record of another type) says the same,
+    // and the run keeps its command's status.
+    server.query::<()>(&["SET", "{jobs:a}:redlock:stats", "not a hash"]);
+    as_user(&server, "locker")
+        .args(["run", "--key", "a", "--ttl", "1h", "--", "true"])
+        .exits_with(0)
+        .error_mentions(&["released jobs:a"])
+        .error_does_not_mention("expires by itself");
+    assert!(!server.exists("jobs:a"));
+}
