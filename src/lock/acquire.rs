@@ -611,13 +611,10 @@ fn give_back_after_error(
         return err;
     }
     let keys = claim.keys;
-    let given_back = super::hold::give_back_unverified(
-        con,
-        keys,
-        claim.token,
-        super::record::GivenBack::Unused,
-    );
-    if given_back.is_ok() || matches!(
+    let given_back =
+        super::hold::give_back_unverified(con, keys, claim.token, super::record::GivenBack::Unused);
+    if given_back.is_ok()
+        || matches!(
             super::hold::holds(con, keys, claim.token),
             Ok(super::hold::Holding::Free | super::hold::Holding::Other)
         )

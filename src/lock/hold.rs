@@ -196,9 +196,21 @@ pub fn release(
     keep: Option<Duration>,
     record: Option<&LastRun>,
 ) -> Result<bool> {
+    let result = release_unverified(con, keys, token, keep, record);
+    verified(con, keys, token, result)
+}
+
+/// [`release`], an error left as it is (`doctor`'s probe reports the refusal itself).
+pub fn release_unverified(
+    con: &mut dyn ConnectionLike,
+    keys: &Keys,
+    token: &str,
+    keep: Option<Duration>,
+    record: Option<&LastRun>,
+) -> Result<bool> {
     match record {
         Some(record) => release_run(con, keys, token, keep, record),
-        None => give_back(con, keys, token, GivenBack::Unused),
+        None => give_back_unverified(con, keys, token, GivenBack::Unused),
     }
 }
 
@@ -215,7 +227,7 @@ pub fn give_back(
 }
 
 /// [`give_back`], an error left as it is: for a caller that says itself what an error leaves.
-pub(super) fn give_back_unverified(
+pub fn give_back_unverified(
     con: &mut dyn ConnectionLike,
     keys: &Keys,
     token: &str,
@@ -269,12 +281,11 @@ fn release_run(
             .map_or(record, |(_, r)| r);
         release_call(keys, token, keep, End::Run(record))
     });
-    let released = call
-        .invoke::<Value>(con)
-        .with_context(|| format!("cannot release {}", keys.names()))
-        // Several keys: the lease was ours only if every lock still was.
-        .map(|released| replies(keys, released).iter().all(|r| int(r) == 1));
-    verified(con, keys, token, released)
+    let released: Value = call
+        .invoke(con)
+        .with_context(|| format!("cannot release {}", keys.names()))?;
+    // Several keys: the lease was ours only if every lock still was.
+    Ok(replies(keys, released).iter().all(|r| int(r) == 1))
 }
 
 /// A release whose script the server refused half way. The script deletes the lock before it
@@ -292,7 +303,8 @@ fn verified(
     let Err(err) = result else {
         return result;
     };
-    if !crate::report::error::is_server_reply(&err) || !matches!(holds(con, keys, token), Ok(Holding::Free))
+    if !crate::report::error::is_server_reply(&err)
+        || !matches!(holds(con, keys, token), Ok(Holding::Free))
     {
         return Err(err);
     }

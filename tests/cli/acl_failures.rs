@@ -34,8 +34,14 @@ fn an_acquire_refused_half_way_leaves_no_lock_behind() {
             .args(["acquire", "--key", "a", "--ttl", "1h"])
             .args(shape)
             .exits_with(77);
-        assert!(!server.exists("jobs:a"), "{shape:?}: the lock was left behind");
-        assert!(!server.exists("jobs:b"), "{shape:?}: the lock was left behind");
+        assert!(
+            !server.exists("jobs:a"),
+            "{shape:?}: the lock was left behind"
+        );
+        assert!(
+            !server.exists("jobs:b"),
+            "{shape:?}: the lock was left behind"
+        );
         assert_eq!(
             server.query::<i64>(&["ZCARD", "{jobs:a}:redlock:leases"]),
             0,
@@ -89,4 +95,28 @@ fn a_release_refused_after_it_deleted_the_lock_says_it_released() {
         .error_mentions(&["released jobs:a"])
         .error_does_not_mention("expires by itself");
     assert!(!server.exists("jobs:a"));
+}
+
+/// `release --token` and `release --force` read a record a run's release does not: doctor's
+/// probe ends a hold both ways too, so a user without `hmget` is told what to grant.
+#[test]
+fn doctor_names_what_release_by_token_and_by_force_need() {
+    let server = server_with_recipes();
+    locker_without(&server, "nohmget", &["hmget"]);
+    let outcome = crate::support::Redlock::without_url()
+        .args([
+            "--url",
+            &server.url_with_user("nohmget", crate::acl::PASSWORD),
+        ])
+        .args(["--prefix", "jobs:", "doctor"])
+        .exits_with(77);
+    assert!(
+        outcome
+            .stdout
+            .lines()
+            .any(|l| l.starts_with("fail permissions:") && l.contains("ACL SETUSER nohmget +hmget")),
+        "{outcome}"
+    );
+    let keys: Vec<String> = server.query(&["KEYS", "*"]);
+    assert!(keys.is_empty(), "the probe left keys behind: {keys:?}");
 }
