@@ -120,3 +120,26 @@ fn doctor_names_what_release_by_token_and_by_force_need() {
     let keys: Vec<String> = server.query(&["KEYS", "*"]);
     assert!(keys.is_empty(), "the probe left keys behind: {keys:?}");
 }
+
+/// The guide's `locker` user, made from the guide's own text, does everything the guide says
+/// it can: `run`, `status`, `check`, `log`, `metrics`, `release --force`, `pause`, `resume`.
+#[test]
+fn the_guides_lock_user_can_do_everything_it_promises() {
+    let server = server_with_recipes();
+    let locker = || as_user(&server, "locker");
+    locker()
+        .args(["run", "--key", "a", "--ttl", "5s", "--", "true"])
+        .exits_with(0);
+    locker().args(["status", "a"]).exits_with(1);
+    locker().args(["check", "a"]).exits_with(0);
+    let log = locker().args(["log", "a"]).exits_with(0);
+    assert!(log.stdout.contains("released"), "{log}");
+    locker().args(["metrics", "a"]).exits_with(0);
+    locker()
+        .args(["acquire", "--key", "a", "--ttl", "5s"])
+        .exits_with(0);
+    locker().args(["release", "a", "--force"]).exits_with(0);
+    locker().args(["pause", "a"]).exits_with(0);
+    locker().args(["resume", "a"]).exits_with(0);
+    locker().args(["log", "--all"]).exits_with(0);
+}

@@ -38,6 +38,7 @@ const LEAST_PRIVILEGE: &[&str] = &[
     "+rpush",
     "+ltrim",
     "+lindex",
+    "+lrange",
     "+lpop",
     "+lpush",
     "+blpop",

@@ -501,6 +501,8 @@ fn tries<'a>(
         (Need::Status, "TYPE", vec![&keys.lock]),
         (Need::Status, "MGET", vec![&keys.lock, &keys.fence]),
         (Need::Status, "HGETALL", vec![&keys.holder]),
+        // `log` and `metrics` read the audit log.
+        (Need::Status, "LRANGE", vec![&keys.log, "0", "0"]),
         (
             Need::Status,
             "SCAN",
@@ -631,8 +633,9 @@ fn report_denied(
 /// What `run` sends itself besides the commands its scripts call: the scripts by SHA, SCRIPT
 /// LOAD when the server's script cache was flushed, and the subscription `--wait` listens on.
 const RUN_OWN_RULES: [&str; 4] = ["+evalsha", "+script|load", "+subscribe", "+blpop"];
-/// What `status` reads (the lock's state, and `--all`'s SCAN) besides the PTTL `run` needs too.
-const STATUS_RULES: &str = "+type +mget +hgetall +zrange +scan";
+/// What `status` reads (the lock's state, and `--all`'s SCAN) besides the PTTL `run` needs too,
+/// and the audit log `log` and `metrics` read.
+const STATUS_RULES: &str = "+type +mget +hgetall +zrange +scan +lrange";
 
 /// The ACL rules `run` needs: its own commands and every command its scripts call, which run
 /// with the caller's permissions.
