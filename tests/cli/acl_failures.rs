@@ -143,3 +143,27 @@ fn the_guides_lock_user_can_do_everything_it_promises() {
     locker().args(["resume", "a"]).exits_with(0);
     locker().args(["log", "--all"]).exits_with(0);
 }
+
+/// A URL that names a user without a password (`redis://USER@host`) means that user: a
+/// `nopass` user is let in as itself, any other is refused with 77, never `default` unsaid.
+#[test]
+fn a_url_naming_a_user_alone_authenticates_as_that_user() {
+    let server = server_with_recipes();
+    server.acl_setuser("open", &["on", "nopass", "~*", "&*", "+@all"]);
+    let url = |user: &str| format!("redis://{user}@127.0.0.1:{}", server.port());
+    let doctor = crate::support::Redlock::without_url()
+        .args(["--url", &url("open"), "doctor"])
+        .run();
+    assert!(
+        doctor
+            .stdout
+            .lines()
+            .any(|l| l.starts_with("ok   permissions: user open ")),
+        "{doctor}"
+    );
+    crate::support::Redlock::without_url()
+        .args(["--url", &url("locker"), "--prefix", "jobs:", "status", "a"])
+        .exits_with(77)
+        .error_mentions(&["did not let in the URL's user without a password (WRONGPASS)"])
+        .error_does_not_mention("locker");
+}
