@@ -611,11 +611,12 @@ fn give_back_after_error(
         return err;
     }
     let keys = claim.keys;
+    let err = which_is_not_a_record(con, claim, err);
     let given_back =
         super::hold::give_back_unverified(con, keys, claim.token, super::record::GivenBack::Unused);
     if given_back.is_ok()
         || matches!(
-            super::hold::holds(con, keys, claim.token),
+            super::hold::holds(con, keys, claim.token, claim.shape != Shape::Exclusive),
             Ok(super::hold::Holding::Free | super::hold::Holding::Other)
         )
     {
@@ -636,6 +637,67 @@ fn give_back_after_error(
         )
     };
     crate::report::error::afterword(err, text)
+}
+
+/// The types the acquire script keeps its keys in, in [`lock_names`]' order.
+const TYPES: [&str; 12] = [
+    "string", "string", "hash", "hash", "zset", "zset", "hash", "zset", "hash", "hash", "hash",
+    "list",
+];
+
+/// An acquire refused with WRONGTYPE: the lock key holds another type (said by
+/// `error::not_a_lock`), or one of the records beside it does, which a TYPE of each (only on
+/// this path) finds and names: the lock key is then no other data, and the records' key is
+/// what to delete.
+fn which_is_not_a_record(
+    con: &mut dyn ConnectionLike,
+    claim: &Claim,
+    err: anyhow::Error,
+) -> anyhow::Error {
+    use crate::report::reply::{Meaning, meaning};
+    if !crate::report::error::redis_errors(&err).any(|e| meaning(e) == Some(Meaning::WrongType)) {
+        return err;
+    }
+    let mut expected = Vec::new();
+    for keys in claim.keys.each() {
+        expected.extend(lock_names(keys, false).into_iter().zip(TYPES));
+        expected.push((keys.once.clone(), "hash"));
+    }
+    let mut pipe = redis::pipe();
+    for (name, _) in &expected {
+        pipe.cmd("TYPE").arg(name);
+    }
+    let Ok(types) = pipe.query::<Vec<String>>(con) else {
+        return err;
+    };
+    let wrong: Vec<String> = expected
+        .iter()
+        .zip(&types)
+        .filter(|((_, want), is)| is.as_str() != "none" && is.as_str() != *want)
+        .map(|((name, want), is)| format!("{name} holds a {is} where redlock keeps a {want}"))
+        .collect();
+    // The lock key itself, or nothing found: `not_a_lock` says it.
+    if wrong.is_empty()
+        || claim
+            .keys
+            .each()
+            .any(|k| wrong[0].starts_with(&format!("{} ", k.lock)))
+    {
+        return err;
+    }
+    let text = format!(
+        "cannot acquire {}: {} (WRONGTYPE): {} of the lock's records, which redlock \
+         recreates; delete {}",
+        claim.keys.names(),
+        wrong.join(", "),
+        if wrong.len() == 1 {
+            "it is one"
+        } else {
+            "they are"
+        },
+        if wrong.len() == 1 { "it" } else { "them" }
+    );
+    crate::report::error::worded(err, text)
 }
 
 /// What the acquire script's reply says.

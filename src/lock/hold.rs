@@ -304,7 +304,7 @@ fn verified(
         return result;
     };
     if !crate::report::error::is_server_reply(&err)
-        || !matches!(holds(con, keys, token), Ok(Holding::Free))
+        || !matches!(holds(con, keys, token, true), Ok(Holding::Free))
     {
         return Err(err);
     }
@@ -337,19 +337,28 @@ pub(super) enum Holding {
 }
 
 /// What the locks of `keys` hold, with `token` in mind: plain reads, only on an error's path.
-pub(super) fn holds(con: &mut dyn ConnectionLike, keys: &Keys, token: &str) -> Result<Holding> {
+/// `shared`: the token may hold a shared lease (unknown to a release that knows no run).
+pub(super) fn holds(
+    con: &mut dyn ConnectionLike,
+    keys: &Keys,
+    token: &str,
+    shared: bool,
+) -> Result<Holding> {
     let mut pipe = redis::pipe();
     for keys in keys.each() {
-        pipe.get(&keys.lock).zscore(&keys.leases, token);
+        pipe.get(&keys.lock);
+        if shared {
+            pipe.zscore(&keys.leases, token);
+        }
     }
     let replies: Vec<Value> = pipe.query(con)?;
     let mut holding = Holding::Free;
-    for lock in replies.chunks(2) {
+    for lock in replies.chunks(if shared { 2 } else { 1 }) {
         match lock {
-            [Value::BulkString(held), _] if held == token.as_bytes() => return Ok(Holding::Ours),
+            [Value::BulkString(held), ..] if held == token.as_bytes() => return Ok(Holding::Ours),
             // A shared lease's score.
             [_, lease] if !matches!(lease, Value::Nil) => return Ok(Holding::Ours),
-            [Value::Nil, _] => {}
+            [Value::Nil, ..] => {}
             _ => holding = Holding::Other,
         }
     }

@@ -189,7 +189,10 @@ pub fn is_acl_denial(err: &anyhow::Error) -> bool {
 /// when the operation named more than one key. The scripts read the lock key before they
 /// write anything, so nothing was changed. Other errors are returned as they are.
 pub fn not_a_lock(err: anyhow::Error, doing: &str, several: bool) -> anyhow::Error {
-    if !redis_errors(&err).any(|e| reply::meaning(e) == Some(Meaning::WrongType)) {
+    // Already worded where the key of another type was found (a record beside the lock).
+    if !redis_errors(&err).any(|e| reply::meaning(e) == Some(Meaning::WrongType))
+        || err.chain().any(<dyn std::error::Error>::is::<Worded>)
+    {
         return err;
     }
     let text = if several {
