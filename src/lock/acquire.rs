@@ -429,8 +429,13 @@ pub fn acquire(
     }
     let context = || format!("cannot acquire {}", claim.keys.lock);
     let Some(ack) = ack else {
-        let reply: Vec<Value> = call.invoke(con).with_context(context)?;
-        return Ok(acquire_reply(&reply, queue));
+        return match call.invoke::<Vec<Value>>(con) {
+            Ok(reply) => Ok(acquire_reply(&reply, queue)),
+            Err(e) => {
+                let err = anyhow::Error::new(e).context(context());
+                Err(give_back_after_error(con, claim, err))
+            }
+        };
     };
     match call.invoke_then::<Vec<Value>>(con, &ack.command()) {
         Ok((reply, waited)) => {
@@ -439,10 +444,8 @@ pub fn acquire(
         // Through a cluster, a refused WAIT is the error of the script too, which may have
         // taken the lock: given back, whatever the refusal was.
         Err(e) => {
-            if e.code().is_some() {
-                let _ = release(con, claim.keys, claim.token, None, None);
-            }
-            Err(anyhow::Error::new(e).context(context()))
+            let err = anyhow::Error::new(e).context(context());
+            Err(give_back_after_error(con, claim, err))
         }
     }
 }
@@ -567,10 +570,134 @@ pub fn grant_reply(
                 script_for(claim.keys).load(con)?;
                 return Ok(None);
             }
-            Err(anyhow::Error::new(e).context(context()))
+            Err(give_back_after_error(
+                con,
+                claim,
+                anyhow::Error::new(e).context(context()),
+            ))
         }
         other => Err(anyhow!("unexpected reply to the acquire: {other:?}").context(context())),
     }
+}
+
+/// After the acquire script answered with an error. A server runs a script's commands without
+/// a transaction: what the script wrote before the command that failed stays, and that may be
+/// the lock itself, held with this claim's token for the whole TTL by a process about to exit.
+/// So whatever it may hold is given back by its token (the release deletes the lock before it
+/// writes its records, so it frees the lock even when a later command of its own is refused).
+/// When the lock cannot be shown to be free afterwards, the error says that it may stay held,
+/// and how to free it. The error, the cause, keeps its status.
+///
+/// A reply that comes before the script could run (no password, an ACL refusing the script or
+/// a key it declares, a script the server does not hold) left nothing, and nothing is done.
+fn give_back_after_error(
+    con: &mut dyn ConnectionLike,
+    claim: &Claim,
+    err: anyhow::Error,
+) -> anyhow::Error {
+    use crate::report::reply::{Meaning, meaning};
+    let ran = crate::report::error::redis_errors(&err).any(|e| {
+        !matches!(
+            meaning(e),
+            None | Some(
+                Meaning::Unauthenticated
+                    | Meaning::WrongPassword
+                    | Meaning::NoScript
+                    | Meaning::AclDenied { in_script: false }
+            )
+        )
+    });
+    if !ran {
+        return err;
+    }
+    let keys = claim.keys;
+    let err = which_is_not_a_record(con, claim, err);
+    let given_back =
+        super::hold::give_back_unverified(con, keys, claim.token, super::record::GivenBack::Unused);
+    if given_back.is_ok()
+        || matches!(
+            super::hold::holds(con, keys, claim.token, claim.shape != Shape::Exclusive),
+            Ok(super::hold::Holding::Free | super::hold::Holding::Other)
+        )
+    {
+        return err;
+    }
+    let ttl = crate::supervise::lease::fmt(claim.ttl);
+    let text = if keys.also.is_empty() {
+        format!(
+            "{} may stay held until its TTL ({ttl}) ends: free it with `redlock release {} \
+             --force`",
+            keys.lock, keys.name
+        )
+    } else {
+        format!(
+            "{} may stay held until their TTL ({ttl}) ends: free each with `redlock release \
+             KEY --force`",
+            keys.names()
+        )
+    };
+    crate::report::error::afterword(err, text)
+}
+
+/// The types the acquire script keeps its keys in, in [`lock_names`]' order.
+const TYPES: [&str; 12] = [
+    "string", "string", "hash", "hash", "zset", "zset", "hash", "zset", "hash", "hash", "hash",
+    "list",
+];
+
+/// An acquire refused with WRONGTYPE: the lock key holds another type (said by
+/// `error::not_a_lock`), or one of the records beside it does, which a TYPE of each (only on
+/// this path) finds and names: the lock key is then no other data, and the records' key is
+/// what to delete.
+fn which_is_not_a_record(
+    con: &mut dyn ConnectionLike,
+    claim: &Claim,
+    err: anyhow::Error,
+) -> anyhow::Error {
+    use crate::report::reply::{Meaning, meaning};
+    if !crate::report::error::redis_errors(&err).any(|e| meaning(e) == Some(Meaning::WrongType)) {
+        return err;
+    }
+    let mut expected = Vec::new();
+    for keys in claim.keys.each() {
+        expected.extend(lock_names(keys, false).into_iter().zip(TYPES));
+        expected.push((keys.once.clone(), "hash"));
+    }
+    let mut pipe = redis::pipe();
+    for (name, _) in &expected {
+        pipe.cmd("TYPE").arg(name);
+    }
+    let Ok(types) = pipe.query::<Vec<String>>(con) else {
+        return err;
+    };
+    let wrong: Vec<String> = expected
+        .iter()
+        .zip(&types)
+        .filter(|((_, want), is)| is.as_str() != "none" && is.as_str() != *want)
+        .map(|((name, want), is)| format!("{name} holds a {is} where redlock keeps a {want}"))
+        .collect();
+    // The lock key itself, or nothing found: `not_a_lock` says it.
+    if wrong.is_empty()
+        || claim
+            .keys
+            .each()
+            .any(|k| wrong[0].starts_with(&format!("{} ", k.lock)))
+    {
+        return err;
+    }
+    let text = format!(
+        "cannot acquire {}: {} (WRONGTYPE): {} of the lock's records, which redlock \
+         recreates; delete {}",
+        claim.keys.names(),
+        wrong.join(", "),
+        if wrong.len() == 1 {
+            "it is one"
+        } else {
+            "they are"
+        },
+        if wrong.len() == 1 { "it" } else { "them" }
+    );
+    crate::report::error::worded(err, text)
 }
 
 /// What the acquire script's reply says.

@@ -196,15 +196,38 @@ pub fn release(
     keep: Option<Duration>,
     record: Option<&LastRun>,
 ) -> Result<bool> {
+    let result = release_unverified(con, keys, token, keep, record);
+    verified(con, keys, token, result)
+}
+
+/// [`release`], an error left as it is (`doctor`'s probe reports the refusal itself).
+pub fn release_unverified(
+    con: &mut dyn ConnectionLike,
+    keys: &Keys,
+    token: &str,
+    keep: Option<Duration>,
+    record: Option<&LastRun>,
+) -> Result<bool> {
     match record {
         Some(record) => release_run(con, keys, token, keep, record),
-        None => give_back(con, keys, token, GivenBack::Unused),
+        None => give_back_unverified(con, keys, token, GivenBack::Unused),
     }
 }
 
 /// Ends a hold that ran nothing to record: deletes the lock if `token` still holds it, and the
 /// audit log ends the take with `why`. `Ok(true)` when the lock was ours.
 pub fn give_back(
+    con: &mut dyn ConnectionLike,
+    keys: &Keys,
+    token: &str,
+    why: GivenBack,
+) -> Result<bool> {
+    let result = give_back_unverified(con, keys, token, why);
+    verified(con, keys, token, result)
+}
+
+/// [`give_back`], an error left as it is: for a caller that says itself what an error leaves.
+pub fn give_back_unverified(
     con: &mut dyn ConnectionLike,
     keys: &Keys,
     token: &str,
@@ -263,6 +286,83 @@ fn release_run(
         .with_context(|| format!("cannot release {}", keys.names()))?;
     // Several keys: the lease was ours only if every lock still was.
     Ok(replies(keys, released).iter().all(|r| int(r) == 1))
+}
+
+/// A release whose script the server refused half way. The script deletes the lock before it
+/// writes the run's record and the audit entry, and a server keeps what a script did before
+/// a command failed: so the lock may be gone although the release is an error. The lock is
+/// read (plain reads, which an ACL may refuse too: then the error stands): when `token` no
+/// longer holds any of it and nothing else does, the release happened, which is said in a warning naming what failed
+/// after it, and the answer is a release (`Ok(true)`). Otherwise the error stands.
+fn verified(
+    con: &mut dyn ConnectionLike,
+    keys: &Keys,
+    token: &str,
+    result: Result<bool>,
+) -> Result<bool> {
+    let Err(err) = result else {
+        return result;
+    };
+    if !crate::report::error::is_server_reply(&err)
+        || !matches!(holds(con, keys, token, true), Ok(Holding::Free))
+    {
+        return Err(err);
+    }
+    crate::report::log::warn(
+        "release_unrecorded",
+        &format!(
+            "released {} ({} this token), but the release's records were not all written: {}",
+            keys.names(),
+            if keys.also.is_empty() {
+                "it no longer holds"
+            } else {
+                "none holds any more"
+            },
+            crate::report::error::render(&err)
+        ),
+        &[("key", keys.lock.as_str().into())],
+    );
+    Ok(true)
+}
+
+/// What the locks of `keys` hold, as far as `token` is concerned.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Holding {
+    /// `token` holds one of them (the lock key, or a shared lease).
+    Ours,
+    /// Another token holds one of them.
+    Other,
+    /// Nothing holds them.
+    Free,
+}
+
+/// What the locks of `keys` hold, with `token` in mind: plain reads, only on an error's path.
+/// `shared`: the token may hold a shared lease (unknown to a release that knows no run).
+pub(super) fn holds(
+    con: &mut dyn ConnectionLike,
+    keys: &Keys,
+    token: &str,
+    shared: bool,
+) -> Result<Holding> {
+    let mut pipe = redis::pipe();
+    for keys in keys.each() {
+        pipe.get(&keys.lock);
+        if shared {
+            pipe.zscore(&keys.leases, token);
+        }
+    }
+    let replies: Vec<Value> = pipe.query(con)?;
+    let mut holding = Holding::Free;
+    for lock in replies.chunks(if shared { 2 } else { 1 }) {
+        match lock {
+            [Value::BulkString(held), ..] if held == token.as_bytes() => return Ok(Holding::Ours),
+            // A shared lease's score.
+            [_, lease] if !matches!(lease, Value::Nil) => return Ok(Holding::Ours),
+            [Value::Nil, ..] => {}
+            _ => holding = Holding::Other,
+        }
+    }
+    Ok(holding)
 }
 
 /// The release script's call for one lock (release.lua): the shared leases only for a run that

@@ -34,7 +34,8 @@ pub use self::acquire::{
     grant_reply, send_after_grant,
 };
 pub use self::hold::{
-    Held, Renewed, Standing, extend, give_back, heal, held, leave, raise_fence, release, undo,
+    Held, Renewed, Standing, extend, give_back, give_back_unverified, heal, held, leave,
+    raise_fence, release, release_unverified, undo,
 };
 pub use self::operator::{Removed, audit_entry, force_release, pause, resume};
 

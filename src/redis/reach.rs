@@ -7,6 +7,7 @@
 //! password is wrong or the server has none. [`explain`] tells these apart, in that order, and
 //! says what to do. A TLS handshake the server refused is `tls.rs`'s to word.
 
+use crate::report::error::GIVE_PASSWORD;
 use std::io;
 use std::time::Duration;
 
@@ -29,8 +30,8 @@ pub struct Dialled<'a> {
     /// Whether this connection has answered a request (it speaks RESP; TLS, if any, is done).
     pub answered: bool,
     /// Where a password given came from, as the operator gave it: `--password-file`,
-    /// `REDLOCK_PASSWORD_FILE`, or `the URL`.
-    pub password: &'a str,
+    /// `REDLOCK_PASSWORD_FILE`, or `the URL`; `None` when none was (a URL naming a user alone).
+    pub password: Option<&'a str>,
 }
 
 /// `err` in plain words when it is one of the failures above; `None` otherwise (the caller
@@ -71,7 +72,12 @@ pub fn explain(err: &anyhow::Error, to: &Dialled) -> Option<String> {
     }
     if let Some(auth) = redis_errors(err).find(|e| e.kind() == ErrorKind::AuthenticationFailed) {
         let why = auth.detail().unwrap_or_default();
-        let given = to.password;
+        let Some(given) = to.password else {
+            return Some(format!(
+                "{name} did not let in the URL's user without a password (WRONGPASS): the user \
+                 is unknown or disabled, or has a password: {GIVE_PASSWORD} (USER:PASSWORD@)"
+            ));
+        };
         return Some(if why.contains("without any password configured") {
             format!(
                 "{name} has no password set (for this user), yet one was given ({given}): drop \
@@ -138,7 +144,7 @@ mod tests {
             tls,
             timeout: Some(Duration::from_secs(3)),
             answered,
-            password: "REDLOCK_PASSWORD_FILE",
+            password: Some("REDLOCK_PASSWORD_FILE"),
         }
     }
 

@@ -276,9 +276,18 @@ impl Server {
         self
     }
 
-    /// Where a password given for this server came from, as messages name it.
-    fn password_given(&self) -> &str {
-        self.password_file.as_deref().unwrap_or("the URL")
+    /// Where a password given for this server came from, as messages name it; `None` when
+    /// none was given (a URL naming a user alone).
+    fn password_given(&self) -> Option<&str> {
+        if let Some(file) = self.password_file.as_deref() {
+            return Some(file);
+        }
+        let in_url = match &self.target {
+            Target::Direct { info, .. } => info.redis_settings().password().is_some(),
+            Target::Cluster { password, .. } => password.is_some(),
+            Target::Sentinel { master, .. } => master.password().is_some(),
+        };
+        in_url.then_some("the URL")
     }
 
     /// A Sentinel setup (`redis+sentinel://`, `rediss+sentinel://`).
@@ -420,6 +429,7 @@ impl Server {
                     "cluster node {address} refused the password: check it ({}) and the URL's \
                      user",
                     self.password_given()
+                        .unwrap_or("nowhere: the URL names a user alone")
                 )
             };
             return fail(Exit::Permission, text);

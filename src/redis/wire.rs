@@ -229,6 +229,10 @@ impl Wire {
         identify: bool,
     ) -> RedisResult<Option<RedisResult<String>>> {
         let mut pipe = redis::pipe();
+        // A URL that names a user without a password (`redis://locker@host`) means that user:
+        // AUTH with an empty password, which a `nopass` user accepts and any other refuses
+        // (WRONGPASS, 77), rather than going on as `default` unsaid.
+        let password = password.or(user.filter(|u| !u.is_empty()).map(|_| ""));
         let auth = password.map(|pw| {
             let mut cmd = redis::cmd("AUTH");
             if let Some(user) = user {

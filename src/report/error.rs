@@ -72,6 +72,34 @@ impl std::error::Error for Worded {
     }
 }
 
+/// An error with what it left behind said after it: the line reads as `err`'s, then `; text`
+/// (see [`render`]). The status stays `err`'s: the afterword adds a consequence, not a cause.
+#[derive(Debug)]
+pub struct Afterword {
+    text: String,
+    cause: anyhow::Error,
+}
+
+/// `err`, with `text` said after it (see [`Afterword`]).
+pub fn afterword(err: anyhow::Error, text: impl Into<String>) -> anyhow::Error {
+    anyhow::Error::new(Afterword {
+        text: text.into(),
+        cause: err,
+    })
+}
+
+impl fmt::Display for Afterword {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}; {}", self.cause, self.text)
+    }
+}
+
+impl std::error::Error for Afterword {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(self.cause.as_ref())
+    }
+}
+
 /// The Redis errors in an error's chain of causes, outermost first.
 pub fn redis_errors(err: &anyhow::Error) -> impl Iterator<Item = &RedisError> {
     err.chain().filter_map(|c| c.downcast_ref::<RedisError>())
@@ -161,7 +189,10 @@ pub fn is_acl_denial(err: &anyhow::Error) -> bool {
 /// when the operation named more than one key. The scripts read the lock key before they
 /// write anything, so nothing was changed. Other errors are returned as they are.
 pub fn not_a_lock(err: anyhow::Error, doing: &str, several: bool) -> anyhow::Error {
-    if !redis_errors(&err).any(|e| reply::meaning(e) == Some(Meaning::WrongType)) {
+    // Already worded where the key of another type was found (a record beside the lock).
+    if !redis_errors(&err).any(|e| reply::meaning(e) == Some(Meaning::WrongType))
+        || err.chain().any(<dyn std::error::Error>::is::<Worded>)
+    {
         return err;
     }
     let text = if several {
@@ -178,10 +209,27 @@ pub fn not_a_lock(err: anyhow::Error, doing: &str, several: bool) -> anyhow::Err
     worded(err, text)
 }
 
-/// An error and its causes on one line, without repeating a cause its parent already quotes.
+/// An error and its causes on one line, without repeating a cause its parent already quotes;
+/// the afterwords ([`Afterword`]) end it.
 pub fn render(err: &anyhow::Error) -> String {
+    let mut line = explain(err);
+    for cause in err.chain() {
+        if let Some(after) = cause.downcast_ref::<Afterword>() {
+            line.push_str("; ");
+            line.push_str(&after.text);
+        }
+    }
+    line
+}
+
+/// [`render`]'s line without the afterwords.
+fn explain(err: &anyhow::Error) -> String {
     let mut line = String::new();
     for cause in err.chain() {
+        // An afterword's own words are said last; its cause follows in the chain.
+        if cause.is::<Afterword>() {
+            continue;
+        }
         // Unauthenticated, the server's own words are noise (a protocol error, to a script):
         // say what is wrong and what to do instead, and nothing below it.
         if let Some(redis) = cause.downcast_ref::<RedisError>()

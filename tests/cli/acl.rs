@@ -8,11 +8,11 @@ use std::time::Duration;
 
 use crate::support::{RedisServer, Redlock};
 
-const PASSWORD: &str = "acl-Pa55word";
+pub(crate) const PASSWORD: &str = "acl-Pa55word";
 
 /// The guide's `ACL SETUSER NAME ...` line ("Least-privilege ACL users"), as a list of rules
 /// after the user name, with the password placeholder filled in.
-fn recipe(user: &str) -> Vec<String> {
+pub(crate) fn recipe(user: &str) -> Vec<String> {
     let guide = fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/guide.md"))
         .expect("read docs/guide.md");
     let prefix = format!("ACL SETUSER {user} ");
@@ -27,7 +27,7 @@ fn recipe(user: &str) -> Vec<String> {
         .collect()
 }
 
-fn server_with_recipes() -> RedisServer {
+pub(crate) fn server_with_recipes() -> RedisServer {
     let server = RedisServer::start();
     for user in ["locker", "lockreader"] {
         let rules = recipe(user);
@@ -37,7 +37,7 @@ fn server_with_recipes() -> RedisServer {
     server
 }
 
-fn as_user(server: &RedisServer, user: &str) -> Redlock {
+pub(crate) fn as_user(server: &RedisServer, user: &str) -> Redlock {
     Redlock::without_url()
         .args(["--url", &server.url_with_user(user, PASSWORD)])
         .args(["--prefix", "jobs:"])

@@ -38,6 +38,7 @@ const LEAST_PRIVILEGE: &[&str] = &[
     "+rpush",
     "+ltrim",
     "+lindex",
+    "+lrange",
     "+lpop",
     "+lpush",
     "+blpop",
@@ -301,4 +302,15 @@ fn a_user_named_in_the_url_beside_a_password_file_is_named_in_the_fixes() {
         "{warning}"
     );
     outcome.never_shows(PASSWORD);
+}
+
+#[test]
+fn a_server_that_wants_a_password_none_was_given_for_exits_77_saying_how_to_give_it() {
+    let server = RedisServer::start_with(&["--requirepass", "right-password"]);
+    let outcome = Redlock::without_url()
+        .args(["--url", &server.url(), "doctor"])
+        .exits_with(77);
+    outcome.error_mentions(&["the server requires a password: give it with --password-file"]);
+    assert!(findings(&outcome, "warn").is_empty(), "{outcome}");
+    assert!(!outcome.stderr.contains("NOAUTH"), "{outcome}");
 }

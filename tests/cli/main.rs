@@ -4,6 +4,7 @@
 mod support;
 
 mod acl;
+mod acl_failures;
 mod acquire_extend;
 mod audit_log;
 mod busy;

@@ -229,3 +229,22 @@ fn a_panic_is_an_internal_error_on_one_line_and_not_an_abort() {
         assert_eq!(outcome.stderr.lines().count(), 1, "{outcome}");
     }
 }
+
+/// A record beside the lock of another type is named, not the lock key: the lock key holds
+/// nothing, and the record is what to delete; nothing holds the lock afterwards.
+#[test]
+fn a_record_of_another_type_is_named_and_not_the_lock_key() {
+    let server = RedisServer::start();
+    for record in ["holder", "queue", "audit", "fence"] {
+        let key = format!("{{job}}:redlock:{record}");
+        server.query::<()>(&["FLUSHALL"]);
+        server.query::<()>(&["SADD", &key, "x"]);
+        let outcome = Redlock::new(&server)
+            .args(["run", "--key", "job", "--ttl", "1h", "--", "true"])
+            .exits_with(78);
+        outcome
+            .error_mentions(&[&format!("{key} holds a set where redlock keeps a")])
+            .error_does_not_mention("nothing was changed");
+        assert!(!server.exists("job"), "{record}: the lock was left held");
+    }
+}

@@ -206,11 +206,19 @@ fn plural(n: usize, word: &str) -> String {
 }
 
 /// A server's answer, refusal included; only a failure to get an answer at all (the server
-/// went away, timed out) ends doctor, as an error classified by `main`.
+/// went away, timed out) ends doctor, as an error classified by `main`, and so does a server
+/// that wants a password none was given for: every check would fail alike, and the one line
+/// says how to give it (77), as every other command's does.
 fn answered<T>(result: RedisResult<T>) -> Result<RedisResult<T>> {
     match result {
         Err(err) if err.code().is_none() => {
             Err(anyhow::Error::new(err).context("the server stopped answering"))
+        }
+        Err(err)
+            if crate::report::reply::meaning(&err)
+                == Some(crate::report::reply::Meaning::Unauthenticated) =>
+        {
+            Err(anyhow::Error::new(err).context("cannot check the server"))
         }
         other => Ok(other),
     }

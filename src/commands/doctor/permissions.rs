@@ -15,7 +15,7 @@ use super::{Report, answered, answered_lock, describe};
 use crate::Context;
 use crate::lock::inspect;
 use crate::lock::keys::Keys;
-use crate::lock::record::{Holder, LastRun, Outcome};
+use crate::lock::record::{GivenBack, Holder, LastRun, Outcome};
 use crate::lock::scripts;
 use crate::lock::{self, Acquire, Claim, Refusal};
 use crate::redis::server::{Conn, Server};
@@ -176,7 +176,8 @@ pub(super) fn check_permissions(
         report.ok(
             CHECK,
             format!(
-                "user {} can acquire, extend and release a lock under prefix {:?}, be refused \
+                "user {} can acquire, extend and release a lock (by token and by force too) under \
+                 prefix {:?}, be refused \
                  as a contender, read its status and SCAN (probe {})",
                 user.0, ctx.prefix, keys.lock
             ),
@@ -347,12 +348,42 @@ fn probe(
         let record = LastRun::new(Outcome::Ok, 0, &holder, started_ms, sent.elapsed(), fence);
         if probe.step(
             "release",
-            lock::release(con, keys, token, None, Some(&record)),
+            lock::release_unverified(con, keys, token, None, Some(&record)),
         )? == Some(false)
         {
             probe
                 .odd
                 .push(format!("{} was gone before release (evicted?)", keys.lock));
+        }
+        // `release --token` and `release --force` end a hold with scripts of their own, which
+        // read records a run's release does not: each is tried on a hold of its own.
+        let again = |con: &mut Conn, token: &str| {
+            lock::acquire(
+                con,
+                &claim(keys, token, &holder),
+                Refusal::Uncounted,
+                None,
+                cluster,
+                None,
+            )
+        };
+        let by_token = lock::new_token()?;
+        if let Some(Acquire::Acquired { .. }) =
+            probe.step("acquire (again)", again(con, &by_token))?
+        {
+            probe.step(
+                "release --token",
+                lock::give_back_unverified(con, keys, &by_token, GivenBack::ByToken),
+            )?;
+        }
+        let forced = lock::new_token()?;
+        if let Some(Acquire::Acquired { .. }) =
+            probe.step("acquire (again)", again(con, &forced))?
+        {
+            probe.step(
+                "release --force",
+                lock::force_release(con, keys, "redlock doctor"),
+            )?;
         }
     }
     // A release wakes the head of the queue on its own channel; with nobody queued (the probe's
@@ -470,6 +501,8 @@ fn tries<'a>(
         (Need::Status, "TYPE", vec![&keys.lock]),
         (Need::Status, "MGET", vec![&keys.lock, &keys.fence]),
         (Need::Status, "HGETALL", vec![&keys.holder]),
+        // `log` and `metrics` read the audit log.
+        (Need::Status, "LRANGE", vec![&keys.log, "0", "0"]),
         (
             Need::Status,
             "SCAN",
@@ -600,8 +633,9 @@ fn report_denied(
 /// What `run` sends itself besides the commands its scripts call: the scripts by SHA, SCRIPT
 /// LOAD when the server's script cache was flushed, and the subscription `--wait` listens on.
 const RUN_OWN_RULES: [&str; 4] = ["+evalsha", "+script|load", "+subscribe", "+blpop"];
-/// What `status` reads (the lock's state, and `--all`'s SCAN) besides the PTTL `run` needs too.
-const STATUS_RULES: &str = "+type +mget +hgetall +zrange +scan";
+/// What `status` reads (the lock's state, and `--all`'s SCAN) besides the PTTL `run` needs too,
+/// and the audit log `log` and `metrics` read.
+const STATUS_RULES: &str = "+type +mget +hgetall +zrange +scan +lrange";
 
 /// The ACL rules `run` needs: its own commands and every command its scripts call, which run
 /// with the caller's permissions.
