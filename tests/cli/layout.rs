@@ -233,7 +233,11 @@ fn a_lock_of_an_unknown_layout_is_refused_with_78_by_every_command() {
         assert_eq!(lasting(), before, "a command that refused changed the keys");
         if fence_only {
             let fence: Option<String> = server.query(&["GET", &companion_key("job", "fence")]);
-            assert_eq!(fence.as_deref(), Some("2:1"), "the fence counter was rewritten");
+            assert_eq!(
+                fence.as_deref(),
+                Some("2:1"),
+                "the fence counter was rewritten"
+            );
             continue;
         }
         let v: Option<String> = server.query(&[

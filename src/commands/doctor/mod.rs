@@ -34,7 +34,7 @@
 //! `status --all`) before it returns, on every path where the server still answers.
 //!
 //! The checks of the server's set-up are in `checks.rs`, the probe lock and what a refusal says
-//! is missing in `permissions.rs`; this module runs them and keeps the report.
+//! is missing in `permissions/`; this module runs them and keeps the report.
 //!
 //! Exit status: 0 when every check is ok, 1 (`Exit::No`) with warnings only. A failed check ends
 //! with the class `run` would end with for the same hazard — 77 for a missing permission, 69 for
