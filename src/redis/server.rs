@@ -607,10 +607,37 @@ fn master_named(err: &anyhow::Error) -> Option<String> {
         let text = cause.to_string();
         let at = text.find("the master ")?;
         let named = &text[at..];
-        let end = named.find(" names for ")? + " names for ".len();
+        // "that sentinel S names for" (a first lookup), "that 2 of the 3 sentinels name for"
+        // (a reconnection, which needs a majority).
+        let end = [" names for ", " name for "]
+            .iter()
+            .find_map(|words| named.find(words).map(|at| at + words.len()))?;
         let service_end = named[end..]
             .find(|c: char| c.is_whitespace() || c == ':')
             .map_or(named.len(), |i| end + i);
         Some(named[..service_end].to_string())
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::master_named;
+
+    #[test]
+    fn the_master_is_named_by_a_lone_sentinel_or_a_majority() {
+        let lone = anyhow::anyhow!("connection refused").context(
+            "cannot connect to the master 10.0.0.1:6379 that sentinel 10.0.0.9:26379 names for svc",
+        );
+        assert_eq!(
+            master_named(&lone).as_deref(),
+            Some("the master 10.0.0.1:6379 that sentinel 10.0.0.9:26379 names for svc")
+        );
+        let agreed = anyhow::anyhow!("connection refused").context(
+            "cannot connect to the master 10.0.0.1:6379 that 2 of the 3 sentinels name for svc",
+        );
+        assert_eq!(
+            master_named(&agreed).as_deref(),
+            Some("the master 10.0.0.1:6379 that 2 of the 3 sentinels name for svc")
+        );
+    }
 }

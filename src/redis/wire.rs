@@ -659,6 +659,20 @@ fn tcp(host: &str, port: u16, connect: Duration, timeout: Duration) -> io::Resul
                     Unconnected::NoHandshake,
                 ));
             }
+            // No route to it: Linux refuses the connect at once, with EINVAL for a blackhole
+            // route (what a partition often is), whose own words ("Invalid argument") would
+            // blame the caller.
+            Err(e)
+                if matches!(
+                    e.raw_os_error(),
+                    Some(libc::EINVAL | libc::ENETUNREACH | libc::EHOSTUNREACH)
+                ) =>
+            {
+                last = Some(io::Error::new(
+                    io::ErrorKind::HostUnreachable,
+                    format!("cannot reach {addr}: no route to it (the network is cut there?)"),
+                ));
+            }
             Err(e) => last = Some(e),
         }
     }

@@ -189,3 +189,143 @@ fn drop_holders_connections(master: &crate::support::RedisServer) {
         }
     }
 }
+
+/// A waiter ends within its `--wait` plus its `--timeout` whatever the master does: frozen
+/// (SIGSTOP) with the waiter's attempt on it, the waiter neither waits on that attempt nor on
+/// the undoing of it, nor on a lookup that names the frozen master, past that bound. Two
+/// waiters, one whose wait ends before the failover is done and one whose wait ends after.
+#[test]
+fn a_waiter_behind_a_frozen_master_ends_within_its_wait_and_timeout() {
+    let fleet = Fleet::start(1);
+    let url = fleet.url(0);
+    let key = "frozen-bound";
+    let timeout = Duration::from_secs(2);
+    let holder = Redlock::without_url()
+        .args(["--url", &url, "--timeout", "2s", "run", "--key", key])
+        .args(["--ttl", "4s", "--", "sleep", "20"])
+        .timeout(Duration::from_secs(60))
+        .spawn();
+    let master = &fleet.group(0).master;
+    wait_until("the holder's grant", Duration::from_secs(20), || {
+        master.exists(key).then_some(())
+    });
+    let waits = [Duration::from_millis(2500), Duration::from_secs(5)];
+    let mut waiters: Vec<_> = waits
+        .iter()
+        .map(|wait| {
+            let started = Instant::now();
+            let running = Redlock::without_url()
+                .args(["-v", "--url", &url, "--timeout", "2s", "run", "--key", key])
+                .args(["--ttl", "4s", "--wait", &format!("{}ms", wait.as_millis())])
+                .args(["--", "true"])
+                .timeout(Duration::from_secs(60))
+                .spawn();
+            (started, *wait, running, None::<Duration>)
+        })
+        .collect();
+    master.wait_until_waiting_on_server(key, waits.len());
+    master.pause();
+    // Each waiter's exit, seen within a bound far above the promise (a waiter that overshoots
+    // fails the assertion below, not this loop).
+    let deadline = Instant::now() + Duration::from_secs(40);
+    while waiters.iter().any(|w| w.3.is_none()) && Instant::now() < deadline {
+        for (started, _, running, ended) in &mut waiters {
+            if ended.is_none() && running.has_exited() {
+                *ended = Some(started.elapsed());
+            }
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Slack for a loaded machine: start-up, and a lookup's last pause.
+    let slack = timeout / 2 + Duration::from_millis(500);
+    for (_, wait, mut running, ended) in waiters {
+        running.kill9();
+        let outcome = running.wait();
+        println!(
+            "--wait {wait:?} --timeout {timeout:?}: ended after {ended:?}, exit {:?}",
+            outcome.code()
+        );
+        let ended = ended.unwrap_or(Duration::MAX);
+        assert!(
+            ended <= wait + timeout + slack,
+            "a waiter with --wait {wait:?} --timeout {timeout:?} ended after {ended:?}:\n{outcome}"
+        );
+        assert!(
+            matches!(outcome.code(), Some(69 | 75)),
+            "a waiter that cannot have the lock in time exits 69 or 75:\n{outcome}"
+        );
+    }
+    master.resume();
+    drop(holder);
+}
+
+/// `--replicas`: a waiter granted the lock on a new master that has no replica yet (it
+/// resyncs, or comes later) gives the grant back and keeps waiting while its `--wait` lasts,
+/// then runs once a replica acknowledges; it does not end with 69 with its wait left.
+#[test]
+fn a_waiter_with_replicas_waits_for_a_replica_after_a_failover() {
+    let mut fleet = Fleet::start(1);
+    let url = fleet.url(0);
+    let key = "late-replica";
+    let holder = Redlock::without_url()
+        .args(["--url", &url, "--timeout", TIMEOUT, "run", "--key", key])
+        .args(["--ttl", "4s", "--replicas", "1", "--", "sleep", "3"])
+        .timeout(Duration::from_secs(60))
+        .spawn();
+    let master = &fleet.group(0).master;
+    wait_until("the holder's grant", Duration::from_secs(20), || {
+        master.exists(key).then_some(())
+    });
+    let waiters: Vec<_> = (0..2)
+        .map(|_| {
+            Redlock::without_url()
+                .args([
+                    "-v",
+                    "--url",
+                    &url,
+                    "--timeout",
+                    TIMEOUT,
+                    "run",
+                    "--key",
+                    key,
+                ])
+                .args([
+                    "--ttl",
+                    "4s",
+                    "--replicas",
+                    "1",
+                    "--wait",
+                    "60s",
+                    "--",
+                    "true",
+                ])
+                .timeout(Duration::from_secs(90))
+                .spawn()
+        })
+        .collect();
+    master.wait_until_waiting_on_server(key, waiters.len());
+    std::thread::sleep(Duration::from_millis(600));
+    // The new master's only other replica is frozen: it has no replica until it comes back.
+    fleet.group(0).standby.pause();
+    fleet.lose_master(0);
+    fleet.wait_for_failover(0);
+    wait_until(
+        "a waiter's grant to go unacknowledged",
+        Duration::from_secs(40),
+        || {
+            waiters
+                .iter()
+                .any(|w| w.stderr_contains("trying again while the wait lasts"))
+                .then_some(())
+        },
+    );
+    let group = fleet.group(0);
+    group.standby.resume();
+    let port = group.promotable.port().to_string();
+    let _: () = group.standby.query(&["REPLICAOF", "127.0.0.1", &port]);
+    for waiter in waiters {
+        let outcome = waiter.wait();
+        outcome.expect_code(0);
+    }
+    holder.wait();
+}

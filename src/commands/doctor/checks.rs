@@ -261,9 +261,9 @@ pub(super) fn check_replication(
             Exit::Unavailable,
             CHECK,
             format!(
-                "--replicas {replicas}, but only {} acknowledge ({}): every acquire would be \
-                 given back and exit 69",
-                super::plural(acked.max(0) as usize, "replica"),
+                "--replicas {replicas}, but only {} ({}): every acquire would be given back and \
+                 exit 69",
+                acknowledge(acked),
                 r.describe()
             ),
             "bring the replicas back (or add them), or lower --replicas".into(),
@@ -271,8 +271,8 @@ pub(super) fn check_replication(
         Ok(acked) if !lagging.is_empty() => report.warn(
             CHECK,
             format!(
-                "--replicas {replicas}: {} acknowledge, but {} lag or are not in sync ({}); {}",
-                super::plural(acked.max(0) as usize, "replica"),
+                "--replicas {replicas}: {}, but {} lag or are not in sync ({}); {}",
+                acknowledge(acked),
                 lagging.join(", "),
                 r.describe(),
                 guarantee(replicas, r.replicas.len())
@@ -284,14 +284,25 @@ pub(super) fn check_replication(
         Ok(acked) => report.ok(
             CHECK,
             format!(
-                "--replicas {replicas}: {} acknowledge ({}); {}",
-                super::plural(acked.max(0) as usize, "replica"),
+                "--replicas {replicas}: {} ({}); {}",
+                acknowledge(acked),
                 r.describe(),
                 guarantee(replicas, r.replicas.len())
             ),
         ),
     }
     Ok(())
+}
+
+/// "1 replica acknowledges", "2 replicas acknowledge".
+fn acknowledge(acked: i64) -> String {
+    let n = acked.max(0) as usize;
+    let verb = if n == 1 {
+        "acknowledges"
+    } else {
+        "acknowledge"
+    };
+    format!("{} {verb}", super::plural(n, "replica"))
 }
 
 /// One configuration parameter: `Ok(None)` when the server does not know it.

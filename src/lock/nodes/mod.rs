@@ -21,7 +21,7 @@ pub use self::majority::{Renewal, Tally};
 
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::{Result, anyhow};
 
@@ -54,6 +54,8 @@ struct Node {
     /// Whether the current connection has answered a request (its TLS handshake, if any, is
     /// done).
     answered: bool,
+    /// No connect nor request of this node waits past this ([`Nodes::bound_by`]).
+    deadline: Option<Instant>,
 }
 
 impl Node {
@@ -63,17 +65,26 @@ impl Node {
         if let Some(e) = self.unreached.take() {
             return Err(e);
         }
+        let within = |deadline: Option<Instant>| match deadline {
+            Some(d) => timeout
+                .min(d.saturating_duration_since(Instant::now()))
+                .max(Duration::from_millis(1)),
+            None => timeout,
+        };
+        let deadline = self.deadline;
         let con = match &mut self.con {
             Some(con) => con,
             None => {
                 self.answered = false;
-                self.timeout = Some(timeout);
-                match self.open(timeout) {
+                self.timeout = Some(within(deadline));
+                match self.open(within(deadline)) {
                     Ok(con) => self.con.insert(con),
                     Err(e) => return Err(self.explain(e, false)),
                 }
             }
         };
+        // The request gets what is left once connected.
+        let timeout = within(deadline);
         if self.timeout != Some(timeout) {
             set_timeouts(con, timeout)?;
             self.timeout = Some(timeout);
@@ -167,6 +178,7 @@ impl Nodes {
                     timeout: None,
                     stale: None,
                     answered: false,
+                    deadline: None,
                 })
                 .collect(),
             timeout,
@@ -253,6 +265,16 @@ impl Nodes {
 
     pub fn timeout(&self) -> Duration {
         self.timeout
+    }
+
+    /// Until `deadline` (`None`: again), every connect and request waits at most until then,
+    /// and at most the timeout: a waiter's steps once its wait ran out (leaving the queue,
+    /// undoing its attempt, counting the refusal) fit the timeout it has left, whatever the
+    /// server does meanwhile (frozen, cut off).
+    pub fn bound_by(&mut self, deadline: Option<Instant>) {
+        for node in &mut self.nodes {
+            node.deadline = deadline;
+        }
     }
 
     pub fn set_timeout(&mut self, timeout: Duration) {

@@ -216,20 +216,31 @@ fn taking(
         }
         (None, _) => Duration::ZERO,
     };
+    let until = start + wait.min(YEAR);
+    // A waiter outlives its wait by at most its --timeout, whatever the server does (frozen,
+    // cut off, gone): every connect and request of the wait, and of leaving it, ends by then.
+    nodes.bound_by(Some(until + req.timeout));
     let (taken, left) = match first {
         // The queue is full: this run did not join it, and waits no longer.
         Ok(Taken::Busy(busy)) if busy.full.is_some() => {
             nodes.count_busy(req.claim.keys, req.claim.holder);
+            nodes.bound_by(None);
             return Ok(Taken::Busy(busy));
         }
-        Ok(Taken::Busy(busy)) => wait_in_queue(
+        Ok(Taken::Busy(busy)) => {
+            wait_in_queue(nodes, req, signals, &mut waiter, &queue, busy, None, until)
+        }
+        // A grant too few replicas acknowledged was given back: a waiter with time left waits
+        // on (a failover's new master may not have its replicas yet), at the back of the queue.
+        Err(e) if wait > Duration::ZERO && lock::replicas::is_unacknowledged(&e) => wait_in_queue(
             nodes,
             req,
             signals,
             &mut waiter,
             &queue,
-            busy,
-            start + wait.min(YEAR),
+            Busy::default(),
+            Some(e),
+            until,
         ),
         other => (other, false),
     };
@@ -239,6 +250,7 @@ fn taking(
     if !left && (nodes.is_quorum() || !matches!(taken, Ok(Taken::Acquired { .. }))) {
         nodes.leave(req.claim.keys, queue.ticket);
     }
+    nodes.bound_by(None);
     taken
 }
 
@@ -342,6 +354,7 @@ const YEAR: Duration = Duration::from_secs(365 * 24 * 3600);
 
 /// Waits in the key's queue until this waiter is at its head when the lock is free, `until`
 /// passes, or a signal arrives. `true` with the answer: the waiter has left the queue already.
+#[allow(clippy::too_many_arguments)]
 fn wait_in_queue(
     nodes: &mut Nodes,
     req: &Request,
@@ -349,22 +362,52 @@ fn wait_in_queue(
     waiter: &mut Waiter,
     queue: &Queueing,
     mut busy: Busy,
+    mut unacknowledged: Option<anyhow::Error>,
     until: Instant,
 ) -> (Result<Taken>, bool) {
     let keys = req.claim.keys;
-    announce(keys, &busy, until);
+    match &unacknowledged {
+        Some(e) => crate::report::log::note(
+            "waiting",
+            &format!(
+                "{}; waiting up to {} for the replicas to acknowledge a grant",
+                crate::report::error::render(e),
+                crate::supervise::lease::fmt(until.saturating_duration_since(Instant::now()))
+            ),
+            &[("key", (&keys.lock).into())],
+        ),
+        None => announce(keys, &busy, until),
+    }
     let mut place = busy.ahead;
     // On one server (not a cluster), the next attempt waits on the server for this waiter's
     // grant: no listener, and no round trip after the release.
     let single = !nodes.is_quorum() && nodes.servers().all(|s| !s.is_cluster());
     if single
-        && let Some(ended) =
-            wait_for_grant(nodes, req, signals, waiter, &mut busy, &mut place, until)
+        && let Some(ended) = wait_for_grant(
+            nodes,
+            req,
+            signals,
+            waiter,
+            &mut busy,
+            &mut place,
+            unacknowledged.take(),
+            until,
+        )
     {
         return (ended, true);
     }
     (
-        wait_notified(nodes, req, signals, waiter, queue, busy, place, until),
+        wait_notified(
+            nodes,
+            req,
+            signals,
+            waiter,
+            queue,
+            busy,
+            place,
+            unacknowledged,
+            until,
+        ),
         false,
     )
 }
@@ -380,6 +423,7 @@ fn wait_notified(
     queue: &Queueing,
     mut busy: Busy,
     mut place: usize,
+    unacknowledged: Option<anyhow::Error>,
     until: Instant,
 ) -> Result<Taken> {
     let keys = req.claim.keys;
@@ -390,6 +434,8 @@ fn wait_notified(
         .collect();
     // Since when the servers have been out of reach, or refusing in a transient state.
     let mut unreachable_since: Option<Instant> = None;
+    // `--replicas`: why the last grant did not count, while no later answer said otherwise.
+    let mut unacked: Option<anyhow::Error> = unacknowledged;
     let _listeners: Vec<Listener> = nodes
         .servers()
         .map(|server| Listener::start(server.clone(), channels.clone(), req.timeout))
@@ -397,6 +443,9 @@ fn wait_notified(
     loop {
         let now = Instant::now();
         if now >= until {
+            if let Some(e) = unacked {
+                return Err(e);
+            }
             nodes.count_busy(keys, req.claim.holder);
             return Ok(Taken::Busy(busy));
         }
@@ -442,13 +491,24 @@ fn wait_notified(
             Ok(a) => {
                 unreachable_since = None;
                 let step = waiter.answered(a, &req.claim, sent);
-                settle(nodes, waiter, &req.claim, step, &busy)?
+                match settle(nodes, waiter, &req.claim, step, &busy) {
+                    Err(e) if lock::replicas::is_unacknowledged(&e) => {
+                        unacked = Some(e);
+                        continue;
+                    }
+                    other => {
+                        unacked = None;
+                        other?
+                    }
+                }
             }
-            Err(e)
-                if is_timeout(&e)
-                    || classify(&e) != Exit::Unavailable
-                    || lock::replicas::is_unacknowledged(&e) =>
-            {
+            // A grant too few replicas acknowledged was given back: tried again at the next
+            // poll while the wait lasts; a wait that runs out ends with why.
+            Err(e) if lock::replicas::is_unacknowledged(&e) => {
+                unacked = Some(e);
+                continue;
+            }
+            Err(e) if is_timeout(&e) || classify(&e) != Exit::Unavailable => {
                 return Err(e);
             }
             // Out of reach, or in a transient state (a failover, a node restarting, LOADING):

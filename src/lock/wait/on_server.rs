@@ -39,6 +39,7 @@ use crate::supervise::signals::{self, Event, Signals};
 /// attempt unanswered its block plus `--timeout` after it was sent is a timeout, abandoned
 /// behind itself on its connection. `None`: the server refused the blocking pop, and the
 /// caller waits the notified way instead.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn wait_for_grant(
     nodes: &mut Nodes,
     req: &Request,
@@ -46,6 +47,7 @@ pub(super) fn wait_for_grant(
     waiter: &mut Waiter,
     busy: &mut Busy,
     place: &mut usize,
+    unacknowledged: Option<anyhow::Error>,
     until: Instant,
 ) -> Option<Result<Taken>> {
     // The queue as every attempt of this wait carries it (the ticket, the options): the same
@@ -88,9 +90,30 @@ pub(super) fn wait_for_grant(
     // The master answered a new connection while the attempt on the old one did not.
     let mut answered_anew = false;
     let look_pace = fast.max(LOOKUP_PACE);
+    // The waiter outlives its wait by at most its --timeout: each connect and each read is
+    // given at most what is left before then (`nodes` are bound by it too, `wait::taking`).
+    let end = until + req.timeout;
+    let within = |now: Instant| {
+        req.timeout
+            .min(end.saturating_duration_since(now))
+            .max(Duration::from_millis(1))
+    };
+    // `--replicas`: why the last grant did not count (too few replicas acknowledged it, and
+    // it was given back), while no later answer said otherwise; and when the next attempt is
+    // due, at a bounded pace (a failover's new master may not have its replicas yet).
+    let mut unacked = unacknowledged;
+    let mut retry_at = unacked
+        .as_ref()
+        .map(|_| Instant::now() + UNACKNOWLEDGED_PACE);
+    if unacked.is_some() {
+        at_once = true;
+    }
     let ended = loop {
         let now = Instant::now();
         if now >= until {
+            if let Some(e) = unacked.take() {
+                break Err(e);
+            }
             if let Some(e) = unanswered.take() {
                 // An attempt unanswered on a master out of reach is abandoned behind itself.
                 if in_flight.take().is_some()
@@ -104,7 +127,7 @@ pub(super) fn wait_for_grant(
         }
         let c = match con.as_mut() {
             Some(c) => c,
-            None => match server.connect_direct(req.timeout) {
+            None => match server.connect_direct(within(now)) {
                 Ok(c) => {
                     let _ = c.set_timeouts(read_timeout);
                     at_once = true;
@@ -135,7 +158,17 @@ pub(super) fn wait_for_grant(
         };
         let (sent, sent_at, block) = match in_flight {
             Some(sent) => sent,
+            None if retry_at.is_some_and(|at| at > now) => {
+                let pause = retry_at.map_or(Duration::ZERO, |at| at - now);
+                match wait_for(signals, &doorbell, None, pause.min(until - now)) {
+                    Waited::Interrupted(sig) => break Ok(Taken::Interrupted(sig)),
+                    Waited::Stop => crate::supervise::child::stop_self(),
+                    Waited::Nothing => {}
+                }
+                continue;
+            }
             None => {
+                retry_at = None;
                 let block = if std::mem::take(&mut at_once) {
                     AT_ONCE
                 } else {
@@ -163,7 +196,7 @@ pub(super) fn wait_for_grant(
                 // first (its attempt read, and undone if it took the lock); once continued,
                 // its next attempt joins at the back.
                 Waited::Stop => {
-                    step_out(nodes, req, &queue, &mut con, true);
+                    step_out(nodes, req, &queue, &mut con, true, end);
                     in_flight = None;
                     crate::supervise::child::stop_self();
                     continue;
@@ -180,7 +213,7 @@ pub(super) fn wait_for_grant(
                 // The master does not answer: frozen, cut off, or gone. The sentinels are asked
                 // again; the attempt stays on its connection until another master is named.
                 let old = c.peer();
-                let again = server.connect_direct(req.timeout);
+                let again = server.connect_direct(within(Instant::now()));
                 match again {
                     // The same master answers a new connection: the attempt on the old one is
                     // waited for once more (it is answered when the server gets to it); if it
@@ -219,7 +252,7 @@ pub(super) fn wait_for_grant(
                                     lock::abandon_single(&mut lost, keys, req.claim.token);
                                 }
                                 in_flight = None;
-                                step_out(nodes, req, &queue, &mut con, false);
+                                step_out(nodes, req, &queue, &mut con, false, end);
                                 crate::supervise::child::stop_self();
                             }
                             Waited::Nothing => {}
@@ -242,11 +275,18 @@ pub(super) fn wait_for_grant(
             );
         }
         in_flight = None;
+        // Its reply has begun; the rest of it (the replicas' acknowledgement) is read within
+        // what is left.
+        let _ = c.set_timeouts(read_timeout.min(within(Instant::now())));
         match lock::grant_reply(c, &req.claim, &queue, ack) {
             Ok(answer) => {
                 unreachable_since = None;
                 unanswered = None;
                 answered_anew = false;
+                if matches!(answer, Some(Acquire::Busy(_))) {
+                    // Another holds it now: a wait that runs out is busy, not unacknowledged.
+                    unacked = None;
+                }
                 let Some(answer) = answer else {
                     at_once = true;
                     continue;
@@ -270,6 +310,17 @@ pub(super) fn wait_for_grant(
                                 con = nodes.lend();
                                 at_once = true;
                             }
+                            // Its confirmation too few replicas acknowledged: given back, and
+                            // tried again while the wait lasts, as a grant's.
+                            Err(e)
+                                if lock::replicas::is_unacknowledged(&e)
+                                    && Instant::now() < until =>
+                            {
+                                unacked = Some(e);
+                                retry_at = Some(Instant::now() + UNACKNOWLEDGED_PACE);
+                                con = nodes.lend();
+                                at_once = true;
+                            }
                             other => break other,
                         }
                     }
@@ -287,8 +338,25 @@ pub(super) fn wait_for_grant(
                 }
                 return None;
             }
-            // A grant too few replicas acknowledged was given back: the wait ends with why.
-            Err(e) if lock::replicas::is_unacknowledged(&e) => break Err(e),
+            // A grant too few replicas acknowledged was given back: while the wait lasts, the
+            // waiter tries again at a bounded pace — behind Sentinel on the master a majority
+            // of the sentinels name now (a failover) —; the wait that runs out ends with why.
+            Err(e) if lock::replicas::is_unacknowledged(&e) => {
+                if unacked.is_none() {
+                    unacknowledged_again(keys, &e);
+                }
+                unacked = Some(e);
+                retry_at = Some(Instant::now() + UNACKNOWLEDGED_PACE);
+                at_once = true;
+                if sentinel && let Ok(new) = server.connect_direct(within(Instant::now())) {
+                    let old = con.as_ref().and_then(Wire::peer);
+                    if new.peer() != old || old.is_none() {
+                        let _ = new.set_timeouts(read_timeout);
+                        followed(keys, &new);
+                        con = Some(new);
+                    }
+                }
+            }
             // A timed-out attempt may still run on the server (a stalled one runs what is
             // queued when it resumes): its undoing goes behind it on the same connection, and
             // the wait ends with the timeout, as for any acquire.
@@ -315,7 +383,7 @@ pub(super) fn wait_for_grant(
                 _doorbell: Some(doorbell),
             };
         }
-        _ => step_out(nodes, req, &queue, &mut con, in_flight.is_some()),
+        _ => step_out(nodes, req, &queue, &mut con, in_flight.is_some(), end),
     }
     // What is left of the connection goes back: nothing of it is left to read.
     if let Some(c) = con.take() {
@@ -326,6 +394,22 @@ pub(super) fn wait_for_grant(
     }
     Some(ended)
 }
+
+/// With `-v`, says that a grant too few replicas acknowledged was given back, and that the
+/// waiter tries again while its wait lasts.
+fn unacknowledged_again(keys: &crate::lock::keys::Keys, err: &anyhow::Error) {
+    crate::report::log::info(
+        "grant_unacknowledged",
+        &format!(
+            "{}; trying again while the wait lasts",
+            crate::report::error::render(err)
+        ),
+        &[("key", (&keys.lock).into())],
+    );
+}
+
+/// The pause before a waiter whose grant too few replicas acknowledged tries again.
+const UNACKNOWLEDGED_PACE: Duration = Duration::from_millis(500);
 
 /// The least pause between two Sentinel lookups while the master is out of reach.
 const LOOKUP_PACE: Duration = Duration::from_millis(100);
@@ -386,12 +470,18 @@ fn step_out(
     queue: &lock::Queueing,
     con: &mut Option<Wire>,
     in_flight: bool,
+    end: Instant,
 ) {
     let keys = req.claim.keys;
     nodes.leave(keys, queue.ticket);
     let Some(c) = con.as_mut().filter(|_| in_flight) else {
         return;
     };
+    // A frozen server answers nothing: the read waits no longer than the waiter may.
+    let left = end
+        .saturating_duration_since(Instant::now())
+        .max(Duration::from_millis(1));
+    let _ = c.set_timeouts(left);
     match lock::grant_reply(c, &req.claim, queue, nodes.ack(req.claim.ttl)) {
         Ok(Some(Acquire::Acquired { .. })) => {
             let _ = nodes.release(keys, req.claim.token, None, None, None);
