@@ -4,6 +4,7 @@
 //! (`reach`), the Sentinel lookup
 //! (`sentinel`) and a cluster node's connection (`node`). Knows nothing about locks.
 
+mod dial;
 pub mod node;
 pub mod reach;
 pub mod sentinel;

@@ -14,7 +14,7 @@ use std::time::Duration;
 use redis::ErrorKind;
 
 use super::tls::maybe_tls;
-use super::wire::Unconnected;
+use super::dial::Unconnected;
 use crate::report::error::{is_server_reply, is_timeout, redis_errors};
 
 /// What a message names: the server as dialled, and what is known of the connection.
