@@ -8,7 +8,11 @@ use std::time::Duration;
 
 /// A unix socket connection with both timeouts set, the connect bounded by `connect` (the
 /// send timeout bounds it: a server whose backlog is full does not accept).
-pub(super) fn unix(path: &std::path::Path, connect: Duration, timeout: Duration) -> io::Result<UnixStream> {
+pub(super) fn unix(
+    path: &std::path::Path,
+    connect: Duration,
+    timeout: Duration,
+) -> io::Result<UnixStream> {
     use std::os::fd::FromRawFd;
     use std::os::unix::ffi::OsStrExt;
     // SAFETY: a new socket; on success it is owned by the UnixStream below and nothing else.
@@ -72,7 +76,12 @@ impl std::fmt::Display for Unconnected {
 impl std::error::Error for Unconnected {}
 
 /// A TCP connection with Nagle off and both timeouts set, tried on each address of `host`.
-pub(super) fn tcp(host: &str, port: u16, connect: Duration, timeout: Duration) -> io::Result<TcpStream> {
+pub(super) fn tcp(
+    host: &str,
+    port: u16,
+    connect: Duration,
+    timeout: Duration,
+) -> io::Result<TcpStream> {
     // Not `NotFound`: the redis crate reads that kind as a refused connection.
     let unknown = |why: String| io::Error::other(Unconnected::UnknownHost(host.into(), why));
     let addrs = (host, port).to_socket_addrs().map_err(|e| {

@@ -13,8 +13,8 @@ use std::time::Duration;
 
 use redis::ErrorKind;
 
-use super::tls::maybe_tls;
 use super::dial::Unconnected;
+use super::tls::maybe_tls;
 use crate::report::error::{is_server_reply, is_timeout, redis_errors};
 
 /// What a message names: the server as dialled, and what is known of the connection.

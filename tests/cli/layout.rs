@@ -6,7 +6,7 @@
 
 use std::collections::BTreeSet;
 
-use crate::support::{RedisServer, Redlock, TempDir, companion_key};
+use crate::support::{RedisQuorum, RedisServer, Redlock, TempDir, companion_key};
 
 /// What layout 1 leaves after the runs of [`runs_of_every_kind`]: each key (the lock's name in
 /// place of `L`), its type, and for a hash its fields. A change here changes the layout: it
@@ -246,5 +246,25 @@ fn a_lock_of_an_unknown_layout_is_refused_with_78_by_every_command() {
             "v",
         ]);
         assert_eq!(v.as_deref(), Some("2"), "the record was rewritten");
+    }
+}
+
+/// In a quorum, a node whose fence counter is of a later layout refuses the run as one server
+/// would: 78, and nothing kept on the nodes that would have granted it.
+#[test]
+fn a_quorum_node_of_another_layout_refuses_the_run() {
+    let quorum = RedisQuorum::start(3);
+    let _: () =
+        quorum
+            .node(1)
+            .query(&["SET", &companion_key("job", "fence"), "2:1", "PX", "60000"]);
+    let outcome = quorum
+        .redlock()
+        .args(["run", "--key", "job", "--ttl", "5s", "--", "true"])
+        .exits_with(78);
+    outcome.error_mentions(&["layout"]);
+    for node in [0, 2] {
+        let held: Option<String> = quorum.node(node).query(&["GET", "job"]);
+        assert_eq!(held, None, "node {node} kept the lock");
     }
 }

@@ -131,6 +131,17 @@ impl Nodes {
                 Err(e) => errors.push(node_error(server, e)),
             }
         }
+        // A node whose records are of another data layout is no node that failed: taking the
+        // lock on the others would share it with a redlock that reads it otherwise. Nothing is
+        // kept anywhere, and the run ends with that node's refusal.
+        if let Some(at) = results
+            .iter()
+            .position(|r| r.as_ref().is_err_and(|e| is_layout(e)))
+        {
+            self.abandon(claim);
+            let _ = self.each(|c| lock::undo(c, keys, token));
+            return results.into_iter().nth(at).expect("the node found");
+        }
         // A provisional grant lives no longer than its provisional lease on any node.
         let ttl = if provisional {
             ttl.min(lock::PROVISIONAL)
@@ -568,4 +579,14 @@ impl<'a> Tally<'a> {
             LockState::WrongType => NodeView::WrongType,
         }
     }
+}
+
+/// Whether a script refused records of another data layout (its error reply `LAYOUT …`).
+fn is_layout(err: &anyhow::Error) -> bool {
+    err.chain().any(|cause| {
+        cause
+            .downcast_ref::<redis::RedisError>()
+            .is_some_and(|e| e.code() == Some("LAYOUT"))
+            || cause.to_string().starts_with("LAYOUT")
+    })
 }
