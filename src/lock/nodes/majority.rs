@@ -136,7 +136,7 @@ impl Nodes {
         // kept anywhere, and the run ends with that node's refusal.
         if let Some(at) = results
             .iter()
-            .position(|r| r.as_ref().is_err_and(|e| is_layout(e)))
+            .position(|r| r.as_ref().is_err_and(is_layout))
         {
             self.abandon(claim);
             let _ = self.each(|c| lock::undo(c, keys, token));
