@@ -54,10 +54,10 @@ local function finish(released)
     local created
     if outcome == 'ok' then
       created = redis.call('HSET', KEYS[4], 'last', last, 'host', ARGV[6], 'pid', ARGV[7], 'user',
-        ARGV[8], 'cmd', ARGV[9], 'v', LAYOUT, 'last_ok', ended)
+        ARGV[8], 'cmd', ARGV[9], 'last_ok', ended)
     else
       created = redis.call('HSET', KEYS[4], 'last', last, 'host', ARGV[6], 'pid', ARGV[7], 'user',
-        ARGV[8], 'cmd', ARGV[9], 'v', LAYOUT)
+        ARGV[8], 'cmd', ARGV[9])
     end
     if ARGV[11] then redis.call('HSET', KEYS[4], 'replaced_by', ARGV[11]) end
     redis.call('HINCRBY', KEYS[4], 'runs', '1')
@@ -69,7 +69,10 @@ local function finish(released)
     end
     -- The record's expiry is written by the take that began its window (acquire.lua), and here
     -- only when this write made the record (or a field of it) anew.
-    if created > 0 then redis.call('PEXPIRE', KEYS[4], RETAIN) end
+    if created > 0 then
+      redis.call('HSET', KEYS[4], 'v', LAYOUT)
+      redis.call('PEXPIRE', KEYS[4], RETAIN)
+    end
     local event = 'released'
     if released == 0 then event = 'lost' end
     audit(KEYS[3], ended, event, 'outcome=' .. outcome .. '\31' .. ARGV[10])
