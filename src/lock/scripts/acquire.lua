@@ -82,7 +82,19 @@ local rare = ARGV[6] ~= nil
 -- common case, with one EXISTS, and the script looks closer only at what is there. The queue is
 -- counted in it, so a free lock with nobody queued needs no look at the queue; a queue that is
 -- the only key there (one found besides the lock, and it has a head) is nothing rare.
-local found = redis.call('EXISTS', KEYS[1], KEYS[8], KEYS[10], KEYS[11], KEYS[5])
+-- A plain run names only the keys the common paths touch (a lean call: lock, fence counter,
+-- holder record, counters, queue, shared leases, pause records, audit log, KEYS[1..9]), since
+-- each key a script is given costs the server; the rest needs them all, and replies {-4} to a
+-- lean call, which the caller sends again with every key (a plain run that finds a queue, a
+-- pause or a shared holder pays a round trip more).
+local log_key = KEYS[12]
+local found
+if log_key then
+  found = redis.call('EXISTS', KEYS[1], KEYS[8], KEYS[10], KEYS[11], KEYS[5])
+else
+  log_key = KEYS[9]
+  found = redis.call('EXISTS', KEYS[1], KEYS[6], KEYS[7], KEYS[8], KEYS[5])
+end
 local current = false
 if found > 0 then
   current = redis.call('GET', KEYS[1])
@@ -96,7 +108,7 @@ if found == 0 and not current and not rare then
   local fence, fence_text, fresh = new_fence(KEYS[2], us_text)
   write_holder(KEYS[3], ARGV[2], now_text, fence_text, ARGV[4], ARGV[5])
   redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-  audit(KEYS[12], now_text, 'acquired', 'fence=' .. fence_text .. '\31' .. ARGV[4], fresh)
+  audit(log_key, now_text, 'acquired', 'fence=' .. fence_text .. '\31' .. ARGV[4], fresh)
   if fresh then redis.call('PEXPIRE', KEYS[4], RETAIN) end
   return {1, fence, now_text, -1, 0}
 end
@@ -111,7 +123,7 @@ local function counted(event, body)
   if ARGV[3] == '1' then
     redis.call('HINCRBY', KEYS[4], event, '1')
     redis.call('PEXPIRE', KEYS[4], RETAIN)
-    audit(KEYS[12], now_text, event, body .. ARGV[4])
+    audit(log_key, now_text, event, body .. ARGV[4])
   end
 end
 -- holder_brief(): the holder record's fields a refusal replies with (record::BRIEF), none
@@ -132,6 +144,7 @@ if found == 0 and current and not rare and current ~= ARGV[1] then
   counted('busy', '')
   return {0, pttl, now, brief, 0, 0, '', 0, false, 0, 0}
 end
+if not KEYS[12] then return {-4} end
 -- The rest reads and writes a held lock's records: not those of another layout. The holder's
 -- brief is read (and its layout checked) before anything is written, for the refusal's reply.
 local brief = nil
