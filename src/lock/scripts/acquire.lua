@@ -73,8 +73,13 @@
 -- moved 2^52 back (scores stay exact doubles). The last replacer to arrive runs: one that
 -- joins supersedes the replacers queued before it, which end their wait (-3). A replacer kept
 -- out of a full queue (--max-waiters) asks nobody.
+-- The server's TIME as text, in ms and in µs (the floor of a fence), made from its digits: a
+-- number converted from or to text costs the server more than most commands do.
 local t = redis.call('TIME')
-local now_text, us_text = clock(t)
+local us_text = t[2]
+if #us_text < 6 then us_text = string.sub('00000' .. us_text, -6) end
+local now_text = t[1] .. string.sub(us_text, 1, 3)
+us_text = t[1] .. us_text
 -- A rare run (one that waits, shares, runs once per window or replaces) sends ARGV[6..16]; a
 -- plain run sends none, and is all the common paths below serve.
 local rare = ARGV[6] ~= nil
@@ -132,7 +137,10 @@ end
 local function holder_brief()
   local h = redis.pcall('HMGET', KEYS[3], 'started', 'fence', 'who', 'v')
   if h.err then return {} end
-  layout(h[4], 'the holder record ' .. KEYS[3])
+  if h[4] and h[4] ~= LAYOUT then
+    error({err = 'LAYOUT ' .. 'the holder record ' .. KEYS[3] .. ' is of data layout ' .. h[4] .. ', not ' .. LAYOUT ..
+      ': written by another redlock, which this one does not read'})
+  end
   return h
 end
 -- So does the common refusal (a cron run that overlaps, a herd): the lock held by another and

@@ -23,16 +23,12 @@
 -- it once a day. Each is kept at least 30 days after the lock's last take, at most 31.2.
 local RETAIN = '2692000000'
 -- LAYOUT: the version of the data layout the scripts write and read (record::LAYOUT): the field
--- 'v' of the holder record and of the lock's record. layout(v, what): refuses (an error reply
--- LAYOUT, which redlock reports with status 78) a record of another layout, before anything
--- is written; a record without the field is this layout's.
+-- 'v' of the holder record and of the lock's record. A script refuses (an error reply LAYOUT,
+-- which redlock reports with status 78) a record of another layout, before anything is
+-- written, where it reads one (the check is written out there: a function would be defined
+-- on every call, which costs the server, the common paths included); a record without the
+-- field is this layout's.
 local LAYOUT = '1'
-local function layout(v, what)
-  if v and v ~= LAYOUT then
-    error({err = 'LAYOUT ' .. what .. ' is of data layout ' .. v .. ', not ' .. LAYOUT ..
-      ': written by another redlock, which this one does not read'})
-  end
-end
 local function audit(list, now, event, body, fresh)
   if type(now) == 'number' then now = string.format('%d', now) end
   local entry

@@ -102,7 +102,10 @@ if redis.pcall('GET', KEYS[1]) == ARGV[1] then
   if ARGV[3] == '' then
     local f = redis.pcall('HMGET', KEYS[2], 'fence', 'v')
     if not f.err then
-      layout(f[2], 'the holder record ' .. KEYS[2])
+      if f[2] and f[2] ~= LAYOUT then
+        error({err = 'LAYOUT ' .. 'the holder record ' .. KEYS[2] .. ' is of data layout ' .. f[2] .. ', not ' .. LAYOUT ..
+          ': written by another redlock, which this one does not read'})
+      end
       given_fence = f[1]
     end
   end
