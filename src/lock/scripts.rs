@@ -50,7 +50,8 @@ pub const RELEASE: &str = concat!(
     include_str!("scripts/release.lua"),
     include_str!("scripts/queue.lua"),
     include_str!("scripts/shapes.lua"),
-    include_str!("scripts/release_rest.lua")
+    include_str!("scripts/release_rest.lua"),
+    include_str!("scripts/release_record.lua")
 );
 pub const FORCE_RELEASE: &str = concat!(
     include_str!("scripts/queue.lua"),
@@ -117,7 +118,8 @@ pub const RELEASE_EACH: &str = each!(
     "release",
     "queue",
     "shapes",
-    "release_rest"
+    "release_rest",
+    "release_record"
 );
 pub const EXTEND_EACH: &str = each!("extend", "shapes", "extend");
 pub const LEAVE_EACH: &str = each!("leave", "queue", "leave");

@@ -56,6 +56,7 @@
 --        {-2, window start (ms), window length (ms), host, pid, user, started, ended, exit,
 --         outcome} when --once-per finds this window's run already taken (see below);
 --        {-3, who} when a later replacer superseded this waiting one (--replace, below).
+--        {-4} to a lean call (a plain run's, below) that the common paths do not serve.
 -- A paused key refuses every taker but its holder's own retry; a waiter stays queued.
 -- A waiter's later attempt is granted a provisional lease (ARGV[12]), which only its own
 -- confirmation (extend.lua) makes the full one: the grant may be made while the waiter cannot
@@ -113,7 +114,8 @@ if found == 0 and not current and not rare then
   local fence, fence_text, fresh = new_fence(KEYS[2], us_text)
   write_holder(KEYS[3], ARGV[2], now_text, fence_text, ARGV[4], ARGV[5])
   redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-  audit(log_key, now_text, 'acquired', 'fence=' .. fence_text .. '\31' .. ARGV[4], fresh)
+  audit(log_key, now_text, 'acquired', nil, fresh,
+    now_text .. '\31acquired\31fence=' .. fence_text .. '\31' .. ARGV[4])
   if fresh then redis.call('PEXPIRE', KEYS[4], RETAIN) end
   return {1, fence, now_text, -1, 0}
 end

@@ -11,7 +11,9 @@
 -- 4 KB, most of what an idle lock would cost the server.
 -- audit(list, now, event, body, fresh): appends an entry; now is the server's clock in ms (a
 -- number, or text written with %d), body '' or name=value pairs separated by '\31'; fresh:
--- false for a take that is not the first of its window (nil: any other entry).
+-- false for a take that is not the first of its window (nil: any other entry); entry: the
+-- entry itself, when the caller made it (a body is then nil): one concatenation makes one
+-- string, where body and entry made apart make two, each hashed and collected by the server.
 -- Every number the scripts give redis.call is text written with %d (NUMBERS below): Redis
 -- would write a Lua number with %.17g, many times slower, and Lua's own conversion writes a
 -- fence as 1.79e+15.
@@ -29,10 +31,10 @@ local RETAIN = '2692000000'
 -- on every call, which costs the server, the common paths included); a record without the
 -- field is this layout's.
 local LAYOUT = '1'
-local function audit(list, now, event, body, fresh)
+local function audit(list, now, event, body, fresh, entry)
   if type(now) == 'number' then now = string.format('%d', now) end
-  local entry
-  if body ~= '' then entry = now .. '\31' .. event .. '\31' .. body
+  if entry then
+  elseif body ~= '' then entry = now .. '\31' .. event .. '\31' .. body
   else entry = now .. '\31' .. event end
   local n = redis.call('RPUSH', list, entry)
   if n % 32 == 0 then
