@@ -15,8 +15,8 @@ use std::collections::BTreeSet;
 /// server, so the common run returns before it reaches them. The release is laid out alike.
 pub const ACQUIRE: &str = concat!(
     include_str!("scripts/audit.lua"),
-    include_str!("scripts/taking.lua"),
     include_str!("scripts/acquire.lua"),
+    include_str!("scripts/taking.lua"),
     include_str!("scripts/queue.lua"),
     include_str!("scripts/shapes.lua"),
     include_str!("scripts/paused.lua"),

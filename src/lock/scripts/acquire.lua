@@ -110,9 +110,42 @@ end
 -- taken whole by a plain run, ends here: the functions the rest needs (acquire_rest.lua,
 -- and the preludes in front of it) are defined only by a run that goes on, since each
 -- function a script defines costs the server on every call that reaches its definition.
+-- The take is taking.lua's new_fence and write_holder written out (they are defined after this
+-- point, for the rest; keep the two alike).
 if found == 0 and not current and not rare then
-  local fence, fence_text, fresh = new_fence(KEYS[2], us_text)
-  write_holder(KEYS[3], ARGV[2], now_text, fence_text, ARGV[4], ARGV[5])
+  local fence_text = us_text
+  local old = redis.pcall('SET', KEYS[2], fence_text, 'PX', RETAIN, 'GET')
+  if type(old) == 'table' then
+    old = redis.call('GET', KEYS[2])
+    if not old or (#old == #fence_text and old < fence_text) then
+      redis.call('SET', KEYS[2], fence_text, 'PX', RETAIN)
+    end
+  end
+  if old and (#old ~= #fence_text or old >= fence_text) then
+    if not string.find(old, '^%d+$') then
+      redis.call('SET', KEYS[2], old, 'KEEPTTL')
+      error({err = 'LAYOUT the fence counter ' .. KEYS[2] .. ' is ' .. old ..
+        ', not of data layout ' .. LAYOUT .. ': written by another redlock; nothing was taken'})
+    end
+    if tonumber(old) >= tonumber(fence_text) then
+      fence_text = string.format('%d', tonumber(old) + 1)
+      redis.call('SET', KEYS[2], fence_text, 'PX', RETAIN)
+    end
+  end
+  local fresh = not old or #old ~= #fence_text
+    or string.sub(old, 1, 5) ~= string.sub(fence_text, 1, 5)
+  local fence = fence_text
+  for _ = 1, 2 do
+    if ARGV[5] == 'no' then
+      if redis.call('HSET', KEYS[3], 'started', now_text, 'ttl', ARGV[2], 'fence', fence_text,
+          'who', ARGV[4], 'v', LAYOUT, 'replace', 'no') == 6 then break end
+    elseif redis.call('HSET', KEYS[3], 'started', now_text, 'ttl', ARGV[2], 'fence', fence_text,
+        'who', ARGV[4], 'v', LAYOUT) == 5 then
+      break
+    end
+    redis.call('DEL', KEYS[3])
+  end
+  redis.call('PEXPIRE', KEYS[3], ARGV[2])
   redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
   audit(log_key, now_text, 'acquired', nil, fresh,
     now_text .. '\31acquired\31fence=' .. fence_text .. '\31' .. ARGV[4])
