@@ -147,8 +147,11 @@ if found == 0 and not current and not rare then
   end
   redis.call('PEXPIRE', KEYS[3], ARGV[2])
   redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-  audit(log_key, now_text, 'acquired', nil, fresh,
+  local n = redis.call('RPUSH', log_key,
     now_text .. '\31acquired\31fence=' .. fence_text .. '\31' .. ARGV[4])
+  if fresh or n % 32 == 0 or n == 1 then
+    audit(log_key, now_text, 'acquired', nil, fresh, nil, n)
+  end
   if fresh then redis.call('PEXPIRE', KEYS[4], RETAIN) end
   return {1, fence, now_text, -1, 0}
 end

@@ -14,6 +14,9 @@
 -- false for a take that is not the first of its window (nil: any other entry); entry: the
 -- entry itself, when the caller made it (a body is then nil): one concatenation makes one
 -- string, where body and entry made apart make two, each hashed and collected by the server.
+-- pushed: the list's length when the caller appended the entry itself (a plain run's take and
+-- release do, and call audit only when its length or `fresh` asks for a trim or an expiry:
+-- a call costs the server more than the append), which audit then only trims and expires.
 -- Every number the scripts give redis.call is text written with %d (NUMBERS below): Redis
 -- would write a Lua number with %.17g, many times slower, and Lua's own conversion writes a
 -- fence as 1.79e+15.
@@ -31,12 +34,15 @@ local RETAIN = '2692000000'
 -- on every call, which costs the server, the common paths included); a record without the
 -- field is this layout's.
 local LAYOUT = '1'
-local function audit(list, now, event, body, fresh, entry)
+local function audit(list, now, event, body, fresh, entry, pushed)
   if type(now) == 'number' then now = string.format('%d', now) end
-  if entry then
-  elseif body ~= '' then entry = now .. '\31' .. event .. '\31' .. body
-  else entry = now .. '\31' .. event end
-  local n = redis.call('RPUSH', list, entry)
+  local n = pushed
+  if not n then
+    if entry then
+    elseif body ~= '' then entry = now .. '\31' .. event .. '\31' .. body
+    else entry = now .. '\31' .. event end
+    n = redis.call('RPUSH', list, entry)
+  end
   if n % 32 == 0 then
     if n > 1000 then
       redis.call('LTRIM', list, '-1000', '-1')

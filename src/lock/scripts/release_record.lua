@@ -33,8 +33,9 @@ if ARGV[3] ~= '' then
   end
   local event = 'released'
   if released == 0 then event = 'lost' end
-  audit(KEYS[3], ended, event, nil, nil,
+  local n = redis.call('RPUSH', KEYS[3],
     ended .. '\31' .. event .. '\31outcome=' .. outcome .. '\31' .. ARGV[10])
+  if n % 32 == 0 or n == 1 then audit(KEYS[3], ended, event, nil, nil, nil, n) end
   -- The --once-per window's run records how it ended.
   if KEYS[10] and redis.call('HMGET', KEYS[10], 'token')[1] == ARGV[1] then
     redis.call('HSET', KEYS[10], 'outcome', outcome, 'ended', ended, 'exit',
