@@ -257,6 +257,15 @@ mod tests {
     use super::*;
     use crate::lock::keys::Keys;
 
+    /// The records' retention is written twice in audit.lua (RETAIN, and in audit, which uses
+    /// no upvalue), and is keys.rs's RECORD_TTL.
+    #[test]
+    fn the_retention_agrees() {
+        let ms = crate::lock::keys::RECORD_TTL.as_millis();
+        assert!(AUDIT_PRELUDE.contains(&format!("local RETAIN = '{ms}'\n")));
+        assert!(AUDIT_PRELUDE.contains(&format!("redis.call('PEXPIRE', list, '{ms}')")));
+    }
+
     #[test]
     fn the_commands_are_read_from_calls_and_pcalls_outside_comments() {
         let source = "-- redis.call('FLUSHALL') is never sent\n\

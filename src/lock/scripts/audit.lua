@@ -17,6 +17,9 @@
 -- pushed: the list's length when the caller appended the entry itself (a plain run's take and
 -- release do, and call audit only when its length or `fresh` asks for a trim or an expiry:
 -- a call costs the server more than the append), which audit then only trims and expires.
+-- audit uses no local of the script's (RETAIN is written out in it: scripts.rs checks that the
+-- two agree): a function that does is given the local as an upvalue when it is defined,
+-- which costs the server on every call of the script, whether audit is called or not.
 -- Every number the scripts give redis.call is text written with %d (NUMBERS below): Redis
 -- would write a Lua number with %.17g, many times slower, and Lua's own conversion writes a
 -- fence as 1.79e+15.
@@ -57,6 +60,6 @@ local function audit(list, now, event, body, fresh, entry, pushed)
   end
   if n == 1 or (fresh ~= false and not (event == 'released' or event == 'lost'
       or event == 'busy' or event == 'skipped')) then
-    redis.call('PEXPIRE', list, RETAIN)
+    redis.call('PEXPIRE', list, '2692000000')
   end
 end
