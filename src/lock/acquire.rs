@@ -266,11 +266,15 @@ pub fn describe_sharers(shape: Shape, n: usize) -> String {
 /// `cluster`: the connection is a Redis Cluster's, where the prefix-wide pause record can be
 /// read only when it shares the lock's slot ([`Keys::pause_all_for`]).
 /// The acquire script's keys and arguments for one attempt.
+///
+/// `lean`: a plain run (one key, exclusive, no waiting, no window, no replacing) names only the
+/// keys acquire.lua's common paths touch; the script replies [`AGAIN`] when it needs the rest.
 fn acquire_call(
     claim: &Claim,
     refusal: Refusal,
     queue: Option<&Queueing>,
     cluster: bool,
+    lean: bool,
 ) -> (Vec<String>, Vec<String>) {
     let Claim {
         keys,
@@ -326,15 +330,19 @@ fn acquire_call(
     }
     // acquire.lua: a run that neither waits, shares, runs once per window nor replaces sends
     // only what every run needs (each key and argument a script is given costs the server).
-    let mut names = lock_names(keys, cluster);
+    let replacer = queue.and_then(|q| q.replace);
+    let rare = queue.is_some() || shape != Shape::Exclusive || once.is_some();
+    let mut names = if lean && !rare {
+        lean_names(keys, cluster)
+    } else {
+        lock_names(keys, cluster)
+    };
     let mut args = vec![
         token.to_string(),
         ttl.as_millis().to_string(),
         count.to_string(),
         holder.audit(),
     ];
-    let replacer = queue.and_then(|q| q.replace);
-    let rare = queue.is_some() || shape != Shape::Exclusive || once.is_some();
     if holder.irreplaceable || rare {
         args.push(if holder.irreplaceable { "no" } else { "" }.to_string());
     }
@@ -399,6 +407,26 @@ fn lock_names(keys: &Keys, cluster: bool) -> Vec<String> {
     ]
 }
 
+/// The keys a plain run's acquire names (a lean call, see acquire.lua): those its common paths
+/// touch, the audit log last.
+fn lean_names(keys: &Keys, cluster: bool) -> Vec<String> {
+    vec![
+        keys.lock.clone(),
+        keys.fence.clone(),
+        keys.holder.clone(),
+        keys.stats.clone(),
+        keys.queue.clone(),
+        keys.leases.clone(),
+        keys.paused.clone(),
+        keys.pause_all_for(cluster).to_string(),
+        keys.log.clone(),
+    ]
+}
+
+/// acquire.lua's reply to a lean call that found more than its common paths serve (a queue, a
+/// pause, a shared holder, the lock already ours): the attempt is sent again with every key.
+const AGAIN: i64 = -4;
+
 /// The script for a claim's keys: one lock, or several at once.
 fn script_for(keys: &Keys) -> &'static Lua {
     if keys.also.is_empty() {
@@ -419,7 +447,27 @@ pub fn acquire(
     cluster: bool,
     ack: Option<Ack>,
 ) -> Result<Acquire> {
-    let (names, args) = acquire_call(claim, refusal, queue, cluster);
+    acquire_with(con, claim, refusal, queue, cluster, ack, true)
+}
+
+/// [`acquire`], lean or with every key.
+fn acquire_with(
+    con: &mut dyn ConnectionLike,
+    claim: &Claim,
+    refusal: Refusal,
+    queue: Option<&Queueing>,
+    cluster: bool,
+    ack: Option<Ack>,
+    lean: bool,
+) -> Result<Acquire> {
+    let (names, args) = acquire_call(claim, refusal, queue, cluster, lean);
+    let lean = lean && names.len() < lock_names(claim.keys, cluster).len();
+    let again = |reply: &[Value]| {
+        lean && reply
+            .first()
+            .and_then(|v| redis::from_redis_value_ref::<i64>(v).ok())
+            == Some(AGAIN)
+    };
     let mut call = script_for(claim.keys).prepare_invoke();
     for name in &names {
         call.key(name);
@@ -430,6 +478,9 @@ pub fn acquire(
     let context = || format!("cannot acquire {}", claim.keys.lock);
     let Some(ack) = ack else {
         return match call.invoke::<Vec<Value>>(con) {
+            Ok(reply) if again(&reply) => {
+                acquire_with(con, claim, refusal, queue, cluster, None, false)
+            }
             Ok(reply) => Ok(acquire_reply(&reply, queue)),
             Err(e) => {
                 let err = anyhow::Error::new(e).context(context());
@@ -438,6 +489,9 @@ pub fn acquire(
         };
     };
     match call.invoke_then::<Vec<Value>>(con, &ack.command()) {
+        Ok((reply, _)) if again(&reply) => {
+            acquire_with(con, claim, refusal, queue, cluster, Some(ack), false)
+        }
         Ok((reply, waited)) => {
             acknowledged(con, claim, acquire_reply(&reply, queue), ack.check(waited))
         }
@@ -503,7 +557,7 @@ pub fn send_after_grant(
     block: Duration,
     ack: Option<Ack>,
 ) -> Result<()> {
-    let (names, args) = acquire_call(claim, Refusal::Uncounted, Some(queue), false);
+    let (names, args) = acquire_call(claim, Refusal::Uncounted, Some(queue), false, false);
     let mut evalsha = redis::cmd("EVALSHA");
     evalsha
         .arg(script_for(claim.keys).get_hash())

@@ -15,8 +15,8 @@ use std::collections::BTreeSet;
 /// server, so the common run returns before it reaches them. The release is laid out alike.
 pub const ACQUIRE: &str = concat!(
     include_str!("scripts/audit.lua"),
-    include_str!("scripts/taking.lua"),
     include_str!("scripts/acquire.lua"),
+    include_str!("scripts/taking.lua"),
     include_str!("scripts/queue.lua"),
     include_str!("scripts/shapes.lua"),
     include_str!("scripts/paused.lua"),
@@ -50,7 +50,8 @@ pub const RELEASE: &str = concat!(
     include_str!("scripts/release.lua"),
     include_str!("scripts/queue.lua"),
     include_str!("scripts/shapes.lua"),
-    include_str!("scripts/release_rest.lua")
+    include_str!("scripts/release_rest.lua"),
+    include_str!("scripts/release_record.lua")
 );
 pub const FORCE_RELEASE: &str = concat!(
     include_str!("scripts/queue.lua"),
@@ -117,7 +118,8 @@ pub const RELEASE_EACH: &str = each!(
     "release",
     "queue",
     "shapes",
-    "release_rest"
+    "release_rest",
+    "release_record"
 );
 pub const EXTEND_EACH: &str = each!("extend", "shapes", "extend");
 pub const LEAVE_EACH: &str = each!("leave", "queue", "leave");
@@ -254,6 +256,15 @@ mod tests {
 
     use super::*;
     use crate::lock::keys::Keys;
+
+    /// The records' retention is written twice in audit.lua (RETAIN, and in audit, which uses
+    /// no upvalue), and is keys.rs's RECORD_TTL.
+    #[test]
+    fn the_retention_agrees() {
+        let ms = crate::lock::keys::RECORD_TTL.as_millis();
+        assert!(AUDIT_PRELUDE.contains(&format!("local RETAIN = '{ms}'\n")));
+        assert!(AUDIT_PRELUDE.contains(&format!("redis.call('PEXPIRE', list, '{ms}')")));
+    }
 
     #[test]
     fn the_commands_are_read_from_calls_and_pcalls_outside_comments() {

@@ -56,6 +56,7 @@
 --        {-2, window start (ms), window length (ms), host, pid, user, started, ended, exit,
 --         outcome} when --once-per finds this window's run already taken (see below);
 --        {-3, who} when a later replacer superseded this waiting one (--replace, below).
+--        {-4} to a lean call (a plain run's, below) that the common paths do not serve.
 -- A paused key refuses every taker but its holder's own retry; a waiter stays queued.
 -- A waiter's later attempt is granted a provisional lease (ARGV[12]), which only its own
 -- confirmation (extend.lua) makes the full one: the grant may be made while the waiter cannot
@@ -73,8 +74,13 @@
 -- moved 2^52 back (scores stay exact doubles). The last replacer to arrive runs: one that
 -- joins supersedes the replacers queued before it, which end their wait (-3). A replacer kept
 -- out of a full queue (--max-waiters) asks nobody.
+-- The server's TIME as text, in ms and in µs (the floor of a fence), made from its digits: a
+-- number converted from or to text costs the server more than most commands do.
 local t = redis.call('TIME')
-local now_text, us_text = clock(t)
+local us_text = t[2]
+if #us_text < 6 then us_text = string.sub('00000' .. us_text, -6) end
+local now_text = t[1] .. string.sub(us_text, 1, 3)
+us_text = t[1] .. us_text
 -- A rare run (one that waits, shares, runs once per window or replaces) sends ARGV[6..16]; a
 -- plain run sends none, and is all the common paths below serve.
 local rare = ARGV[6] ~= nil
@@ -82,7 +88,19 @@ local rare = ARGV[6] ~= nil
 -- common case, with one EXISTS, and the script looks closer only at what is there. The queue is
 -- counted in it, so a free lock with nobody queued needs no look at the queue; a queue that is
 -- the only key there (one found besides the lock, and it has a head) is nothing rare.
-local found = redis.call('EXISTS', KEYS[1], KEYS[8], KEYS[10], KEYS[11], KEYS[5])
+-- A plain run names only the keys the common paths touch (a lean call: lock, fence counter,
+-- holder record, counters, queue, shared leases, pause records, audit log, KEYS[1..9]), since
+-- each key a script is given costs the server; the rest needs them all, and replies {-4} to a
+-- lean call, which the caller sends again with every key (a plain run that finds a queue, a
+-- pause or a shared holder pays a round trip more).
+local log_key = KEYS[12]
+local found
+if log_key then
+  found = redis.call('EXISTS', KEYS[1], KEYS[8], KEYS[10], KEYS[11], KEYS[5])
+else
+  log_key = KEYS[9]
+  found = redis.call('EXISTS', KEYS[1], KEYS[6], KEYS[7], KEYS[8], KEYS[5])
+end
 local current = false
 if found > 0 then
   current = redis.call('GET', KEYS[1])
@@ -92,11 +110,48 @@ end
 -- taken whole by a plain run, ends here: the functions the rest needs (acquire_rest.lua,
 -- and the preludes in front of it) are defined only by a run that goes on, since each
 -- function a script defines costs the server on every call that reaches its definition.
+-- The take is taking.lua's new_fence and write_holder written out (they are defined after this
+-- point, for the rest; keep the two alike).
 if found == 0 and not current and not rare then
-  local fence, fence_text, fresh = new_fence(KEYS[2], us_text)
-  write_holder(KEYS[3], ARGV[2], now_text, fence_text, ARGV[4], ARGV[5])
+  local fence_text = us_text
+  local old = redis.pcall('SET', KEYS[2], fence_text, 'PX', RETAIN, 'GET')
+  if type(old) == 'table' then
+    old = redis.call('GET', KEYS[2])
+    if not old or (#old == #fence_text and old < fence_text) then
+      redis.call('SET', KEYS[2], fence_text, 'PX', RETAIN)
+    end
+  end
+  if old and (#old ~= #fence_text or old >= fence_text) then
+    if not string.find(old, '^%d+$') then
+      redis.call('SET', KEYS[2], old, 'KEEPTTL')
+      error({err = 'LAYOUT the fence counter ' .. KEYS[2] .. ' is ' .. old ..
+        ', not of data layout ' .. LAYOUT .. ': written by another redlock; nothing was taken'})
+    end
+    if tonumber(old) >= tonumber(fence_text) then
+      fence_text = string.format('%d', tonumber(old) + 1)
+      redis.call('SET', KEYS[2], fence_text, 'PX', RETAIN)
+    end
+  end
+  local fresh = not old or #old ~= #fence_text
+    or string.sub(old, 1, 5) ~= string.sub(fence_text, 1, 5)
+  local fence = fence_text
+  for _ = 1, 2 do
+    if ARGV[5] == 'no' then
+      if redis.call('HSET', KEYS[3], 'started', now_text, 'ttl', ARGV[2], 'fence', fence_text,
+          'who', ARGV[4], 'v', LAYOUT, 'replace', 'no') == 6 then break end
+    elseif redis.call('HSET', KEYS[3], 'started', now_text, 'ttl', ARGV[2], 'fence', fence_text,
+        'who', ARGV[4], 'v', LAYOUT) == 5 then
+      break
+    end
+    redis.call('DEL', KEYS[3])
+  end
+  redis.call('PEXPIRE', KEYS[3], ARGV[2])
   redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-  audit(KEYS[12], now_text, 'acquired', 'fence=' .. fence_text .. '\31' .. ARGV[4], fresh)
+  local n = redis.call('RPUSH', log_key,
+    now_text .. '\31acquired\31fence=' .. fence_text .. '\31' .. ARGV[4])
+  if fresh or n % 32 == 0 or n == 1 then
+    audit(log_key, now_text, 'acquired', nil, fresh, nil, n)
+  end
   if fresh then redis.call('PEXPIRE', KEYS[4], RETAIN) end
   return {1, fence, now_text, -1, 0}
 end
@@ -111,7 +166,7 @@ local function counted(event, body)
   if ARGV[3] == '1' then
     redis.call('HINCRBY', KEYS[4], event, '1')
     redis.call('PEXPIRE', KEYS[4], RETAIN)
-    audit(KEYS[12], now_text, event, body .. ARGV[4])
+    audit(log_key, now_text, event, body .. ARGV[4])
   end
 end
 -- holder_brief(): the holder record's fields a refusal replies with (record::BRIEF), none
@@ -120,7 +175,10 @@ end
 local function holder_brief()
   local h = redis.pcall('HMGET', KEYS[3], 'started', 'fence', 'who', 'v')
   if h.err then return {} end
-  layout(h[4], 'the holder record ' .. KEYS[3])
+  if h[4] and h[4] ~= LAYOUT then
+    error({err = 'LAYOUT ' .. 'the holder record ' .. KEYS[3] .. ' is of data layout ' .. h[4] .. ', not ' .. LAYOUT ..
+      ': written by another redlock, which this one does not read'})
+  end
   return h
 end
 -- So does the common refusal (a cron run that overlaps, a herd): the lock held by another and
@@ -132,6 +190,7 @@ if found == 0 and current and not rare and current ~= ARGV[1] then
   counted('busy', '')
   return {0, pttl, now, brief, 0, 0, '', 0, false, 0, 0}
 end
+if not KEYS[12] then return {-4} end
 -- The rest reads and writes a held lock's records: not those of another layout. The holder's
 -- brief is read (and its layout checked) before anything is written, for the refusal's reply.
 local brief = nil

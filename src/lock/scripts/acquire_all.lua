@@ -24,8 +24,12 @@
 --         first lock that refused, its position (1..n), 1 when this waiter is at the front of
 --         another of its locks that is free (it must refresh its entry there at the front's
 --         pace), the shortest life (ms) its entries were given (0: not queued)} when refused.
+-- The server's TIME as text, in ms and in µs (see acquire.lua).
 local t = redis.call('TIME')
-local now_text, us_text = clock(t)
+local us_text = t[2]
+if #us_text < 6 then us_text = string.sub('00000' .. us_text, -6) end
+local now_text = t[1] .. string.sub(us_text, 1, 3)
+us_text = t[1] .. us_text
 local now = tonumber(now_text)
 local token, ticket, n = ARGV[1], ARGV[5], tonumber(ARGV[9])
 local function key(i, j) return KEYS[(i - 1) * 12 + j] end
@@ -150,6 +154,12 @@ else
   queued = redis.call('ZCARD', key(blocked, 5))
 end
 local h = redis.pcall('HMGET', key(blocked, 3), 'started', 'fence', 'who', 'v')
-if h.err then h = {} else layout(h[4], 'the holder record ' .. key(blocked, 3)) end
+if h.err then h = {}
+else
+  if h[4] and h[4] ~= LAYOUT then
+    error({err = 'LAYOUT ' .. 'the holder record ' .. key(blocked, 3) .. ' is of data layout ' .. h[4] .. ', not ' .. LAYOUT ..
+      ': written by another redlock, which this one does not read'})
+  end
+end
 return {0, pttl, now, h, ahead, queued, held_shape, b.sharers, b.pause or false, 0, 0, blocked,
   hurry, shortest or 0}

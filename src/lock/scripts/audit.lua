@@ -11,7 +11,15 @@
 -- 4 KB, most of what an idle lock would cost the server.
 -- audit(list, now, event, body, fresh): appends an entry; now is the server's clock in ms (a
 -- number, or text written with %d), body '' or name=value pairs separated by '\31'; fresh:
--- false for a take that is not the first of its window (nil: any other entry).
+-- false for a take that is not the first of its window (nil: any other entry); entry: the
+-- entry itself, when the caller made it (a body is then nil): one concatenation makes one
+-- string, where body and entry made apart make two, each hashed and collected by the server.
+-- pushed: the list's length when the caller appended the entry itself (a plain run's take and
+-- release do, and call audit only when its length or `fresh` asks for a trim or an expiry:
+-- a call costs the server more than the append), which audit then only trims and expires.
+-- audit uses no local of the script's (RETAIN is written out in it: scripts.rs checks that the
+-- two agree): a function that does is given the local as an upvalue when it is defined,
+-- which costs the server on every call of the script, whether audit is called or not.
 -- Every number the scripts give redis.call is text written with %d (NUMBERS below): Redis
 -- would write a Lua number with %.17g, many times slower, and Lua's own conversion writes a
 -- fence as 1.79e+15.
@@ -23,22 +31,21 @@
 -- it once a day. Each is kept at least 30 days after the lock's last take, at most 31.2.
 local RETAIN = '2692000000'
 -- LAYOUT: the version of the data layout the scripts write and read (record::LAYOUT): the field
--- 'v' of the holder record and of the lock's record. layout(v, what): refuses (an error reply
--- LAYOUT, which redlock reports with status 78) a record of another layout, before anything
--- is written; a record without the field is this layout's.
+-- 'v' of the holder record and of the lock's record. A script refuses (an error reply LAYOUT,
+-- which redlock reports with status 78) a record of another layout, before anything is
+-- written, where it reads one (the check is written out there: a function would be defined
+-- on every call, which costs the server, the common paths included); a record without the
+-- field is this layout's.
 local LAYOUT = '1'
-local function layout(v, what)
-  if v and v ~= LAYOUT then
-    error({err = 'LAYOUT ' .. what .. ' is of data layout ' .. v .. ', not ' .. LAYOUT ..
-      ': written by another redlock, which this one does not read'})
-  end
-end
-local function audit(list, now, event, body, fresh)
+local function audit(list, now, event, body, fresh, entry, pushed)
   if type(now) == 'number' then now = string.format('%d', now) end
-  local entry
-  if body ~= '' then entry = now .. '\31' .. event .. '\31' .. body
-  else entry = now .. '\31' .. event end
-  local n = redis.call('RPUSH', list, entry)
+  local n = pushed
+  if not n then
+    if entry then
+    elseif body ~= '' then entry = now .. '\31' .. event .. '\31' .. body
+    else entry = now .. '\31' .. event end
+    n = redis.call('RPUSH', list, entry)
+  end
   if n % 32 == 0 then
     if n > 1000 then
       redis.call('LTRIM', list, '-1000', '-1')
@@ -53,6 +60,6 @@ local function audit(list, now, event, body, fresh)
   end
   if n == 1 or (fresh ~= false and not (event == 'released' or event == 'lost'
       or event == 'busy' or event == 'skipped')) then
-    redis.call('PEXPIRE', list, RETAIN)
+    redis.call('PEXPIRE', list, '2692000000')
   end
 end

@@ -11,7 +11,10 @@ local token = redis.call('GET', KEYS[1])
 local h = {}
 if token then
   h = redis.call('HMGET', KEYS[2], 'started', 'fence', 'who', 'v')
-  layout(h[4], 'the holder record ' .. KEYS[2])
+  if h[4] and h[4] ~= LAYOUT then
+    error({err = 'LAYOUT ' .. 'the holder record ' .. KEYS[2] .. ' is of data layout ' .. h[4] .. ', not ' .. LAYOUT ..
+      ': written by another redlock, which this one does not read'})
+  end
   redis.call('DEL', KEYS[1], KEYS[2])
 end
 local t = redis.call('TIME')

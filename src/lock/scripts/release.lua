@@ -40,66 +40,15 @@ local keep = 0
 if ARGV[2] ~= '0' then keep = tonumber(ARGV[2]) or 0 end
 -- The fence of a hold ended without a run, for its audit entry.
 local given_fence = nil
--- finish(released): records the run (when ARGV[3] gives an outcome) and replies.
-local function finish(released)
-  if ARGV[3] ~= '' then
-    local outcome = ARGV[3]
-    if released == 0 then outcome = 'lease lost' end
-    local ended = ARGV[4]
-    if ended == '' then
-      local t = redis.call('TIME')
-      ended = string.format('%d', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
-    end
-    local last = outcome .. '\31' .. ARGV[5]
-    local created
-    if outcome == 'ok' then
-      created = redis.call('HSET', KEYS[4], 'last', last, 'host', ARGV[6], 'pid', ARGV[7], 'user',
-        ARGV[8], 'cmd', ARGV[9], 'v', LAYOUT, 'last_ok', ended)
-    else
-      created = redis.call('HSET', KEYS[4], 'last', last, 'host', ARGV[6], 'pid', ARGV[7], 'user',
-        ARGV[8], 'cmd', ARGV[9], 'v', LAYOUT)
-    end
-    if ARGV[11] then redis.call('HSET', KEYS[4], 'replaced_by', ARGV[11]) end
-    redis.call('HINCRBY', KEYS[4], 'runs', '1')
-    if outcome == 'lease lost' then redis.call('HINCRBY', KEYS[4], 'lost', '1') end
-    if outcome == 'failed' or outcome == 'killed' or outcome == 'timed out' then
-      redis.call('HINCRBY', KEYS[4], 'failed', '1')
-    elseif outcome == 'replaced' then
-      redis.call('HINCRBY', KEYS[4], 'replaced', '1')
-    end
-    -- The record's expiry is written by the take that began its window (acquire.lua), and here
-    -- only when this write made the record (or a field of it) anew.
-    if created > 0 then redis.call('PEXPIRE', KEYS[4], RETAIN) end
-    local event = 'released'
-    if released == 0 then event = 'lost' end
-    audit(KEYS[3], ended, event, 'outcome=' .. outcome .. '\31' .. ARGV[10])
-    -- The --once-per window's run records how it ended.
-    if KEYS[10] and redis.call('HMGET', KEYS[10], 'token')[1] == ARGV[1] then
-      redis.call('HSET', KEYS[10], 'outcome', outcome, 'ended', ended, 'exit',
-        string.match(ARGV[5], '^[^\31]*'))
-    end
-  else
-    if released == 1 then
-      local t = redis.call('TIME')
-      local why = ARGV[4]
-      if not why or why == '' then why = 'given back' end
-      local body = 'outcome=' .. why .. '\31fence=' .. (given_fence or '')
-      if ARGV[5] and ARGV[5] ~= '' then body = body .. '\31' .. ARGV[5] end
-      audit(KEYS[3], string.format('%d', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)),
-        'released', body)
-    end
-    if KEYS[10] and redis.call('HMGET', KEYS[10], 'token')[1] == ARGV[1] then
-      redis.call('DEL', KEYS[10])
-    end
-  end
-  return released
-end
 local released, head = 0, nil
 if redis.pcall('GET', KEYS[1]) == ARGV[1] then
   if ARGV[3] == '' then
     local f = redis.pcall('HMGET', KEYS[2], 'fence', 'v')
     if not f.err then
-      layout(f[2], 'the holder record ' .. KEYS[2])
+      if f[2] and f[2] ~= LAYOUT then
+        error({err = 'LAYOUT ' .. 'the holder record ' .. KEYS[2] .. ' is of data layout ' .. f[2] .. ', not ' .. LAYOUT ..
+          ': written by another redlock, which this one does not read'})
+      end
       given_fence = f[1]
     end
   end
@@ -114,7 +63,10 @@ if redis.pcall('GET', KEYS[1]) == ARGV[1] then
   end
   released = 1
 end
--- The common release, of an exclusive hold with nobody queued, ends here: the functions that
--- wake a waiter or end a shared hold (queue.lua, shapes.lua, release_rest.lua) are defined
--- only by a release that goes on (see acquire.lua).
-if not head and (released == 1 or not KEYS[8]) then return finish(released) end
+-- The common release, of an exclusive hold with nobody queued, goes on to the record of the
+-- run (release_record.lua): the functions that wake a waiter or end a shared hold (queue.lua,
+-- shapes.lua, release_rest.lua) are defined only in the block this opens, by a release that
+-- needs them, and the record is written in the script's body, not by a function, since each
+-- function a script defines costs the server on every call that reaches its definition (see
+-- acquire.lua). release_rest.lua closes the block.
+if head or (released == 0 and KEYS[8]) then

@@ -1,5 +1,5 @@
--- release (the rest, after release.lua and the preludes it needs): a waiter to wake, or the
--- lease of a shared or slotted holder.
+-- release (the rest, after release.lua and the preludes it needs, in the block release.lua
+-- opens, which this closes): a waiter to wake, or the lease of a shared or slotted holder.
 if head then
   wake(nil, head)
 elseif KEYS[8] and redis.call('EXISTS', KEYS[8]) == 1 then
@@ -26,4 +26,4 @@ elseif KEYS[8] and redis.call('EXISTS', KEYS[8]) == 1 then
     end
   end
 end
-return finish(released)
+end
