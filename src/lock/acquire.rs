@@ -13,6 +13,7 @@ use super::keys::{Keys, RECORD_TTL};
 use super::lua::{Lua, lua};
 use super::operator::audit_entry;
 use super::record::{Holder, Pause};
+use super::refused::give_back_after_error;
 use super::replicas::{Ack, explain, is_unacknowledged};
 use super::{Claim, PROVISIONAL, Queueing, RELEASE, Refusal, Shape};
 use crate::redis::server::Conn;
@@ -306,7 +307,7 @@ fn acquire_call(
         // acquire_all.lua: every lock's keys, the number of locks, and each release channel.
         let mut names = Vec::new();
         for each in keys.each() {
-            names.extend(lock_names(each, cluster));
+            names.extend(each.of_an_acquire(cluster));
         }
         let mut args = vec![
             token.to_string(),
@@ -335,7 +336,7 @@ fn acquire_call(
     let mut names = if lean && !rare {
         lean_names(keys, cluster)
     } else {
-        lock_names(keys, cluster)
+        keys.of_an_acquire(cluster)
     };
     let mut args = vec![
         token.to_string(),
@@ -386,25 +387,6 @@ fn acquire_call(
         }
     }
     (names, args)
-}
-
-/// The keys acquire.lua takes from every run, and acquire_all.lua for each lock (the
-/// `--once-per` window's record and the stop lists follow for a run that needs them).
-fn lock_names(keys: &Keys, cluster: bool) -> Vec<String> {
-    vec![
-        keys.lock.clone(),
-        keys.fence.clone(),
-        keys.holder.clone(),
-        keys.stats.clone(),
-        keys.queue.clone(),
-        keys.alive.clone(),
-        keys.waiters.clone(),
-        keys.leases.clone(),
-        keys.holders.clone(),
-        keys.paused.clone(),
-        keys.pause_all_for(cluster).to_string(),
-        keys.log.clone(),
-    ]
 }
 
 /// The keys a plain run's acquire names (a lean call, see acquire.lua): those its common paths
@@ -461,7 +443,7 @@ fn acquire_with(
     lean: bool,
 ) -> Result<Acquire> {
     let (names, args) = acquire_call(claim, refusal, queue, cluster, lean);
-    let lean = lean && names.len() < lock_names(claim.keys, cluster).len();
+    let lean = lean && names.len() < claim.keys.of_an_acquire(cluster).len();
     let again = |reply: &[Value]| {
         lean && reply
             .first()
@@ -632,126 +614,6 @@ pub fn grant_reply(
         }
         other => Err(anyhow!("unexpected reply to the acquire: {other:?}").context(context())),
     }
-}
-
-/// After the acquire script answered with an error. A server runs a script's commands without
-/// a transaction: what the script wrote before the command that failed stays, and that may be
-/// the lock itself, held with this claim's token for the whole TTL by a process about to exit.
-/// So whatever it may hold is given back by its token (the release deletes the lock before it
-/// writes its records, so it frees the lock even when a later command of its own is refused).
-/// When the lock cannot be shown to be free afterwards, the error says that it may stay held,
-/// and how to free it. The error, the cause, keeps its status.
-///
-/// A reply that comes before the script could run (no password, an ACL refusing the script or
-/// a key it declares, a script the server does not hold) left nothing, and nothing is done.
-fn give_back_after_error(
-    con: &mut dyn ConnectionLike,
-    claim: &Claim,
-    err: anyhow::Error,
-) -> anyhow::Error {
-    use crate::report::reply::{Meaning, meaning};
-    let ran = crate::report::error::redis_errors(&err).any(|e| {
-        !matches!(
-            meaning(e),
-            None | Some(
-                Meaning::Unauthenticated
-                    | Meaning::WrongPassword
-                    | Meaning::NoScript
-                    | Meaning::AclDenied { in_script: false }
-            )
-        )
-    });
-    if !ran {
-        return err;
-    }
-    let keys = claim.keys;
-    let err = which_is_not_a_record(con, claim, err);
-    let given_back =
-        super::hold::give_back_unverified(con, keys, claim.token, super::record::GivenBack::Unused);
-    if given_back.is_ok()
-        || matches!(
-            super::hold::holds(con, keys, claim.token, claim.shape != Shape::Exclusive),
-            Ok(super::hold::Holding::Free | super::hold::Holding::Other)
-        )
-    {
-        return err;
-    }
-    let ttl = crate::supervise::lease::fmt(claim.ttl);
-    let text = if keys.also.is_empty() {
-        format!(
-            "{} may stay held until its TTL ({ttl}) ends: free it with `redlock release {} \
-             --force`",
-            keys.lock, keys.name
-        )
-    } else {
-        format!(
-            "{} may stay held until their TTL ({ttl}) ends: free each with `redlock release \
-             KEY --force`",
-            keys.names()
-        )
-    };
-    crate::report::error::afterword(err, text)
-}
-
-/// The types the acquire script keeps its keys in, in [`lock_names`]' order.
-const TYPES: [&str; 12] = [
-    "string", "string", "hash", "hash", "zset", "zset", "hash", "zset", "hash", "hash", "hash",
-    "list",
-];
-
-/// An acquire refused with WRONGTYPE: the lock key holds another type (said by
-/// `error::not_a_lock`), or one of the records beside it does, which a TYPE of each (only on
-/// this path) finds and names: the lock key is then no other data, and the records' key is
-/// what to delete.
-fn which_is_not_a_record(
-    con: &mut dyn ConnectionLike,
-    claim: &Claim,
-    err: anyhow::Error,
-) -> anyhow::Error {
-    use crate::report::reply::{Meaning, meaning};
-    if !crate::report::error::redis_errors(&err).any(|e| meaning(e) == Some(Meaning::WrongType)) {
-        return err;
-    }
-    let mut expected = Vec::new();
-    for keys in claim.keys.each() {
-        expected.extend(lock_names(keys, false).into_iter().zip(TYPES));
-        expected.push((keys.once.clone(), "hash"));
-    }
-    let mut pipe = redis::pipe();
-    for (name, _) in &expected {
-        pipe.cmd("TYPE").arg(name);
-    }
-    let Ok(types) = pipe.query::<Vec<String>>(con) else {
-        return err;
-    };
-    let wrong: Vec<String> = expected
-        .iter()
-        .zip(&types)
-        .filter(|((_, want), is)| is.as_str() != "none" && is.as_str() != *want)
-        .map(|((name, want), is)| format!("{name} holds a {is} where redlock keeps a {want}"))
-        .collect();
-    // The lock key itself, or nothing found: `not_a_lock` says it.
-    if wrong.is_empty()
-        || claim
-            .keys
-            .each()
-            .any(|k| wrong[0].starts_with(&format!("{} ", k.lock)))
-    {
-        return err;
-    }
-    let text = format!(
-        "cannot acquire {}: {} (WRONGTYPE): {} of the lock's records, which redlock \
-         recreates; delete {}",
-        claim.keys.names(),
-        wrong.join(", "),
-        if wrong.len() == 1 {
-            "it is one"
-        } else {
-            "they are"
-        },
-        if wrong.len() == 1 { "it" } else { "them" }
-    );
-    crate::report::error::worded(err, text)
 }
 
 /// What the acquire script's reply says.

@@ -186,7 +186,32 @@ pub fn slot(key: &str) -> u16 {
     crc % 16384
 }
 
+/// The types the acquire script keeps [`Keys::of_an_acquire`] in, in their order.
+pub const ACQUIRE_TYPES: [&str; 12] = [
+    "string", "string", "hash", "hash", "zset", "zset", "hash", "zset", "hash", "hash", "hash",
+    "list",
+];
+
 impl Keys {
+    /// The keys acquire.lua takes from every run, and acquire_all.lua for each lock (the
+    /// `--once-per` window's record and the stop lists follow for a run that needs them).
+    pub fn of_an_acquire(&self, cluster: bool) -> Vec<String> {
+        vec![
+            self.lock.clone(),
+            self.fence.clone(),
+            self.holder.clone(),
+            self.stats.clone(),
+            self.queue.clone(),
+            self.alive.clone(),
+            self.waiters.clone(),
+            self.leases.clone(),
+            self.holders.clone(),
+            self.paused.clone(),
+            self.pause_all_for(cluster).to_string(),
+            self.log.clone(),
+        ]
+    }
+
     /// The keys of every script that ends or leaves a hold (release, undo, leave, force a
     /// release), in the order their KEYS list them: lock, holder record, audit log, the lock's
     /// record (counters and last run), queue, queue liveness, waiters, shared leases, shared

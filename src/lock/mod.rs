@@ -25,6 +25,7 @@ pub mod nested;
 pub mod nodes;
 mod operator;
 pub mod record;
+mod refused;
 pub mod replicas;
 pub mod scripts;
 pub mod wait;
