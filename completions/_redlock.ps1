@@ -316,7 +316,7 @@ Register-ArgumentCompleter -Native -CommandName 'redlock' -ScriptBlock {
             [CompletionResult]::new('-f', '-f', [CompletionResultType]::ParameterName, 'After the entries so far, print new ones as they come, until interrupted (SIGINT or SIGTERM, exit 0)')
             [CompletionResult]::new('--follow', '--follow', [CompletionResultType]::ParameterName, 'After the entries so far, print new ones as they come, until interrupted (SIGINT or SIGTERM, exit 0)')
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'One JSON object per line (JSON Lines) instead of text')
-            [CompletionResult]::new('--timeline', '--timeline', [CompletionResultType]::ParameterName, 'Draw the keys'' runs as a timeline instead: holders as bars per host, refusals, how each hold ended, runs waiting now and pauses (plain ASCII when stdout is not a terminal)')
+            [CompletionResult]::new('--timeline', '--timeline', [CompletionResultType]::ParameterName, 'Draw the keys'' runs as a timeline instead: holders as bars per host, refusals, how each hold ended, waits and pauses (plain ASCII when stdout is not a terminal)')
             [CompletionResult]::new('--tls-insecure', '--tls-insecure', [CompletionResultType]::ParameterName, 'Do not verify the server''s certificate (TLS URLs only; prints a warning)')
             [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'Print a timeline of what redlock does on stderr')
             [CompletionResult]::new('--verbose', '--verbose', [CompletionResultType]::ParameterName, 'Print a timeline of what redlock does on stderr')

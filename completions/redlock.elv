@@ -302,7 +302,7 @@ set edit:completion:arg-completer[redlock] = {|@words|
             cand -f 'After the entries so far, print new ones as they come, until interrupted (SIGINT or SIGTERM, exit 0)'
             cand --follow 'After the entries so far, print new ones as they come, until interrupted (SIGINT or SIGTERM, exit 0)'
             cand --json 'One JSON object per line (JSON Lines) instead of text'
-            cand --timeline 'Draw the keys'' runs as a timeline instead: holders as bars per host, refusals, how each hold ended, runs waiting now and pauses (plain ASCII when stdout is not a terminal)'
+            cand --timeline 'Draw the keys'' runs as a timeline instead: holders as bars per host, refusals, how each hold ended, waits and pauses (plain ASCII when stdout is not a terminal)'
             cand --tls-insecure 'Do not verify the server''s certificate (TLS URLs only; prints a warning)'
             cand -v 'Print a timeline of what redlock does on stderr'
             cand --verbose 'Print a timeline of what redlock does on stderr'

@@ -206,7 +206,7 @@ pub struct LogArgs {
     pub json: bool,
 
     /// Draw the keys' runs as a timeline instead: holders as bars per host, refusals, how each
-    /// hold ended, runs waiting now and pauses (plain ASCII when stdout is not a terminal)
+    /// hold ended, waits and pauses (plain ASCII when stdout is not a terminal)
     #[arg(long, conflicts_with_all = ["all", "follow", "json"])]
     pub timeline: bool,
 

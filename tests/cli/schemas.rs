@@ -331,6 +331,13 @@ fn real_outputs() -> Vec<(&'static str, String)> {
     Redlock::new(&server)
         .args(["acquire", "--key", "lapses", "--ttl", "500ms"])
         .exits_with(0);
+    // A waiter's take, which says how long it waited, after the lapse.
+    let out = rl()
+        .args([
+            "run", "--key", "lapses", "--ttl", "5s", "--wait", "10s", "--", "true",
+        ])
+        .exits_with(0);
+    lines(&mut docs, &out.stderr);
     let mut forced = rl()
         .args([
             "run",

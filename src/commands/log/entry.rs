@@ -84,6 +84,12 @@ impl Entry {
                 ));
             }
         }
+        if let Some(ms) = self.get("waited_ms").and_then(|d| d.parse::<u64>().ok()) {
+            line.push_str(&format!(
+                ", after waiting {}",
+                crate::supervise::lease::fmt(Duration::from_millis(ms))
+            ));
+        }
         if let Some(by) = self.get("by") {
             line.push_str(&format!(", by {by}"));
         }
@@ -107,7 +113,7 @@ impl Entry {
     }
 
     /// One JSON object: key, id, time_ms, time, then the entry's fields in their order
-    /// (numbers for the numeric ones: pid, fence, exit, duration_ms, until, started, ended, slot).
+    /// (numbers for the numeric ones: pid, fence, exit, duration_ms, until, slot, waited_ms).
     pub(super) fn json(&self) -> String {
         let mut out = String::from("{");
         let field = |out: &mut String, name: &str| {
@@ -139,15 +145,14 @@ impl Entry {
 }
 
 /// The fields written as JSON numbers (when they hold one).
-const NUMERIC: [&str; 8] = [
+const NUMERIC: [&str; 7] = [
     "pid",
     "fence",
     "exit",
     "duration_ms",
     "until",
-    "started",
-    "ended",
     "slot",
+    "waited_ms",
 ];
 
 /// RFC 3339 in UTC with milliseconds.

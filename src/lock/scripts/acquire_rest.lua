@@ -157,14 +157,25 @@ if free and not pause then
         'exit', '', unpack(ARGV, 17))
       redis.call('PEXPIRE', KEYS[13], string.format('%d', 2 * every))
     end
+    -- A waiter's take says how long it waited, from its arrival in the queue (a replacer's
+    -- was moved 2^52 back, see above), for `log` and its timeline.
+    local who = ARGV[4]
+    if head == ticket then
+      local arrived = tonumber(redis.call('ZSCORE', KEYS[5], ticket))
+      if arrived then
+        if arrived < 0 then arrived = arrived + 4503599627370496 end
+        local waited = math.floor((tonumber(us_text) - arrived) / 1000)
+        if waited >= 0 then who = who .. string.format('\31waited_ms=%d', waited) end
+      end
+    end
     if shape == '' then
-      audit(KEYS[12], now_text, 'acquired', 'fence=' .. fence_text .. '\31' .. ARGV[4])
+      audit(KEYS[12], now_text, 'acquired', 'fence=' .. fence_text .. '\31' .. who)
     elseif slot >= 0 then
       audit(KEYS[12], now, 'acquired',
-        string.format('fence=%d\31shape=%s\31slot=%d\31%s', fence, shape, slot, ARGV[4]))
+        string.format('fence=%d\31shape=%s\31slot=%d\31%s', fence, shape, slot, who))
     else
       audit(KEYS[12], now, 'acquired',
-        string.format('fence=%d\31shape=%s\31%s', fence, shape, ARGV[4]))
+        string.format('fence=%d\31shape=%s\31%s', fence, shape, who))
     end
     -- A quorum waiter (its arrival given) stays queued here until a majority granted it the
     -- lock (it then leaves every node's queue): taken out here alone, it would lose its place

@@ -1,11 +1,11 @@
 //! `redlock log KEY... --timeline`: a key's recent runs drawn in the terminal, for incidents —
-//! who held the lock when, on which host, who was refused, who waits now, and how each hold
+//! who held the lock when, on which host, who was refused, who waited, and how each hold
 //! ended — where the plain log answers the same line by line.
 //!
 //! One chart per key, from the same reading as `log` (its list with every take's end, inferred
-//! lapses included, and an earlier version's stream), plus one reading of the lock's state
-//! (`inspect.rs`) for what the log cannot tell: the runs waiting now. A wait that ended is not
-//! in the log (only its refusal, when `--wait` ran out). Time runs left to right from the
+//! lapses included), plus one reading of the lock's state (`inspect.rs`) for what the log
+//! cannot tell: the runs waiting now. A wait that ended in a take is in that take's entry
+//! (`waited_ms`); one that ran out is its refusal. Time runs left to right from the
 //! first entry to the last, or to now while something is still held, waited for or paused;
 //! with `--since D`, from D ago to now, and a hold or pause that began before and lasted into
 //! that window is drawn from its left edge (the whole list is read for it: it holds at most
@@ -253,6 +253,17 @@ impl Chart {
             let end = match e.get("event").unwrap_or("") {
                 "acquired" => {
                     chart.row(&host(e));
+                    // A waiter's take says how long it waited: drawn up to the take.
+                    if let Some(waited) = e.get("waited_ms").and_then(|w| w.parse::<i64>().ok()) {
+                        chart.spans.push(Span {
+                            row: host(e),
+                            from: e.ms - waited,
+                            to: e.ms,
+                            fill: Fill::Waiting,
+                            end: None,
+                            clipped: false,
+                        });
+                    }
                     open.insert(fence, (host(e), e.ms));
                     continue;
                 }
@@ -512,7 +523,7 @@ impl Chart {
             .filter(|(c, _)| used.contains(*c))
             .map(|(c, what)| format!("{c} {what}"))
             .collect();
-        for (fill, what) in [(Fill::Waiting, "waiting now"), (Fill::Paused, "paused")] {
+        for (fill, what) in [(Fill::Waiting, "waiting"), (Fill::Paused, "paused")] {
             if self.spans.iter().any(|s| s.fill == fill) {
                 legend.push(format!("{} {what}", style.fill(fill)));
             }
