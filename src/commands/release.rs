@@ -10,9 +10,11 @@ use anyhow::Result;
 
 use crate::Context;
 use crate::cli::ReleaseArgs;
+use crate::lock;
 use crate::lock::keys::Keys;
+use crate::lock::nodes::Nodes;
 use crate::lock::record::{GivenBack, Holder};
-use crate::report::error::not_a_lock;
+use crate::report::error::{is_server_reply, not_a_lock, render};
 use crate::report::exit::Exit;
 use crate::report::log;
 
@@ -26,9 +28,21 @@ pub fn release(ctx: &Context, args: ReleaseArgs) -> Result<Exit> {
     let mut nodes = ctx.nodes(ctx.timeout);
     nodes.connect()?;
     if args.force {
-        let removed = nodes
-            .force_release(&keys, &operator())
-            .map_err(|e| not_a_lock(e, &format!("cannot release {}", keys.lock), false))?;
+        // One server: what was there is read first, so that a forced release the server
+        // refused after its delete can be told from one that found nothing (`forced_anyway`).
+        let single = !nodes.is_quorum();
+        let there = single && matches!(nodes.on(0, |c| lock::force_left(c, &keys)), Ok(true));
+        let removed = match nodes.force_release(&keys, &operator()) {
+            Ok(removed) => removed,
+            Err(e) if there && forced_anyway(&mut nodes, &keys, &e) => return Ok(Exit::Success),
+            Err(e) => {
+                return Err(not_a_lock(
+                    e,
+                    &format!("cannot release {}", keys.lock),
+                    false,
+                ));
+            }
+        };
         let quorum = nodes.is_quorum();
         let mut any = false;
         for (node, removed) in &removed {
@@ -93,6 +107,27 @@ pub fn release(ctx: &Context, args: ReleaseArgs) -> Result<Exit> {
         log::warn("not_released", &what, &[]);
         Ok(Exit::No)
     }
+}
+
+/// A forced release the server refused half way (an ACL lacking a command its record-keeping
+/// needs, after the delete): when nothing is left of the lock, it was removed, which is said
+/// in a warning naming what failed; whom it removed is not known (the script's reply is lost).
+/// Otherwise, or when the read is refused too, the error stands.
+fn forced_anyway(nodes: &mut Nodes, keys: &Keys, err: &anyhow::Error) -> bool {
+    if !is_server_reply(err) || !matches!(nodes.on(0, |c| lock::force_left(c, keys)), Ok(false)) {
+        return false;
+    }
+    log::warn(
+        "release_unrecorded",
+        &format!(
+            "removed {} (nothing holds it any more), but the release's records were not all \
+             written: {}",
+            keys.lock,
+            render(err)
+        ),
+        &[("key", keys.lock.as_str().into())],
+    );
+    true
 }
 
 /// Who forces a release, for the audit log: "host (user NAME)".

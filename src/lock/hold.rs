@@ -125,6 +125,32 @@ pub fn extend(
     })
 }
 
+/// After an extend whose script the server refused half way: whether the renewal happened
+/// anyway. The script moves the expiry before it writes the holder record, and a server keeps
+/// what a script did before a command failed. Plain reads (which an ACL may refuse too: then
+/// the answer is an error): every lock still holds `token` and lives at least `ttl` less the
+/// time since `since` (taken before the script was sent), so the renewal took effect. A
+/// shared holder's lease is not read back (its deadline is the server's clock, which a
+/// client without `time` cannot read): `Ok(false)`.
+pub fn renewed_anyway(
+    con: &mut dyn ConnectionLike,
+    keys: &Keys,
+    token: &str,
+    ttl: Duration,
+    since: std::time::Instant,
+) -> Result<bool> {
+    let mut pipe = redis::pipe();
+    for keys in keys.each() {
+        pipe.get(&keys.lock).pttl(&keys.lock);
+    }
+    let replies: Vec<Value> = pipe.query(con)?;
+    let least = ttl.saturating_sub(since.elapsed()).as_millis() as i64;
+    Ok(replies.chunks(2).all(|lock| match lock {
+        [Value::BulkString(held), pttl] => held == token.as_bytes() && int(pttl) >= least,
+        _ => false,
+    }))
+}
+
 /// What a quorum renewal writes back on a node that lost the key while a majority still holds
 /// it: the fence (so the node's counter is raised past it) and the holder record, when known.
 #[derive(Clone, Debug, Default)]

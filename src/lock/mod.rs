@@ -36,9 +36,9 @@ pub use self::acquire::{
 };
 pub use self::hold::{
     Held, Renewed, Standing, extend, give_back, give_back_unverified, heal, held, leave,
-    raise_fence, release, release_unverified, undo,
+    raise_fence, release, release_unverified, renewed_anyway, undo,
 };
-pub use self::operator::{Removed, audit_entry, force_release, pause, resume};
+pub use self::operator::{Removed, audit_entry, force_left, force_release, pause, resume};
 
 use std::time::Duration;
 

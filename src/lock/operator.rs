@@ -102,6 +102,18 @@ pub struct Removed {
     pub sharers: Vec<crate::lock::record::Sharer>,
 }
 
+/// Whether anything `release --force` deletes is there: the lock key, or shared leases. Read
+/// before and after a forced release the server refused half way (the script deletes the lock
+/// before it writes the counters and the audit log, and a server keeps what a script did
+/// before a command failed).
+pub fn force_left(con: &mut dyn ConnectionLike, keys: &Keys) -> Result<bool> {
+    let (lock, leases): (bool, bool) = redis::pipe()
+        .exists(&keys.lock)
+        .exists(&keys.leases)
+        .query(con)?;
+    Ok(lock || leases)
+}
+
 pub fn force_release(
     con: &mut dyn ConnectionLike,
     keys: &Keys,

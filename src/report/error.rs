@@ -184,15 +184,18 @@ pub fn is_acl_denial(err: &anyhow::Error) -> bool {
     redis_errors(err).any(|e| matches!(reply::meaning(e), Some(Meaning::AclDenied { .. })))
 }
 
+/// Whether the server said a key holds another type of value (WRONGTYPE).
+pub fn is_wrong_type(err: &anyhow::Error) -> bool {
+    redis_errors(err).any(|e| reply::meaning(e) == Some(Meaning::WrongType))
+}
+
 /// A lock operation (`doing`: "cannot acquire KEY") a script refused with WRONGTYPE: the lock
 /// key holds another type of value. Said as `status` says it, with what to do; `several`
 /// when the operation named more than one key. The scripts read the lock key before they
 /// write anything, so nothing was changed. Other errors are returned as they are.
 pub fn not_a_lock(err: anyhow::Error, doing: &str, several: bool) -> anyhow::Error {
     // Already worded where the key of another type was found (a record beside the lock).
-    if !redis_errors(&err).any(|e| reply::meaning(e) == Some(Meaning::WrongType))
-        || err.chain().any(<dyn std::error::Error>::is::<Worded>)
-    {
+    if !is_wrong_type(&err) || err.chain().any(<dyn std::error::Error>::is::<Worded>) {
         return err;
     }
     let text = if several {

@@ -167,3 +167,62 @@ fn a_url_naming_a_user_alone_authenticates_as_that_user() {
         .error_mentions(&["did not let in the URL's user without a password (WRONGPASS)"])
         .error_does_not_mention("locker");
 }
+
+/// Without `rpush`, the force-release script deletes the lock and then fails on its audit
+/// entry: the lock is gone, and `release --force` says it removed it, with 0 and one warning.
+/// Without `del`, nothing is removed: the error stands (77) and the lock stays held.
+#[test]
+fn a_forced_release_refused_after_it_deleted_the_lock_says_it_removed_it() {
+    let server = server_with_recipes();
+    locker_without(&server, "norpush", &["rpush"]);
+    locker_without(&server, "nodel", &["del"]);
+    as_user(&server, "locker")
+        .args(["acquire", "--key", "a", "--ttl", "1h"])
+        .exits_with(0);
+    as_user(&server, "nodel")
+        .args(["release", "a", "--force"])
+        .exits_with(77)
+        .error_mentions(&["cannot release jobs:a"]);
+    assert!(server.exists("jobs:a"), "the lock was removed without del");
+    let out = as_user(&server, "norpush")
+        .args(["release", "a", "--force"])
+        .exits_with(0);
+    out.error_mentions(&[
+        "removed jobs:a (nothing holds it any more), but the release's records were not all written",
+        "rpush",
+    ]);
+    assert_eq!(out.stderr.lines().count(), 1, "{out}");
+    assert!(!server.exists("jobs:a"));
+    // Nothing there: still "not held" (1), not a removal.
+    as_user(&server, "norpush")
+        .args(["release", "a", "--force"])
+        .exits_with(1);
+}
+
+/// Without `hset`, the extend script moves the expiry and then fails on the holder record:
+/// the lease is renewed, and `extend` says so, with 0 and one warning. Without `pexpire`
+/// nothing is renewed: the error names the key and the operation.
+#[test]
+fn an_extend_refused_after_it_renewed_says_it_renewed() {
+    let server = server_with_recipes();
+    locker_without(&server, "nohset", &["hset"]);
+    locker_without(&server, "nopexpire", &["pexpire"]);
+    let out = as_user(&server, "locker")
+        .args(["acquire", "--key", "a", "--ttl", "1m"])
+        .exits_with(0);
+    let token = out.stdout.lines().next().expect("token line").to_owned();
+    as_user(&server, "nopexpire")
+        .args(["extend", "--key", "a", "--token", &token, "--ttl", "1h"])
+        .exits_with(77)
+        .error_mentions(&["cannot extend jobs:a: "]);
+    assert!(server.query::<i64>(&["PTTL", "jobs:a"]) <= 60_000);
+    let out = as_user(&server, "nohset")
+        .args(["extend", "--key", "a", "--token", &token, "--ttl", "1h"])
+        .exits_with(0);
+    out.error_mentions(&[
+        "renewed jobs:a for 1h, but the renewal's records were not all written",
+        "hset",
+    ]);
+    assert_eq!(out.stderr.lines().count(), 1, "{out}");
+    assert!(server.query::<i64>(&["PTTL", "jobs:a"]) > 3_000_000);
+}
