@@ -231,6 +231,16 @@ pub fn write_file(nodes: &mut Nodes, keys: &Keys, path: &Path) -> Result<()> {
         Some(dir) if !dir.as_os_str().is_empty() => dir,
         _ => Path::new("."),
     };
+    // The rename would put a regular file in place of a device, a FIFO or a directory
+    // (/dev/stdout, /dev/null): that is never what the flag asked for.
+    if let Ok(meta) = std::fs::metadata(path)
+        && !meta.file_type().is_file()
+    {
+        anyhow::bail!(
+            "cannot write {}: it is no regular file (the metrics file is replaced by a rename)",
+            path.display()
+        );
+    }
     let _locked = lock_dir(dir)?;
     let read = crate::lock::inspect::readable(super::status::inspect_each(
         nodes,
@@ -247,7 +257,7 @@ pub fn write_file(nodes: &mut Nodes, keys: &Keys, path: &Path) -> Result<()> {
         &lapses,
         super::status::now_ms(),
     );
-    if let Ok(before) = std::fs::read_to_string(path) {
+    if let Some(before) = read_before(path) {
         text = no_counter_lower(&text, &before);
     }
     let tmp = path.with_file_name(format!(
@@ -266,6 +276,47 @@ pub fn write_file(nodes: &mut Nodes, keys: &Keys, path: &Path) -> Result<()> {
         return Err(e).with_context(|| format!("cannot write {}", path.display()));
     }
     Ok(())
+}
+
+/// The most of an existing metrics file [`write_file`] reads: a key's file is a few KB.
+const BEFORE_LIMIT: u64 = 4 * 1024 * 1024;
+
+/// The metrics file's current text, to keep its counters from going back: only a regular file
+/// (a FIFO or a device such as /dev/stdout or /dev/full would block or never end), opened
+/// without blocking, of at most [`BEFORE_LIMIT`] bytes. A larger one is no file of ours: a
+/// warning, and the file is written anew.
+fn read_before(path: &Path) -> Option<String> {
+    use std::io::Read as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    if !std::fs::metadata(path).ok()?.file_type().is_file() {
+        return None;
+    }
+    // O_NONBLOCK: a FIFO put in the file's place since the check does not block the open.
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .ok()?;
+    if !file.metadata().ok()?.file_type().is_file() {
+        return None;
+    }
+    let mut before = String::new();
+    file.take(BEFORE_LIMIT + 1)
+        .read_to_string(&mut before)
+        .ok()?;
+    if before.len() as u64 > BEFORE_LIMIT {
+        log::warn(
+            "metrics_file_large",
+            &format!(
+                "{} is larger than {} MiB and no metrics file: it is written anew, its counters not kept",
+                path.display(),
+                BEFORE_LIMIT / 1024 / 1024
+            ),
+            &[],
+        );
+        return None;
+    }
+    Some(before)
 }
 
 /// An exclusive `flock` on a directory, held until dropped (the descriptor's close releases

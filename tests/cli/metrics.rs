@@ -664,3 +664,45 @@ fn a_holder_killed_mid_run_shows_as_a_recent_lapse_after_a_waiter_ends_ok() {
         lapse
     );
 }
+
+/// A `--metrics-file` that names a device or a FIFO is neither read (/dev/full never ends, a
+/// FIFO blocks) nor replaced: a warning, and the run exits with its command's status. A
+/// regular file too large to be a metrics file is not read either: written anew, with a
+/// warning.
+#[test]
+fn a_metrics_file_that_is_no_regular_file_or_too_large_is_not_read() {
+    use std::os::unix::fs::FileTypeExt as _;
+    let server = RedisServer::start();
+    let dir = TempDir::new("metrics-file-special");
+    let fifo = dir.join("fifo.prom");
+    let path = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: mkfifo(2) with a NUL-terminated path this function owns.
+    assert_eq!(unsafe { libc::mkfifo(path.as_ptr(), 0o600) }, 0);
+    for special in [std::path::Path::new("/dev/full"), &fifo] {
+        let outcome = Redlock::new(&server)
+            .arg("run")
+            .args(["--key", "job", "--ttl", "3s", "--metrics-file"])
+            .arg(special)
+            .args(["--", "sh", "-c", "exit 3"])
+            .exits_with(3);
+        outcome.last_error_mentions(&["no regular file"]);
+    }
+    assert!(
+        std::fs::metadata("/dev/full")
+            .unwrap()
+            .file_type()
+            .is_char_device()
+    );
+    assert!(std::fs::metadata(&fifo).unwrap().file_type().is_fifo());
+    let large = dir.join("large.prom");
+    std::fs::write(&large, vec![b'#'; 5 * 1024 * 1024]).unwrap();
+    let outcome = Redlock::new(&server)
+        .arg("run")
+        .args(["--key", "job", "--ttl", "3s", "--metrics-file"])
+        .arg(&large)
+        .args(["--", "true"])
+        .exits_with(0);
+    outcome.last_error_mentions(&["larger than 4 MiB"]);
+    let written = samples(&std::fs::read_to_string(&large).unwrap());
+    assert_eq!(value(&written, "redlock_runs_total{key=\"job\"}"), 3.0);
+}
