@@ -73,16 +73,21 @@ pub fn metrics(ctx: &Context, args: MetricsArgs) -> Result<Exit> {
     let mut unreadable: Option<Unreadable> = None;
     let mut wrong_type: Option<String> = None;
     let mut add = |nodes: &mut Nodes, batch: &[Keys]| -> Result<bool> {
-        for (k, reading) in batch.iter().zip(super::status::inspect_each(nodes, batch)?) {
+        let read = super::status::inspect_each(nodes, batch)?;
+        let tails = log_tails(nodes, batch);
+        for ((k, reading), tail) in batch.iter().zip(read).zip(tails) {
             match reading {
                 Ok(mut i) => {
-                    if let Some(lapsed) = lapsed_run(nodes, k, &i)? {
+                    let lapse_ms = tail
+                        .clone()
+                        .and_then(|t| super::log::last_lapse_ms(k, t, &i));
+                    if let Some(lapsed) = tail.as_deref().and_then(|t| lapsed_run(t, &i)) {
                         i.last = Some(lapsed);
                     }
                     if i.state() == LockState::WrongType && wrong_type.is_none() {
                         wrong_type = Some(k.lock.clone());
                     }
-                    text.add(k, &i, now_ms)?;
+                    text.add(k, &i, lapse_ms, now_ms)?;
                 }
                 // A lock that could not be read has no samples: a scrape must not plot zeros
                 // for it.
@@ -130,8 +135,26 @@ pub fn metrics(ctx: &Context, args: MetricsArgs) -> Result<Exit> {
     Ok(Exit::Success)
 }
 
-/// How many of the audit log's last entries [`lapsed_run`] looks through for the last take.
+/// How many of the audit log's last entries [`lapsed_run`] looks through for the last take,
+/// and the lapse gauge for the lapses of the key's recent runs.
 const LAPSE_TAIL: isize = 64;
+
+/// Each of `batch`'s audit logs' last [`LAPSE_TAIL`] entries, oldest first, in one round trip
+/// (over a quorum, the first node's). The log is no part of what `metrics` promises: when it
+/// cannot be read, `None` for every key, and nothing is inferred.
+fn log_tails(nodes: &mut Nodes, batch: &[Keys]) -> Vec<Option<Vec<String>>> {
+    let read = nodes.on(0, |c| {
+        let mut pipe = redis::pipe();
+        for k in batch {
+            pipe.cmd("LRANGE").arg(&k.log).arg(-LAPSE_TAIL).arg(-1);
+        }
+        Ok(pipe.query::<Vec<Vec<String>>>(c)?)
+    });
+    match read {
+        Ok(tails) if tails.len() == batch.len() => tails.into_iter().map(Some).collect(),
+        _ => vec![None; batch.len()],
+    }
+}
 
 /// The last run of a lock whose lease lapsed under it, as the lock's records cannot say: its
 /// holder died (host down, redlock killed with its keeper, a script's `acquire` never
@@ -140,33 +163,19 @@ const LAPSE_TAIL: isize = 64;
 /// log's last [`LAPSE_TAIL`] entries have its `acquired` entry and no end naming it (a hold
 /// given back, released by token or forced has one). Its outcome is `lease lost`, its start
 /// and end the take's (its lapse is not recorded), who it was the take's; no exit status.
-/// Over a quorum, the first node's log is read.
-fn lapsed_run(nodes: &mut Nodes, k: &Keys, i: &Inspection) -> Result<Option<LastRun>> {
-    let Some(fence) = i.fence else {
-        return Ok(None);
-    };
+/// `tail` is the log's last entries (see [`log_tails`]).
+fn lapsed_run(tail: &[String], i: &Inspection) -> Option<LastRun> {
+    let fence = i.fence?;
     let recorded = i.last.as_ref().and_then(|l| l.fence).unwrap_or(0);
     if fence <= recorded || i.holders().iter().any(|h| h.fence() == Some(fence)) {
-        return Ok(None);
+        return None;
     }
     if i.holders().iter().any(|h| h.fence().is_none()) {
-        return Ok(None);
+        return None;
     }
-    let log = k.log.clone();
-    let tail: Vec<String> = match nodes.on(0, |c| {
-        Ok(redis::cmd("LRANGE")
-            .arg(&log)
-            .arg(-LAPSE_TAIL)
-            .arg(-1)
-            .query::<Vec<String>>(c)?)
-    }) {
-        Ok(tail) => tail,
-        // The log is no part of what `metrics` promises: unreadable, nothing is inferred.
-        Err(_) => return Ok(None),
-    };
     let fence_text = fence.to_string();
     let mut take: Option<(i64, Vec<(String, String)>)> = None;
-    for entry in &tail {
+    for entry in tail {
         let mut parts = entry.split('\u{1f}');
         let ms: i64 = parts.next().and_then(|m| m.parse().ok()).unwrap_or(0);
         let event = parts.next().unwrap_or_default();
@@ -177,13 +186,11 @@ fn lapsed_run(nodes: &mut Nodes, k: &Keys, i: &Inspection) -> Result<Option<Last
         let names_it = fields.iter().any(|(n, v)| n == "fence" && *v == fence_text);
         match event {
             "acquired" if names_it => take = Some((ms, fields)),
-            "released" | "lost" | "forced" if names_it => return Ok(None),
+            "released" | "lost" | "forced" if names_it => return None,
             _ => {}
         }
     }
-    let Some((ms, fields)) = take else {
-        return Ok(None);
-    };
+    let (ms, fields) = take?;
     let get = |name: &str| {
         fields
             .iter()
@@ -191,7 +198,7 @@ fn lapsed_run(nodes: &mut Nodes, k: &Keys, i: &Inspection) -> Result<Option<Last
             .map(|(_, v)| v.clone())
             .filter(|v| !v.is_empty())
     };
-    Ok(Some(LastRun {
+    Some(LastRun {
         outcome: Outcome::LeaseLost,
         exit: None,
         host: get("host"),
@@ -206,7 +213,7 @@ fn lapsed_run(nodes: &mut Nodes, k: &Keys, i: &Inspection) -> Result<Option<Last
         replaced_by: None,
         shared: false,
         also_fences: Vec::new(),
-    }))
+    })
 }
 
 /// How long a run waits for another run writing a metrics file in the same directory.
@@ -224,13 +231,33 @@ pub fn write_file(nodes: &mut Nodes, keys: &Keys, path: &Path) -> Result<()> {
         Some(dir) if !dir.as_os_str().is_empty() => dir,
         _ => Path::new("."),
     };
+    // The rename would put a regular file in place of a device, a FIFO or a directory
+    // (/dev/stdout, /dev/null): that is never what the flag asked for.
+    if let Ok(meta) = std::fs::metadata(path)
+        && !meta.file_type().is_file()
+    {
+        anyhow::bail!(
+            "cannot write {}: it is no regular file (the metrics file is replaced by a rename)",
+            path.display()
+        );
+    }
     let _locked = lock_dir(dir)?;
     let read = crate::lock::inspect::readable(super::status::inspect_each(
         nodes,
         std::slice::from_ref(keys),
     )?)?;
-    let mut text = render(std::slice::from_ref(keys), &read, super::status::now_ms());
-    if let Ok(before) = std::fs::read_to_string(path) {
+    let lapses: Vec<Option<i64>> = log_tails(nodes, std::slice::from_ref(keys))
+        .into_iter()
+        .zip(&read)
+        .map(|(tail, i)| tail.and_then(|t| super::log::last_lapse_ms(keys, t, i)))
+        .collect();
+    let mut text = render(
+        std::slice::from_ref(keys),
+        &read,
+        &lapses,
+        super::status::now_ms(),
+    );
+    if let Some(before) = read_before(path) {
         text = no_counter_lower(&text, &before);
     }
     let tmp = path.with_file_name(format!(
@@ -249,6 +276,47 @@ pub fn write_file(nodes: &mut Nodes, keys: &Keys, path: &Path) -> Result<()> {
         return Err(e).with_context(|| format!("cannot write {}", path.display()));
     }
     Ok(())
+}
+
+/// The most of an existing metrics file [`write_file`] reads: a key's file is a few KB.
+const BEFORE_LIMIT: u64 = 4 * 1024 * 1024;
+
+/// The metrics file's current text, to keep its counters from going back: only a regular file
+/// (a FIFO or a device such as /dev/stdout or /dev/full would block or never end), opened
+/// without blocking, of at most [`BEFORE_LIMIT`] bytes. A larger one is no file of ours: a
+/// warning, and the file is written anew.
+fn read_before(path: &Path) -> Option<String> {
+    use std::io::Read as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    if !std::fs::metadata(path).ok()?.file_type().is_file() {
+        return None;
+    }
+    // O_NONBLOCK: a FIFO put in the file's place since the check does not block the open.
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .ok()?;
+    if !file.metadata().ok()?.file_type().is_file() {
+        return None;
+    }
+    let mut before = String::new();
+    file.take(BEFORE_LIMIT + 1)
+        .read_to_string(&mut before)
+        .ok()?;
+    if before.len() as u64 > BEFORE_LIMIT {
+        log::warn(
+            "metrics_file_large",
+            &format!(
+                "{} is larger than {} MiB and no metrics file: it is written anew, its counters not kept",
+                path.display(),
+                BEFORE_LIMIT / 1024 / 1024
+            ),
+            &[],
+        );
+        return None;
+    }
+    Some(before)
 }
 
 /// An exclusive `flock` on a directory, held until dropped (the descriptor's close releases
@@ -521,6 +589,13 @@ const STAMP: &str = "redlock_metrics_timestamp_seconds";
 /// (a sample per outcome) after its exit status.
 const OUTCOME_AFTER: &str = "redlock_last_run_exit_status";
 
+/// The time of the key's last inferred lapse, printed after the lease-lost counter: a run whose
+/// holder died (killed with its keeper, its host down) writes no end, so the counter never
+/// counts it, and a later run's outcome replaces its own.
+const LAPSE: &str = "redlock_last_lapse_timestamp_seconds";
+const LAPSE_AFTER: &str = "redlock_lease_lost_total";
+const LAPSE_HELP: &str = "When a run's lease last lapsed under it without its release (its holder died), as `redlock log` infers it from the key's last 64 audit entries: when a later run took the lock, or, when none did, when the lapsed run took it (server time). Left out when none of those entries shows a lapse.";
+
 /// An exposition being built, a lock at a time: each family's samples, kept apart until the
 /// end, when each family is printed whole after its HELP and TYPE lines (as the format asks).
 struct Exposition {
@@ -534,19 +609,27 @@ impl Exposition {
     /// Each family keeps up to `spill_at` bytes in memory.
     fn new(spill_at: usize) -> Exposition {
         Exposition {
-            samples: (0..=FAMILIES.len()).map(|_| Spill::new(spill_at)).collect(),
+            samples: (0..FAMILIES.len() + 2)
+                .map(|_| Spill::new(spill_at))
+                .collect(),
             stamp: None,
         }
     }
 
-    /// `k`'s samples, from its inspection.
-    fn add(&mut self, k: &Keys, i: &Inspection, now_ms: i64) -> Result<()> {
+    /// `k`'s samples, from its inspection and the time of its last inferred lapse.
+    fn add(&mut self, k: &Keys, i: &Inspection, lapse_ms: Option<i64>, now_ms: i64) -> Result<()> {
         let label = format!("key=\"{}\"", escape(&k.lock));
         let mut slots = self.samples.iter_mut();
         for f in FAMILIES {
             let spill = slots.next().expect("a slot per family");
             if let Some(v) = (f.value)(i, now_ms) {
                 spill.push(&format!("{}{{{label}}} {v}\n", f.name))?;
+            }
+            if f.name == LAPSE_AFTER {
+                let spill = slots.next().expect("a slot for the lapse");
+                if let Some(ms) = lapse_ms {
+                    spill.push(&format!("{LAPSE}{{{label}}} {}\n", seconds(ms)))?;
+                }
             }
             if f.name != OUTCOME_AFTER {
                 continue;
@@ -593,6 +676,9 @@ impl Exposition {
         };
         for f in FAMILIES {
             family(f.name, f.kind, f.help)?;
+            if f.name == LAPSE_AFTER {
+                family(LAPSE, "gauge", LAPSE_HELP)?;
+            }
             if f.name == OUTCOME_AFTER {
                 family(
                     "redlock_last_run_outcome",
@@ -608,12 +694,13 @@ impl Exposition {
     }
 }
 
-/// The exposition text for `keys` (with their inspections, in the same order), in memory.
-pub fn render(keys: &[Keys], read: &[Inspection], now_ms: i64) -> String {
+/// The exposition text for `keys` (with their inspections and their last lapses, in the same
+/// order), in memory.
+pub fn render(keys: &[Keys], read: &[Inspection], lapses: &[Option<i64>], now_ms: i64) -> String {
     let mut text = Exposition::new(usize::MAX);
     let mut out = Vec::new();
-    for (k, i) in keys.iter().zip(read) {
-        text.add(k, i, now_ms)
+    for ((k, i), lapse_ms) in keys.iter().zip(read).zip(lapses) {
+        text.add(k, i, *lapse_ms, now_ms)
             .expect("an exposition in memory is not written to a file");
     }
     text.write_to(&mut out)
@@ -669,7 +756,7 @@ mod tests {
     #[test]
     fn a_free_lock_without_records_has_the_always_present_samples_only() {
         let keys = [Keys::new("p:", "job").unwrap()];
-        let text = render(&keys, &[Inspection::nothing()], 0);
+        let text = render(&keys, &[Inspection::nothing()], &[None], 0);
         assert!(text.contains("redlock_held{key=\"p:job\"} 0\n"), "{text}");
         assert!(
             text.contains("redlock_runs_total{key=\"p:job\"} 0\n"),

@@ -564,3 +564,145 @@ fn all_finds_keys_paused_before_they_were_taken() {
         "{status}"
     );
 }
+
+/// Every process below `pid` (its children, theirs, …), from `/proc`.
+fn descendants(pid: i32) -> Vec<i32> {
+    let mut found = Vec::new();
+    let mut next = vec![pid];
+    while let Some(p) = next.pop() {
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{p}/task")) else {
+            continue;
+        };
+        for task in tasks.flatten() {
+            let children =
+                std::fs::read_to_string(task.path().join("children")).unwrap_or_default();
+            for child in children.split_whitespace().filter_map(|c| c.parse().ok()) {
+                if !found.contains(&child) && found.len() < 64 {
+                    found.push(child);
+                    next.push(child);
+                }
+            }
+        }
+    }
+    found
+}
+
+/// A holder killed mid-run (redlock, its keeper and its command, each in its own process
+/// group) writes no end, and a waiter takes the lock at the lapse and ends ok: the last run's
+/// outcome is the waiter's, and the lapse shows as a recent `redlock_last_lapse_timestamp_seconds`
+/// in `metrics` and in the waiter's `--metrics-file`.
+#[test]
+fn a_holder_killed_mid_run_shows_as_a_recent_lapse_after_a_waiter_ends_ok() {
+    let server = RedisServer::start();
+    let dir = TempDir::new("metrics-lapse");
+    let path = dir.join("job.prom");
+    let mut holder = Redlock::new(&server)
+        .args(["run", "--key", "job", "--ttl", "2s", "-c", child::HOLD])
+        .spawn();
+    holder.expect_line("ready");
+    let waiter = Redlock::new(&server)
+        .args([
+            "run",
+            "--key",
+            "job",
+            "--ttl",
+            "2s",
+            "--wait",
+            "30s",
+            "--metrics-file",
+        ])
+        .arg(&path)
+        .args(["--", "true"])
+        .spawn();
+    wait_until("the waiter to queue", Duration::from_secs(15), || {
+        let s = samples(&metrics(&server, &["job"]));
+        (value(&s, "redlock_queue_length{key=\"job\"}") == 1.0).then_some(())
+    });
+    // Freeze the whole tree first, so that nothing of it reacts, then kill every process.
+    holder.signal(libc::SIGSTOP);
+    let mut tree = descendants(holder.pid());
+    for &p in &tree {
+        // SAFETY: kill(2) has no memory-safety preconditions.
+        unsafe { libc::kill(p, libc::SIGSTOP) };
+    }
+    tree.extend(descendants(holder.pid()));
+    for &p in &tree {
+        // SAFETY: as above.
+        unsafe { libc::kill(p, libc::SIGKILL) };
+    }
+    holder.kill9();
+    waiter.exits_with(0);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    let s = samples(&metrics(&server, &["job"]));
+    assert_eq!(
+        value(&s, "redlock_last_run_outcome{key=\"job\",outcome=\"ok\"}"),
+        1.0,
+        "{s:#?}"
+    );
+    let lapse = value(&s, "redlock_last_lapse_timestamp_seconds{key=\"job\"}");
+    assert!(
+        (now - 120.0..=now + 5.0).contains(&lapse),
+        "{lapse} vs now {now}"
+    );
+    // The waiter's own file carries it too.
+    let text = std::fs::read_to_string(&path).expect("the metrics file");
+    expect_promtool_accepts(&text);
+    let written = samples(&text);
+    assert_eq!(
+        value(
+            &written,
+            "redlock_last_lapse_timestamp_seconds{key=\"job\"}"
+        ),
+        lapse
+    );
+    let all = samples(&metrics(&server, &["--all"]));
+    assert_eq!(
+        value(&all, "redlock_last_lapse_timestamp_seconds{key=\"job\"}"),
+        lapse
+    );
+}
+
+/// A `--metrics-file` that names a device or a FIFO is neither read (/dev/full never ends, a
+/// FIFO blocks) nor replaced: a warning, and the run exits with its command's status. A
+/// regular file too large to be a metrics file is not read either: written anew, with a
+/// warning.
+#[test]
+fn a_metrics_file_that_is_no_regular_file_or_too_large_is_not_read() {
+    use std::os::unix::fs::FileTypeExt as _;
+    let server = RedisServer::start();
+    let dir = TempDir::new("metrics-file-special");
+    let fifo = dir.join("fifo.prom");
+    let path = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: mkfifo(2) with a NUL-terminated path this function owns.
+    assert_eq!(unsafe { libc::mkfifo(path.as_ptr(), 0o600) }, 0);
+    for special in [std::path::Path::new("/dev/full"), &fifo] {
+        let outcome = Redlock::new(&server)
+            .arg("run")
+            .args(["--key", "job", "--ttl", "3s", "--metrics-file"])
+            .arg(special)
+            .args(["--", "sh", "-c", "exit 3"])
+            .exits_with(3);
+        outcome.last_error_mentions(&["no regular file"]);
+    }
+    assert!(
+        std::fs::metadata("/dev/full")
+            .unwrap()
+            .file_type()
+            .is_char_device()
+    );
+    assert!(std::fs::metadata(&fifo).unwrap().file_type().is_fifo());
+    let large = dir.join("large.prom");
+    std::fs::write(&large, vec![b'#'; 5 * 1024 * 1024]).unwrap();
+    let outcome = Redlock::new(&server)
+        .arg("run")
+        .args(["--key", "job", "--ttl", "3s", "--metrics-file"])
+        .arg(&large)
+        .args(["--", "true"])
+        .exits_with(0);
+    outcome.last_error_mentions(&["larger than 4 MiB"]);
+    let written = samples(&std::fs::read_to_string(&large).unwrap());
+    assert_eq!(value(&written, "redlock_runs_total{key=\"job\"}"), 3.0);
+}

@@ -289,7 +289,7 @@ fn exposition(text: &str) -> BTreeMap<String, BTreeMap<String, BTreeSet<String>>
 }
 
 /// `metrics --all` after real runs that leave a sample in every family: a running holder, a
-/// run that ended ok, one that failed, a refusal, a pause that ran out.
+/// run that ended ok, one that failed, a refusal, a pause that ran out, a lease that lapsed.
 fn real_exposition() -> String {
     let server = RedisServer::start();
     Redlock::new(&server)
@@ -305,6 +305,16 @@ fn real_exposition() -> String {
     Redlock::new(&server)
         .args(["run", "--key", "held", "--ttl", "3s", "--", "true"])
         .exits_with(75);
+    // A hold never released whose lease lapses, then a run that took the lock at the lapse:
+    // the audit log shows the lapse.
+    Redlock::new(&server)
+        .args(["acquire", "--key", "lapsed", "--ttl", "1s"])
+        .exits_with(0);
+    Redlock::new(&server)
+        .args([
+            "run", "--key", "lapsed", "--ttl", "3s", "--wait", "15s", "--", "true",
+        ])
+        .exits_with(0);
     // A pause with an end, of a key never taken (`--all` finds it by its pause record).
     Redlock::new(&server)
         .args(["pause", "maintained", "--for", "1h"])

@@ -69,6 +69,39 @@ struct Log {
     keys: Option<Box<keys::Keys>>,
 }
 
+/// When the most recent take among `raw` (the lock's last log entries, oldest first, read
+/// after `holders`) lapsed, as `redlock log` infers it (see `ends.rs`): the time of the later
+/// take that could not have been made while it held, or, for a take whose fence no holder has
+/// in `holders` and no run took the lock after, the take's own time (its lapse is not
+/// recorded). `None` when no take in `raw` lapsed. Takes with a fence above `holders`' were
+/// written after the read, and are not judged by it.
+pub(crate) fn last_lapse_ms(
+    k: &keys::Keys,
+    raw: Vec<String>,
+    holders: &crate::lock::inspect::Inspection,
+) -> Option<i64> {
+    let entries = entry::list_entries(raw, &Log::of(k));
+    let read_fence = holders.fence.unwrap_or(i64::MAX);
+    let before_read = entries
+        .iter()
+        .position(|e| {
+            e.get("event") == Some("acquired")
+                && e.get("fence")
+                    .and_then(|f| f.parse::<i64>().ok())
+                    .is_some_and(|f| f > read_fence)
+        })
+        .unwrap_or(entries.len());
+    let mut ends = ends::Ends::default();
+    let mut inferred: Vec<i64> = ends
+        .through(entries, before_read)
+        .iter()
+        .filter(|e| e.inferred())
+        .map(|e| e.ms)
+        .collect();
+    inferred.extend(ends.lapsed(holders, 0).iter().map(|e| e.ms));
+    inferred.into_iter().max()
+}
+
 impl Log {
     fn of(k: &keys::Keys) -> Log {
         Log {
