@@ -479,12 +479,25 @@ fn flapping_links_are_kept_exclusive_by_replicas_1() {
     expect_no_overlap(&rounds);
 }
 
+/// The weaker setting can overlap, not must in every round: a holder whose heartbeat's
+/// connection breaks during the cut cannot reconnect through a minority of the sentinels and
+/// stops at its kill point (76). So rounds are played until one overlaps, at most three (or
+/// `REDLOCK_PARTITION_ROUNDS`), and none overlapping fails the test.
 #[test]
 fn a_replica_on_the_minority_side_overlaps_with_replicas_1() {
-    let rounds = play("replica on the minority side", Some("1"), |_| {
-        replica_on_minority(Some("1"))
-    });
-    expect_an_overlap(&rounds);
+    let mut played = Vec::new();
+    for i in 0..rounds().max(3) {
+        let Some(round) = replica_on_minority(Some("1")) else {
+            break;
+        };
+        let overlapped = round.overlap.is_some();
+        played.push(round);
+        if overlapped && i + 1 >= rounds() {
+            break;
+        }
+    }
+    report("replica on the minority side", Some("1"), &played);
+    expect_an_overlap(&played);
 }
 
 #[test]
