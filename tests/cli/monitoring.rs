@@ -7,7 +7,6 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{Read as _, Write as _};
 use std::net::TcpStream;
-use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -418,13 +417,7 @@ impl Daemon {
             .stdin(Stdio::null())
             .stdout(out.try_clone().unwrap())
             .stderr(out);
-        // SAFETY: prctl is async-signal-safe and touches no memory of this process.
-        unsafe {
-            command.pre_exec(|| {
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-                Ok(())
-            });
-        }
+        crate::support::process::dies_with_the_test(&mut command);
         let child = command
             .spawn()
             .unwrap_or_else(|e| panic!("cannot start {program} ({e}); scripts/test installs it"));

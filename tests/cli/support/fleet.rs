@@ -17,7 +17,6 @@
 //! (`SENTINEL CKQUORUM`) and knows the standby's priority. Every process is killed on drop.
 
 use std::fs;
-use std::os::unix::process::CommandExt;
 use std::process::{Child, Stdio};
 use std::time::Duration;
 
@@ -266,13 +265,7 @@ fn launch(index: usize, ports: &[u16], ids: &[String], groups: &[Group]) -> Sent
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null());
-    // SAFETY: prctl is async-signal-safe and touches no memory of this process.
-    unsafe {
-        command.pre_exec(|| {
-            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-            Ok(())
-        });
-    }
+    super::process::dies_with_the_test(&mut command);
     let process = command
         .spawn()
         .unwrap_or_else(|e| panic!("cannot start redis-sentinel: {e}"));

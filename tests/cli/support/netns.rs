@@ -14,7 +14,6 @@
 //! `ip`, a container without the capability): the tests then say so and pass.
 
 use std::fs;
-use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -124,13 +123,7 @@ impl Net {
     pub fn command(&self, node: &str, program: &str) -> Command {
         let mut command = Command::new("ip");
         command.args(["netns", "exec", &self.ns(node), program]);
-        // SAFETY: prctl is async-signal-safe and touches no memory of this process.
-        unsafe {
-            command.pre_exec(|| {
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-                Ok(())
-            });
-        }
+        super::process::dies_with_the_test(&mut command);
         command
     }
 

@@ -1,7 +1,10 @@
 //! Looking at and signalling processes by pid, for processes the test did not spawn itself
-//! (the command redlock runs, and whatever that command starts).
+//! (the command redlock runs, and whatever that command starts); and making the ones it does
+//! spawn go with it.
 
 use std::fs;
+use std::os::unix::process::CommandExt;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use super::poll::wait_until;
@@ -71,4 +74,16 @@ pub fn host_name() -> String {
         .expect("read /proc/sys/kernel/hostname")
         .trim()
         .to_owned()
+}
+
+/// Makes `command`'s process die with the test's thread that starts it (`PR_SET_PDEATHSIG`),
+/// so that a test that panics or is killed leaves no server or helper behind.
+pub fn dies_with_the_test(command: &mut Command) {
+    // SAFETY: prctl is async-signal-safe and touches no memory of this process.
+    unsafe {
+        command.pre_exec(|| {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            Ok(())
+        });
+    }
 }

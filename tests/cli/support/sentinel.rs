@@ -19,7 +19,6 @@
 //! the harness reads replication state with queries that reconnect.
 
 use std::io;
-use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
@@ -371,13 +370,7 @@ impl RedisSentinel {
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null());
-        // SAFETY: prctl is async-signal-safe and touches no memory of this process.
-        unsafe {
-            command.pre_exec(|| {
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-                Ok(())
-            });
-        }
+        super::process::dies_with_the_test(&mut command);
         let process = match command.spawn() {
             Ok(process) => process,
             Err(e) if e.kind() == io::ErrorKind::NotFound => panic!(

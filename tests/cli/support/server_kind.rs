@@ -12,7 +12,6 @@
 
 use std::io::Write;
 use std::net::TcpStream;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
@@ -117,13 +116,7 @@ pub fn has_tls() -> bool {
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null());
-        // SAFETY: prctl is async-signal-safe and touches no memory of this process.
-        unsafe {
-            command.pre_exec(|| {
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-                Ok(())
-            });
-        }
+        super::process::dies_with_the_test(&mut command);
         let mut process = command.spawn().expect("start the server to probe for TLS");
         let deadline = Instant::now() + Duration::from_secs(10);
         let listens = loop {
