@@ -22,6 +22,20 @@ use crate::support::poll::wait_until;
 /// of reach.
 const TIMEOUT: &str = "2s";
 
+/// `redlock -v --url URL --timeout TIMEOUT run --key KEY`; add the rest of the run.
+fn run_through(url: &str, key: &str) -> Redlock {
+    Redlock::without_url().args([
+        "-v",
+        "--url",
+        url,
+        "--timeout",
+        TIMEOUT,
+        "run",
+        "--key",
+        key,
+    ])
+}
+
 #[derive(Clone, Copy, Debug)]
 enum Loss {
     /// Links cut, then the master killed.
@@ -43,17 +57,7 @@ fn follow(loss: Loss) {
     wait_until("the holder's grant", Duration::from_secs(20), || {
         master.exists(key).then_some(())
     });
-    let waiter = Redlock::without_url()
-        .args([
-            "-v",
-            "--url",
-            &url,
-            "--timeout",
-            TIMEOUT,
-            "run",
-            "--key",
-            key,
-        ])
+    let waiter = run_through(&url, key)
         .args(["--ttl", "4s", "--wait", "60s", "--", "true"])
         .timeout(Duration::from_secs(90))
         .spawn();
@@ -122,17 +126,7 @@ fn a_reconnection_uses_the_master_a_majority_of_sentinels_name() {
         "echo ready; while [ ! -e {} ]; do sleep 0.05; done",
         done.display()
     );
-    let mut holder = Redlock::without_url()
-        .args([
-            "-v",
-            "--url",
-            &url,
-            "--timeout",
-            TIMEOUT,
-            "run",
-            "--key",
-            key,
-        ])
+    let mut holder = run_through(&url, key)
         .args(["--ttl", "3s", "--", "sh", "-c", &script])
         .timeout(Duration::from_secs(60))
         .spawn();
@@ -214,8 +208,7 @@ fn a_waiter_behind_a_frozen_master_ends_within_its_wait_and_timeout() {
         .iter()
         .map(|wait| {
             let started = Instant::now();
-            let running = Redlock::without_url()
-                .args(["-v", "--url", &url, "--timeout", "2s", "run", "--key", key])
+            let running = run_through(&url, key)
                 .args(["--ttl", "4s", "--wait", &format!("{}ms", wait.as_millis())])
                 .args(["--", "true"])
                 .timeout(Duration::from_secs(60))
@@ -278,17 +271,7 @@ fn a_waiter_with_replicas_waits_for_a_replica_after_a_failover() {
     });
     let waiters: Vec<_> = (0..2)
         .map(|_| {
-            Redlock::without_url()
-                .args([
-                    "-v",
-                    "--url",
-                    &url,
-                    "--timeout",
-                    TIMEOUT,
-                    "run",
-                    "--key",
-                    key,
-                ])
+            run_through(&url, key)
                 .args([
                     "--ttl",
                     "4s",
