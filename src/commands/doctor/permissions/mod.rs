@@ -266,9 +266,8 @@ fn probe(
     let mut probe = Probe::default();
     let cluster = matches!(con, Conn::Cluster(_));
     let holder = Holder::current("redlock doctor", None);
-    let sent = Instant::now();
-    let acquired = match probe.step(
-        "acquire",
+    // The probe's holds, each by a token of its own.
+    let acquire = |con: &mut Conn, token: &str| {
         lock::acquire(
             con,
             &claim(keys, token, &holder),
@@ -276,8 +275,10 @@ fn probe(
             None,
             cluster,
             None,
-        ),
-    )? {
+        )
+    };
+    let sent = Instant::now();
+    let acquired = match probe.step("acquire", acquire(con, token))? {
         Some(Acquire::Acquired {
             fence, started_ms, ..
         }) => Some((fence, started_ms)),
@@ -357,19 +358,9 @@ fn probe(
         }
         // `release --token` and `release --force` end a hold with scripts of their own, which
         // read records a run's release does not: each is tried on a hold of its own.
-        let again = |con: &mut Conn, token: &str| {
-            lock::acquire(
-                con,
-                &claim(keys, token, &holder),
-                Refusal::Uncounted,
-                None,
-                cluster,
-                None,
-            )
-        };
         let by_token = lock::new_token()?;
         if let Some(Acquire::Acquired { .. }) =
-            probe.step("acquire (again)", again(con, &by_token))?
+            probe.step("acquire (again)", acquire(con, &by_token))?
         {
             probe.step(
                 "release --token",
@@ -378,7 +369,7 @@ fn probe(
         }
         let forced = lock::new_token()?;
         if let Some(Acquire::Acquired { .. }) =
-            probe.step("acquire (again)", again(con, &forced))?
+            probe.step("acquire (again)", acquire(con, &forced))?
         {
             probe.step(
                 "release --force",
