@@ -52,6 +52,7 @@ const READERS: &[(&str, Reader)] = &[
     ("metrics", metrics),
     ("check --max-age", check),
     ("log", log),
+    ("log --timeline", timeline),
     ("pause --drain", drain),
     ("pause --all --drain", drain_all),
     ("release --force", release_force),
@@ -326,6 +327,30 @@ fn log(h: &Held) {
             _ => assert!(shape.is_some(), "{entry}"),
         }
     }
+}
+
+/// The timeline draws every held row as still held (`>`), whatever its shape.
+fn timeline(h: &Held) {
+    let outcome = h
+        .reader()
+        .args(["log", KEY, "--timeline", "--width", "80"])
+        .run();
+    if h.row.denied {
+        outcome.expect_code(77);
+        outcome.error_mentions(says::DENIED);
+        return;
+    }
+    outcome.expect_code(0);
+    let held = outcome
+        .stdout
+        .lines()
+        .filter(|l| l.trim_end().ends_with('>'))
+        .count();
+    assert!(
+        held >= 1 && held <= h.row.holders,
+        "each holder's row ends still held\n{outcome}"
+    );
+    assert!(outcome.stdout.contains("> still held"), "{outcome}");
 }
 
 fn drain(h: &Held) {
