@@ -193,16 +193,7 @@ pub fn heal(
             .arg(fence.map_or(String::new(), |f| f.to_string()))
             .arg(RECORD_TTL.as_millis() as u64);
         if let Some(holder) = &standing.holder {
-            call.arg("who").arg(holder.audit());
-            if holder.irreplaceable {
-                call.arg("replace").arg("no");
-            }
-            if let Some(fence) = fence {
-                call.arg("fence").arg(fence);
-            }
-            if let Some(started) = standing.started_ms {
-                call.arg("started").arg(started);
-            }
+            call.arg(holder.record_fields(standing.started_ms, fence));
         }
         call
     });
@@ -393,13 +384,16 @@ pub(super) fn holds(
 
 /// The release script's call for one lock (release.lua): the shared leases only for a run that
 /// held one, and the window's record of `--once-per` only for a run that may have one (a
-/// release that knows no run names both: an undoing gives its window back).
+/// release that knows no run names both: an undoing gives its window back); an exclusive
+/// run's names none of the queue's keys, which the script names after the holder record in
+/// the rare release whose holder record says a waiter queued behind it (each key a script is
+/// given costs the server).
 fn release_call<'a>(keys: &Keys, token: &str, keep: Option<Duration>, end: End) -> Invocation<'a> {
     let mut call = RELEASE.prepare_invoke();
     let names = keys.of_an_ending();
     let named = match end {
         End::Run(r) if r.once_per_ms.is_none() && r.shared => names.len() - 1,
-        End::Run(r) if r.once_per_ms.is_none() => names.len() - 3,
+        End::Run(r) if r.once_per_ms.is_none() => names.len() - 6,
         _ => names.len(),
     };
     for key in &names[..named] {

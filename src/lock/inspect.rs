@@ -30,7 +30,7 @@ use redis::{RedisError, Value};
 use crate::lock::Shape;
 use crate::lock::keys::Keys;
 use crate::lock::record::{
-    Counters, Holder, LAYOUT, LAYOUT_FIELD, LastRun, LockState, Pause, Sharer, Waiter,
+    Counters, Holder, LAYOUT, LAYOUT_FIELD, LastRun, LockState, Pause, SEPARATOR, Sharer, Waiter,
 };
 use crate::redis::server::Conn;
 use crate::report::exit::Exit;
@@ -314,7 +314,7 @@ fn sharers_of(
 }
 
 /// The commands [`inspect`] sends per lock, and the key each one reads.
-pub const READS: usize = 12;
+pub const READS: usize = 11;
 
 /// Reads the lock and its companions for every key in one round trip: one [`Reading`] per key,
 /// in order. MGET (not GET) so that a key of another type reads as nil; TYPE tells the two
@@ -359,10 +359,9 @@ pub fn queue_reads(pipe: &mut redis::Pipeline, k: &Keys, cluster: bool) {
         .cmd("MGET")
         .arg(&k.lock)
         .arg(&k.fence)
+        .arg(&k.holder)
         .cmd("PTTL")
         .arg(&k.lock)
-        .cmd("HGETALL")
-        .arg(&k.holder)
         .cmd("HGETALL")
         .arg(&k.stats)
         .cmd("ZRANGE")
@@ -393,7 +392,6 @@ pub fn decode(chunk: &[Value], k: &Keys, cluster: bool, now_ms: i64) -> Reading 
         &k.lock,
         &k.lock,
         &k.lock,
-        &k.holder,
         &k.stats,
         &k.queue,
         &k.waiters,
@@ -428,32 +426,41 @@ pub fn decode(chunk: &[Value], k: &Keys, cluster: bool, now_ms: i64) -> Reading 
             }
         }
     };
-    let holder = field(3);
-    let stats = field(4);
-    let waiters = field(6);
-    let paused = field(7);
-    let pause_all = field(8);
-    let holders = field(10);
-    let once = field(11);
+    let stats = field(3);
+    let waiters = field(5);
+    let paused = field(6);
+    let pause_all = field(7);
+    let holders = field(9);
+    let once = field(10);
     if let Some(e) = failed {
         return Err(e);
     }
-    // Records of a layout this redlock does not read are not read as if they were its own.
-    for (i, record) in [(3, &holder), (4, &stats)] {
-        if let Some((_, version)) = record.iter().find(|(f, _)| f == LAYOUT_FIELD)
+    let value = |i: usize, e: redis::ParsingError| unreadable(read[i], e.into());
+    let key_type: String = redis::from_redis_value_ref(&chunk[0]).map_err(|e| value(0, e))?;
+    // The holder record reads as none where the key is of another type (MGET).
+    let (token, fence, holder): (Option<String>, Option<String>, Option<String>) =
+        redis::from_redis_value_ref(&chunk[1]).map_err(|e| value(1, e))?;
+    // Records of a layout this redlock does not read are not read as if they were its own: the
+    // holder record names its layout first (holder.lua), the lock's record in a field.
+    let holder_layout = holder
+        .as_deref()
+        .and_then(|h| h.strip_prefix("v="))
+        .map(|h| h.split(SEPARATOR).next().unwrap_or_default().to_string());
+    let stats_layout = stats
+        .iter()
+        .find(|(f, _)| f == LAYOUT_FIELD)
+        .map(|(_, v)| v.clone());
+    for (key, version) in [(&k.holder, holder_layout), (&k.stats, stats_layout)] {
+        if let Some(version) = version
             && version != LAYOUT
         {
             return Err(Unreadable {
-                key: read[i].to_string(),
+                key: key.to_string(),
                 error: RedisError::from(std::io::Error::other("layout")),
-                layout: Some(version.clone()),
+                layout: Some(version),
             });
         }
     }
-    let value = |i: usize, e: redis::ParsingError| unreadable(read[i], e.into());
-    let key_type: String = redis::from_redis_value_ref(&chunk[0]).map_err(|e| value(0, e))?;
-    let (token, fence): (Option<String>, Option<String>) =
-        redis::from_redis_value_ref(&chunk[1]).map_err(|e| value(1, e))?;
     // Layout 1's fence counter is plain digits; a later layout writes `VERSION:FENCE` there
     // (docs/design.md, "Data layout 1"), which every take already refuses.
     if let Some((version, _)) = fence.as_deref().and_then(|f| f.split_once(':')) {
@@ -464,9 +471,9 @@ pub fn decode(chunk: &[Value], k: &Keys, cluster: bool, now_ms: i64) -> Reading 
         });
     }
     let pttl_ms: i64 = redis::from_redis_value_ref(&chunk[2]).map_err(|e| value(2, e))?;
-    let tickets: Vec<String> = redis::from_redis_value_ref(&chunk[5]).map_err(|e| value(5, e))?;
+    let tickets: Vec<String> = redis::from_redis_value_ref(&chunk[4]).map_err(|e| value(4, e))?;
     let leases: Vec<(String, f64)> =
-        redis::from_redis_value_ref(&chunk[9]).map_err(|e| value(9, e))?;
+        redis::from_redis_value_ref(&chunk[8]).map_err(|e| value(8, e))?;
     let sharers = sharers_of(leases, &holders, now_ms);
     let shared_shape = holders
         .iter()
@@ -480,7 +487,7 @@ pub fn decode(chunk: &[Value], k: &Keys, cluster: bool, now_ms: i64) -> Reading 
         key_type,
         pttl_ms,
         fence: fence.and_then(|f| f.parse().ok()),
-        holder_record: Holder::decode(&holder),
+        holder_record: holder.as_deref().and_then(Holder::decode),
         last: LastRun::decode(&stats),
         counters: Counters::decode(&stats),
         queue: queue_of(tickets, &waiters),

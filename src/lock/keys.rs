@@ -188,7 +188,7 @@ pub fn slot(key: &str) -> u16 {
 
 /// The types the acquire script keeps [`Keys::of_an_acquire`] in, in their order.
 pub const ACQUIRE_TYPES: [&str; 12] = [
-    "string", "string", "hash", "hash", "zset", "zset", "hash", "zset", "hash", "hash", "hash",
+    "string", "string", "string", "hash", "zset", "zset", "hash", "zset", "hash", "hash", "hash",
     "list",
 ];
 

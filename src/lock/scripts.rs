@@ -16,6 +16,8 @@ use std::collections::BTreeSet;
 pub const ACQUIRE: &str = concat!(
     include_str!("scripts/audit.lua"),
     include_str!("scripts/acquire.lua"),
+    include_str!("scripts/holder.lua"),
+    include_str!("scripts/acquire_held.lua"),
     include_str!("scripts/taking.lua"),
     include_str!("scripts/queue.lua"),
     include_str!("scripts/shapes.lua"),
@@ -23,6 +25,8 @@ pub const ACQUIRE: &str = concat!(
     include_str!("scripts/acquire_rest.lua")
 );
 pub const EXTEND: &str = concat!(
+    include_str!("scripts/audit.lua"),
+    include_str!("scripts/holder.lua"),
     include_str!("scripts/shapes.lua"),
     include_str!("scripts/extend.lua")
 );
@@ -38,6 +42,10 @@ const SHAPES_PRELUDE: &str = include_str!("scripts/shapes.lua");
 /// write it.
 #[cfg(test)]
 const AUDIT_PRELUDE: &str = include_str!("scripts/audit.lua");
+/// `holder_read(…)`, `holder_with(…)` and `holder_update(…)`: the holder record, put in front
+/// of the scripts that read or change one (after audit.lua, for `LAYOUT`).
+#[cfg(test)]
+const HOLDER_PRELUDE: &str = include_str!("scripts/holder.lua");
 /// `write_holder(…)` and `new_fence(…)`, put in front of the acquire scripts.
 #[cfg(test)]
 const TAKING_PRELUDE: &str = include_str!("scripts/taking.lua");
@@ -56,11 +64,21 @@ pub const RELEASE: &str = concat!(
 pub const FORCE_RELEASE: &str = concat!(
     include_str!("scripts/queue.lua"),
     include_str!("scripts/audit.lua"),
+    include_str!("scripts/holder.lua"),
     include_str!("scripts/force_release.lua")
 );
-pub const RAISE_FENCE: &str = include_str!("scripts/raise_fence.lua");
-pub const HEAL: &str = include_str!("scripts/heal.lua");
+pub const RAISE_FENCE: &str = concat!(
+    include_str!("scripts/audit.lua"),
+    include_str!("scripts/holder.lua"),
+    include_str!("scripts/raise_fence.lua")
+);
+pub const HEAL: &str = concat!(
+    include_str!("scripts/audit.lua"),
+    include_str!("scripts/heal.lua")
+);
 pub const HELD: &str = concat!(
+    include_str!("scripts/audit.lua"),
+    include_str!("scripts/holder.lua"),
     include_str!("scripts/shapes.lua"),
     include_str!("scripts/held.lua")
 );
@@ -94,6 +112,7 @@ macro_rules! queue_for {
 pub const ACQUIRE_ALL: &str = concat!(
     include_str!("scripts/shapes.lua"),
     include_str!("scripts/audit.lua"),
+    include_str!("scripts/holder.lua"),
     include_str!("scripts/taking.lua"),
     include_str!("scripts/paused.lua"),
     queue_for!(),
@@ -121,11 +140,11 @@ pub const RELEASE_EACH: &str = each!(
     "release_rest",
     "release_record"
 );
-pub const EXTEND_EACH: &str = each!("extend", "shapes", "extend");
+pub const EXTEND_EACH: &str = each!("extend", "audit", "holder", "shapes", "extend");
 pub const LEAVE_EACH: &str = each!("leave", "queue", "leave");
-pub const HELD_EACH: &str = each!("held", "shapes", "held");
-pub const HEAL_EACH: &str = each!("heal", "heal");
-pub const RAISE_FENCE_EACH: &str = each!("raise_fence", "raise_fence");
+pub const HELD_EACH: &str = each!("held", "audit", "holder", "shapes", "held");
+pub const HEAL_EACH: &str = each!("heal", "audit", "heal");
+pub const RAISE_FENCE_EACH: &str = each!("raise_fence", "audit", "holder", "raise_fence");
 
 /// Every script, by name.
 pub const ALL: &[(&str, &str)] = &[
@@ -317,6 +336,7 @@ mod tests {
             QUEUE_PRELUDE,
             SHAPES_PRELUDE,
             AUDIT_PRELUDE,
+            HOLDER_PRELUDE,
             TAKING_PRELUDE,
             PAUSED_PRELUDE,
             queue_for!(),

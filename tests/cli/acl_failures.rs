@@ -205,7 +205,7 @@ fn a_forced_release_refused_after_it_deleted_the_lock_says_it_removed_it() {
 #[test]
 fn an_extend_refused_after_it_renewed_says_it_renewed() {
     let server = server_with_recipes();
-    locker_without(&server, "nohset", &["hset"]);
+    locker_without(&server, "noset", &["set"]);
     locker_without(&server, "nopexpire", &["pexpire"]);
     let out = as_user(&server, "locker")
         .args(["acquire", "--key", "a", "--ttl", "1m"])
@@ -216,12 +216,12 @@ fn an_extend_refused_after_it_renewed_says_it_renewed() {
         .exits_with(77)
         .error_mentions(&["cannot extend jobs:a: "]);
     assert!(server.query::<i64>(&["PTTL", "jobs:a"]) <= 60_000);
-    let out = as_user(&server, "nohset")
+    let out = as_user(&server, "noset")
         .args(["extend", "--key", "a", "--token", &token, "--ttl", "1h"])
         .exits_with(0);
     out.error_mentions(&[
         "renewed jobs:a for 1h, but the renewal's records were not all written",
-        "hset",
+        "set",
     ]);
     assert_eq!(out.stderr.lines().count(), 1, "{out}");
     assert!(server.query::<i64>(&["PTTL", "jobs:a"]) > 3_000_000);

@@ -518,7 +518,13 @@ fn follow_prints_an_entry_that_sorts_early_once_and_says_when_a_log_has_a_gap() 
     ]);
     // Its holder holds the lock: the take is not found lapsed before its release comes.
     let _: () = server.query(&["SET", "job", "t", "PX", "60000"]);
-    let _: i64 = server.query(&["HSET", &companion_key("job", "holder"), "fence", "5"]);
+    let _: () = server.query(&[
+        "SET",
+        &companion_key("job", "holder"),
+        "v=1\x1ffence=5",
+        "PX",
+        "60000",
+    ]);
     let mut follow = Redlock::new(&server)
         .args(["log", "job", "--follow"])
         .spawn();

@@ -127,7 +127,7 @@ fn quorum_nodes_restarted_one_at_a_time_keep_the_lock_with_its_holder() {
             .expect("the fence counter on the restarted node");
         let holder_fence: i64 = quorum
             .node((node + 1) % 3)
-            .hgetall(&LockKeys::of("job").holder)
+            .holder_record("job")
             .get("fence")
             .and_then(|f| f.parse().ok())
             .expect("the holder record's fence");

@@ -1,5 +1,5 @@
 //! The data layout is a promise (docs/design.md, "Data in Redis"): layout 1's keys, their types
-//! and the hashes' fields, as real runs of every kind leave them, are held to a list written
+//! and the hashes' (and the holder record's) fields, as real runs of every kind leave them, are held to a list written
 //! here, so that a change to the layout is a decision, not an accident; every key has a TTL.
 //! And a key written in a layout this redlock does not read is refused with 78 by every command
 //! that meets it, never read as if it were its own.
@@ -9,39 +9,39 @@ use std::collections::BTreeSet;
 use crate::support::{RedisQuorum, RedisServer, Redlock, TempDir, companion_key};
 
 /// What layout 1 leaves after the runs of [`runs_of_every_kind`]: each key (the lock's name in
-/// place of `L`), its type, and for a hash its fields. A change here changes the layout: it
+/// place of `L`), its type, and for a hash or the holder record (name=value pairs) its fields. A change here changes the layout: it
 /// needs a new layout version (record::LAYOUT) when a 1.x could not read the other side.
 const LAYOUT_1: &[&str] = &[
     // A plain run, with a busy refusal counted.
     "plain string",
     "{plain}:redlock:audit list",
     "{plain}:redlock:fence string",
-    "{plain}:redlock:stats hash busy,cmd,host,last,last_ok,pid,runs,user,v",
+    "{plain}:redlock:stats hash busy,cmd,host,last,runs,v",
     // A lock held by `acquire` (which may not be replaced).
     "held string",
     "{held}:redlock:audit list",
     "{held}:redlock:fence string",
-    "{held}:redlock:holder hash fence,replace,started,ttl,v,who",
+    "{held}:redlock:holder string cmd,fence,host,pid,renew,replace,started,ttl,user,v",
     // A waiter behind a holder: both ran.
     "{queued}:redlock:audit list",
     "{queued}:redlock:fence string",
-    "{queued}:redlock:stats hash cmd,host,last,last_ok,pid,runs,user,v",
+    "{queued}:redlock:stats hash cmd,host,last,runs,v",
     // A shared run and a slotted one.
     "{shared}:redlock:audit list",
     "{shared}:redlock:fence string",
-    "{shared}:redlock:stats hash cmd,host,last,last_ok,pid,runs,user,v",
+    "{shared}:redlock:stats hash cmd,host,last,runs,v",
     "{slots}:redlock:audit list",
     "{slots}:redlock:fence string",
-    "{slots}:redlock:stats hash cmd,host,last,last_ok,pid,runs,user,v",
+    "{slots}:redlock:stats hash cmd,host,last,runs,v",
     // A run once per window, and a skipped one.
     "{once}:redlock:audit list",
     "{once}:redlock:fence string",
     "{once}:redlock:once hash cmd,ended,every,exit,fence,host,outcome,pid,started,token,user,window",
-    "{once}:redlock:stats hash cmd,host,last,last_ok,pid,runs,skipped,user,v",
+    "{once}:redlock:stats hash cmd,host,last,runs,skipped,v",
     // A run that writes its metrics file.
     "{metered}:redlock:audit list",
     "{metered}:redlock:fence string",
-    "{metered}:redlock:stats hash cmd,host,last,last_ok,pid,runs,user,v",
+    "{metered}:redlock:stats hash cmd,host,last,runs,v",
     // A paused lock (for a minute).
     "{paused}:redlock:audit list",
     "{paused}:redlock:paused hash host,reason,since,until,user",
@@ -149,8 +149,19 @@ fn the_layout(server: &RedisServer) -> (Vec<String>, Vec<String>) {
             untimed.push(key.clone());
         }
         let mut line = format!("{key} {kind}");
-        if kind == "hash" {
-            let mut fields: Vec<String> = server.query(&["HKEYS", &key]);
+        let mut fields: Vec<String> = if kind == "hash" {
+            server.query(&["HKEYS", &key])
+        } else if key.ends_with(":redlock:holder") {
+            let record: String = server.query(&["GET", &key]);
+            record
+                .split('\u{1f}')
+                .filter_map(|pair| pair.split_once('='))
+                .map(|(name, _)| name.to_string())
+                .collect()
+        } else {
+            Vec::new()
+        };
+        if !fields.is_empty() {
             fields.sort();
             line.push(' ');
             line.push_str(&fields.join(","));
@@ -186,7 +197,10 @@ fn of_layout_2(server: &RedisServer, held: bool, fence_only: bool) {
         Redlock::new(server)
             .args(["acquire", "--key", "job", "--ttl", "60s"])
             .exits_with(0);
-        let _: i64 = server.query(&["HSET", &companion_key("job", "holder"), "v", "2"]);
+        let holder = companion_key("job", "holder");
+        let record: String = server.query(&["GET", &holder]);
+        let later = record.replacen("v=1\u{1f}", "v=2\u{1f}", 1);
+        let _: () = server.query(&["SET", &holder, &later, "KEEPTTL"]);
     } else {
         Redlock::new(server)
             .args(["run", "--key", "job", "--ttl", "5s", "--", "true"])
@@ -240,11 +254,12 @@ fn a_lock_of_an_unknown_layout_is_refused_with_78_by_every_command() {
             );
             continue;
         }
-        let v: Option<String> = server.query(&[
-            "HGET",
-            &companion_key("job", if held { "holder" } else { "stats" }),
-            "v",
-        ]);
+        let v: Option<String> = if held {
+            let record: String = server.query(&["GET", &companion_key("job", "holder")]);
+            record.strip_prefix("v=").map(|r| r[..1].to_string())
+        } else {
+            server.query(&["HGET", &companion_key("job", "stats"), "v"])
+        };
         assert_eq!(v.as_deref(), Some("2"), "the record was rewritten");
     }
 }

@@ -69,11 +69,11 @@ echo "outer_shell=$$""#
 fn the_outer_lease_is_untouched_by_a_nested_run() {
     let server = RedisServer::start();
     let script = format!(
-        r#"before=$(redis-cli -p {port} --raw hgetall '{{job}}:redlock:holder' | sort | tr '\n' ' ')
+        r#"before=$(redis-cli -p {port} --raw get '{{job}}:redlock:holder')
 "{BIN}" run --key job --ttl 1s -- true
 echo "nested_status=$?"
 echo "held=$(redis-cli -p {port} --raw get job)"
-after=$(redis-cli -p {port} --raw hgetall '{{job}}:redlock:holder' | sort | tr '\n' ' ')
+after=$(redis-cli -p {port} --raw get '{{job}}:redlock:holder')
 [ "$before" = "$after" ] && echo same=yes || echo "same=no: $before / $after"
 echo "pttl=$(redis-cli -p {port} pttl job)""#,
         port = server.port()
@@ -86,7 +86,7 @@ echo "pttl=$(redis-cli -p {port} pttl job)""#,
         pttl > 5_000,
         "the nested run's 1s TTL shortened the outer lease to {pttl} ms\n{outcome}"
     );
-    let holder = server.hgetall("{job}:redlock:holder");
+    let holder = server.holder_record("job");
     assert!(holder.is_empty(), "the outer run's release left {holder:?}");
 }
 

@@ -83,16 +83,10 @@ fn a_pause_leaves_the_running_holder_and_its_nested_runs_alone() {
     let token = server.get("job").expect("held");
     run_quick(&server, "job").expect_code(75);
     wait_until("a renewal after the pause", Duration::from_secs(10), || {
-        (server
-            .hgetall(&companion_key("job", "holder"))
-            .get("renewed")
-            .and_then(|r| r.parse::<i64>().ok())
-            .zip(
-                server
-                    .hgetall(&companion_key("job", "holder"))
-                    .get("started")
-                    .and_then(|s| s.parse::<i64>().ok()),
-            )
+        let record = server.holder_record("job");
+        let field = |name| record.get(name).and_then(|v| v.parse::<i64>().ok());
+        (field("renewed")
+            .zip(field("started"))
             .is_some_and(|(r, s)| r > s + 1500))
         .then_some(())
     });

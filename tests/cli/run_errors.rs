@@ -201,7 +201,7 @@ fn lock_key_of_another_type_exits_78_at_once_even_with_wait() {
 #[test]
 fn a_companion_key_of_another_type_fails_with_78_and_leaves_no_lock_behind() {
     let server = RedisServer::start();
-    let _: () = server.query(&["SET", "{job}:redlock:holder", "not a hash"]);
+    let _: () = server.query(&["SET", "{job}:redlock:audit", "not a list"]);
     Redlock::new(&server)
         .args(["run", "--key", "job", "--ttl", "30s", "--", "true"])
         .exits_with(78);
@@ -235,7 +235,8 @@ fn a_panic_is_an_internal_error_on_one_line_and_not_an_abort() {
 #[test]
 fn a_record_of_another_type_is_named_and_not_the_lock_key() {
     let server = RedisServer::start();
-    for record in ["holder", "queue", "audit", "fence"] {
+    // (The holder record is written whole by every take: another type there is replaced.)
+    for record in ["queue", "audit", "fence"] {
         let key = format!("{{job}}:redlock:{record}");
         server.query::<()>(&["FLUSHALL"]);
         server.query::<()>(&["SADD", &key, "x"]);

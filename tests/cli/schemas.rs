@@ -258,7 +258,7 @@ fn real_outputs() -> Vec<(&'static str, String)> {
         .args(["pause", "--all", "--reason", "freeze"])
         .exits_with(0);
     let _: () = server.query(&["HSET", "not-a-lock", "f", "v"]);
-    let _: () = server.query(&["SET", "{unreadable}:redlock:holder", "a string"]);
+    let _: () = server.query(&["SET", "{unreadable}:redlock:stats", "a string"]);
     let _: () = server.query(&["SET", "unreadable", "someone"]);
 
     let keys = [

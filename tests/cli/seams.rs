@@ -155,6 +155,7 @@ fn every_reader(row: &Row) {
             "~*",
             "&*",
             "+@all",
+            "-get",
             "-hgetall",
             "-hmget",
             "-zrange",

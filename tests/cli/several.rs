@@ -421,18 +421,18 @@ fn acquire_extend_and_release_take_the_same_keys() {
 fn a_stale_holder_record_lends_a_run_over_several_keys_nothing() {
     let server = RedisServer::start();
     let holder = companion_key("a", "holder");
-    for (field, value) in [
-        ("started", "1"),
-        ("renewed", "1"),
-        ("ttl", "60000"),
-        ("fence", "1"),
-        ("finished", "0"),
-        ("host", "gone"),
-        ("stop", "someone else"),
-    ] {
-        let _: i64 = server.query(&["HSET", &holder, field, value]);
-    }
-    let _: i64 = server.query(&["PEXPIRE", &holder, "60000"]);
+    let record = [
+        "v=1",
+        "started=1",
+        "renewed=1",
+        "ttl=60000",
+        "fence=1",
+        "finished=0",
+        "host=gone",
+        "stop=someone else",
+    ]
+    .join("\x1f");
+    let _: () = server.query(&["SET", &holder, &record, "PX", "60000"]);
     // Renewed every 300 ms: the renewals meet the record.
     Redlock::new(&server)
         .args([

@@ -74,6 +74,16 @@ pub fn layout_error(version: &str, record: &str) -> anyhow::Error {
 /// A hash as Redis returns it (HGETALL): field/value pairs.
 pub type Fields = [(String, String)];
 
+/// A record kept as text (the holder record, an audit entry's body): name=value pairs
+/// separated by 0x1F, as field/value pairs (a value may hold '='; the first one named wins).
+pub fn record_fields(record: &str) -> Vec<(String, String)> {
+    record
+        .split(SEPARATOR)
+        .filter_map(|pair| pair.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
 fn get<'a>(fields: &'a Fields, name: &str) -> Option<&'a str> {
     fields
         .iter()
@@ -107,7 +117,7 @@ pub fn who(host: &str, pid: Option<i64>, user: Option<&str>, fence: Option<i64>)
     }
 }
 
-/// Who holds a lock: the holder hash, which lives and expires with the lock.
+/// Who holds a lock: the holder record, which lives and expires with the lock.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Holder {
     pub host: String,
@@ -139,24 +149,20 @@ pub struct Holder {
     pub replicas: Option<u32>,
 }
 
-/// The holder record's fields; the scripts may name no others.
+/// The holder record's fields (holder.lua), the identity's besides; the scripts may name no
+/// others.
 #[cfg(test)]
-const HOLDER_FIELDS: [&str; 10] = [
-    "who",
+const HOLDER_FIELDS: [&str; 9] = [
+    LAYOUT_FIELD,
     "started",
-    "renewed",
     "ttl",
     "fence",
+    "renewed",
     "finished",
     "replace",
     "stop",
     "ticket",
-    LAYOUT_FIELD,
 ];
-
-/// The holder fields a refusal (and `release --force`) reads back, in the order the scripts
-/// list them in their HMGET.
-pub const BRIEF: [&str; 4] = ["started", "fence", "who", LAYOUT_FIELD];
 
 impl Holder {
     /// This process, about to take a lock for `command`; the records keep `label` when given,
@@ -190,6 +196,26 @@ impl Holder {
         out
     }
 
+    /// The holder record's fields but its layout, lease and renewal (heal.lua writes the
+    /// record with those, see holder.lua): started, fence, the identity, replace=no.
+    pub fn record_fields(&self, started_ms: Option<i64>, fence: Option<i64>) -> String {
+        let mut pairs = Vec::new();
+        if let Some(started) = started_ms {
+            pairs.push(("started", started.to_string()));
+        }
+        if let Some(fence) = fence {
+            pairs.push(("fence", fence.to_string()));
+        }
+        pairs.extend(self.identity());
+        if self.no_renewal {
+            pairs.push(("renew", "no".to_string()));
+        }
+        if self.irreplaceable {
+            pairs.push(("replace", "no".to_string()));
+        }
+        audit_pairs(&pairs)
+    }
+
     /// Who this is, as the audit log writes it: `host=…\x1fpid=…\x1fuser=…\x1fcmd=…`, and
     /// `renew=no` for a holder no redlock renews (the holder record's `who` is this text).
     pub fn audit(&self) -> String {
@@ -200,24 +226,17 @@ impl Holder {
         audit_pairs(&pairs)
     }
 
-    /// Reads a holder hash; `None` when it names no host (no record, or not one of ours). The
-    /// identity is `who` (host=…, pid=…, user=…, cmd=… as the audit log writes it). Until its
-    /// first renewal a holder was last renewed when it started.
-    pub fn decode(fields: &Fields) -> Option<Holder> {
-        let who: Vec<(String, String)> = get(fields, "who")
-            .map(|w| {
-                w.split(SEPARATOR)
-                    .filter_map(|pair| pair.split_once('='))
-                    .map(|(k, v)| (k.to_string(), v.to_string()))
-                    .collect()
-            })
-            .unwrap_or_default();
-        let who = &who[..];
+    /// Reads a holder record (holder.lua: `v=1`, then name=value pairs separated by 0x1F, the
+    /// identity's among them, as the audit log writes it); `None` when it names no host (not
+    /// one of ours). Until its first renewal a holder was last renewed when it started.
+    pub fn decode(record: &str) -> Option<Holder> {
+        let fields = record_fields(record);
+        let fields = &fields[..];
         Some(Holder {
-            host: text(who, "host")?,
-            pid: num(who, "pid").and_then(|p| u32::try_from(p).ok()),
-            user: text(who, "user"),
-            command: text(who, "cmd"),
+            host: text(fields, "host")?,
+            pid: num(fields, "pid").and_then(|p| u32::try_from(p).ok()),
+            user: text(fields, "user"),
+            command: text(fields, "cmd"),
             started_ms: num(fields, "started"),
             renewed_ms: num(fields, "renewed").or_else(|| num(fields, "started")),
             ttl_ms: num(fields, "ttl"),
@@ -225,29 +244,17 @@ impl Holder {
             finished: get(fields, "finished") == Some("1"),
             irreplaceable: get(fields, "replace") == Some("no"),
             stop_asked_by: text(fields, "stop"),
-            no_renewal: get(who, "renew") == Some("no"),
-            replicas: num(who, "replicas")
+            no_renewal: get(fields, "renew") == Some("no"),
+            replicas: num(fields, "replicas")
                 .and_then(|n| u32::try_from(n).ok())
                 .filter(|n| *n > 0),
         })
     }
 
-    /// The holder's brief in a script's reply: the [`BRIEF`] fields' values, in that order.
+    /// The holder record in a script's reply (false when there is none).
     pub fn from_reply(value: Option<&redis::Value>) -> Option<Holder> {
-        let values =
-            value.and_then(|v| redis::from_redis_value_ref::<Vec<Option<String>>>(v).ok())?;
-        Holder::decode_brief(values)
-    }
-
-    /// Reads the [`BRIEF`] fields, given as values in that order (the scripts that read them
-    /// have refused a record of another layout).
-    pub fn decode_brief(values: Vec<Option<String>>) -> Option<Holder> {
-        let fields: Vec<(String, String)> = BRIEF
-            .iter()
-            .zip(values)
-            .filter_map(|(name, v)| v.map(|v| ((*name).to_string(), v)))
-            .collect();
-        Holder::decode(&fields)
+        let record = value.and_then(|v| redis::from_redis_value_ref::<String>(v).ok())?;
+        Holder::decode(&record)
     }
 
     /// "held by host (pid 12, user bob, fence 7) for 3m 2s"; the age only when the server's
@@ -311,7 +318,7 @@ pub struct Waiter {
     pub command: Option<String>,
 }
 
-pub(super) const SEPARATOR: char = '\u{1f}';
+pub const SEPARATOR: char = '\u{1f}';
 
 impl Waiter {
     /// Who waits, as the acquire script stores it after the time of joining.
@@ -494,11 +501,9 @@ mod tests {
 
     #[test]
     fn holder_descriptions_name_the_holder() {
-        let holder = Holder::decode(&pairs(&[
-            ("who", "host=web-1\u{1f}pid=42\u{1f}user=bob"),
-            ("started", "18000"),
-            ("fence", "7"),
-        ]))
+        let holder = Holder::decode(
+            "v=1\u{1f}started=18000\u{1f}fence=7\u{1f}host=web-1\u{1f}pid=42\u{1f}user=bob",
+        )
         .unwrap();
         assert_eq!(
             Holder::describe(Some(&holder), Some(200_000)),
@@ -509,7 +514,7 @@ mod tests {
             "held by web-1 (pid 42, user bob, fence 7)"
         );
         assert!(Holder::describe(None, None).contains("no holder record"));
-        assert_eq!(Holder::decode(&pairs(&[("who", "pid=1")])), None);
+        assert_eq!(Holder::decode("v=1\u{1f}pid=1"), None);
     }
 
     #[test]
@@ -542,12 +547,10 @@ mod tests {
             3,
         );
         // What release.lua writes of the run it is given.
-        let [outcome, _ended, last, host, pid, user, cmd, _audit, _by] = run.release_args();
+        let [outcome, _ended, last, host, cmd, _audit, _by] = run.release_args();
         let written: Vec<(String, String)> = [
             ("last", format!("{outcome}\u{1f}{last}")),
             ("host", host),
-            ("pid", pid),
-            ("user", user),
             ("cmd", cmd),
         ]
         .into_iter()
@@ -606,22 +609,9 @@ mod tests {
         }
     }
 
-    /// The scripts that answer with a holder's brief list the fields in [`BRIEF`]'s order.
+    /// The scripts that answer with a pause's brief list the fields in [`PAUSE_BRIEF`]'s order.
     #[test]
-    fn brief_replies_list_the_fields_in_order() {
-        let expected = format!("'HMGET', KEYS[3], '{}'", BRIEF.join("', '"));
-        let force = expected.replace("KEYS[3]", "KEYS[2]");
-        for (name, source) in crate::lock::scripts::ALL {
-            let wanted = match *name {
-                "acquire" => &expected,
-                "force_release" => &force,
-                _ => continue,
-            };
-            assert!(
-                source.lines().any(|l| l.contains(wanted.as_str())),
-                "{name}.lua"
-            );
-        }
+    fn pause_briefs_list_the_fields_in_order() {
         let pause = format!("'HMGET', key, '{}'", PAUSE_BRIEF.join("', '"));
         assert!(
             crate::lock::scripts::ACQUIRE.contains(&pause),

@@ -119,15 +119,8 @@ const RECORDED_COMMAND: usize = 60;
 /// The last-run record's fields (the `--once-per` record names `started`, `ended`, `exit` and
 /// `outcome` too, see `ONCE_FIELDS`).
 #[cfg(test)]
-pub(super) const LAST_RUN_FIELDS: [&str; 7] = [
-    "last",
-    "replaced_by",
-    "host",
-    "pid",
-    "user",
-    "cmd",
-    super::LAYOUT_FIELD,
-];
+pub(super) const LAST_RUN_FIELDS: [&str; 5] =
+    ["last", "replaced_by", "host", "cmd", super::LAYOUT_FIELD];
 
 impl LastRun {
     /// The record of a run by `holder` that started at `started_ms` (server time).
@@ -158,14 +151,15 @@ impl LastRun {
         }
     }
 
-    /// The run as the release script takes it (release.lua's ARGV[3..11]): the outcome, when
+    /// The run as the release script takes it (release.lua's ARGV[3..9]): the outcome, when
     /// it ended (the start plus the duration; '' when unknown), the rest of `last` (exit,
-    /// started, duration, fence, separated by 0x1F), host, pid, user, the command, the audit
-    /// entry's fields after the outcome, and who replaced it ('' for none, which the call leaves
-    /// out). The lock's record keeps `outcome` and `last` as `last`, and the identity in fields
-    /// of its own: each value stays under Redis's 64-byte limit for a compact hash (the command
-    /// is cut to fit: the audit log keeps it whole), which keeps an idle lock under a kilobyte.
-    pub fn release_args(&self) -> [String; 9] {
+    /// started, duration, fence, pid, user, separated by 0x1F), the host, the command, the
+    /// audit entry's fields after the outcome, and who replaced it ('' for none, which the call
+    /// leaves out). The lock's record keeps `outcome` and `last` as `last`, and the host and the
+    /// command in fields of their own: each value stays under Redis's 64-byte limit for a
+    /// compact hash (the command is cut to fit: the audit log keeps it whole), which keeps an
+    /// idle lock under a kilobyte.
+    pub fn release_args(&self) -> [String; 7] {
         let num = |n: Option<i64>| n.map_or(String::new(), |n| n.to_string());
         let sep = SEPARATOR.to_string();
         let last = [
@@ -173,6 +167,8 @@ impl LastRun {
             num(self.started_ms),
             num(self.duration_ms),
             num(self.fence),
+            num(self.pid),
+            self.user.clone().unwrap_or_default(),
         ]
         .join(&sep);
         let command = self
@@ -194,8 +190,6 @@ impl LastRun {
             num(self.ended_ms),
             last,
             self.host.clone().unwrap_or_default(),
-            num(self.pid),
-            self.user.clone().unwrap_or_default(),
             command,
             super::audit_pairs(&audit),
             self.replaced_by.clone().unwrap_or_default(),
@@ -203,16 +197,20 @@ impl LastRun {
     }
 
     /// Reads the lock's record; `None` when it has no last run. The last run is `last`
-    /// (OUTCOME, EXIT, STARTED, DURATION_MS, FENCE separated by 0x1F) beside the identity.
+    /// (OUTCOME, EXIT, STARTED, DURATION_MS, FENCE, PID, USER separated by 0x1F) beside the
+    /// host and the command.
     pub fn decode(fields: &Fields) -> Option<LastRun> {
         let last = get(fields, "last")?;
         let mut part = last.split(SEPARATOR);
         let outcome = Outcome::parse(part.next().unwrap_or_default());
         let mut next = || part.next().and_then(|v| v.parse::<i64>().ok());
-        let (exit, started, duration, fence) = (next(), next(), next(), next());
+        let (exit, started, duration, fence, pid) = (next(), next(), next(), next(), next());
+        let user = part.next().filter(|u| !u.is_empty()).map(str::to_string);
         Some(LastRun {
             outcome,
             exit,
+            pid,
+            user,
             started_ms: started,
             ended_ms: started.zip(duration).map(|(s, d)| s + d),
             duration_ms: duration,
@@ -228,8 +226,8 @@ impl LastRun {
             outcome: Outcome::Other(String::new()),
             exit: None,
             host: text("host"),
-            pid: num(fields, "pid"),
-            user: text("user"),
+            pid: None,
+            user: None,
             command: text("cmd"),
             started_ms: None,
             ended_ms: None,
@@ -267,8 +265,8 @@ pub struct Counters {
     pub lost: i64,
     pub failed: i64,
     pub forced: i64,
-    /// Server time (ms) when a run last ended ok (kept beside the counters: the last-run
-    /// record is overwritten by the next run, whatever its outcome).
+    /// Server time (ms) when a run last ended ok: the last run's end while it ended ok, else
+    /// `last_ok`, where the release of a run that did not moves it (release_record.lua).
     pub last_ok_ms: Option<i64>,
     /// Runs skipped by `--once-per`: their window had run already.
     pub skipped: i64,
@@ -281,7 +279,8 @@ pub const COUNTER_FIELDS: [&str; 7] = [
     "runs", "busy", "lost", "failed", "forced", "skipped", "replaced",
 ];
 
-/// The last successful run's end, in the counters' hash.
+/// When a run last ended ok, in the counters' hash once a later run did not (see
+/// [`Counters::last_ok_ms`]).
 pub const LAST_OK: &str = "last_ok";
 
 /// The fields of the `--once-per` window's record besides the holder's identity (acquire.lua
@@ -300,7 +299,10 @@ impl Counters {
             lost: n("lost"),
             failed: n("failed"),
             forced: n("forced"),
-            last_ok_ms: num(fields, LAST_OK),
+            last_ok_ms: LastRun::decode(fields)
+                .filter(|run| run.outcome == Outcome::Ok)
+                .and_then(|run| run.ended_ms)
+                .or_else(|| num(fields, LAST_OK)),
             skipped: n("skipped"),
             replaced: n("replaced"),
         }

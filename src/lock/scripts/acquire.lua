@@ -1,6 +1,7 @@
 -- acquire: take the lock if it is free (or already ours) and nobody is queued ahead, in one
 -- round trip; a waiter that is refused joins (or stays in) the key's queue.
--- KEYS[1] lock (string: the token)    KEYS[2] fence counter    KEYS[3] holder record (hash)
+-- KEYS[1] lock (string: the token)    KEYS[2] fence counter    KEYS[3] holder record (string,
+--         see holder.lua)
 -- KEYS[4] counters (hash)   KEYS[5] queue (zset: ticket -> arrival)
 -- KEYS[6] queue liveness (zset: ticket -> deadline, ms)   KEYS[7] waiters (hash: ticket -> who)
 -- KEYS[8] shared leases (zset: token -> lease deadline, ms)
@@ -14,7 +15,7 @@
 --         --once-per or --replace only
 -- ARGV[1] token   ARGV[2] ttl (ms)   ARGV[3] '1' to count a busy refusal
 -- ARGV[4] who takes it, as the audit log writes it (name=value pairs; record.rs writes them);
---         the holder record keeps it as 'who'
+--         the holder record keeps them among its fields
 -- ARGV[5] 'no' when --replace may not ask this holder to stop (--no-replace, `redlock
 --         acquire`), '' (or none) otherwise
 -- ARGV[6..16], given by a run that waits, shares, runs once per window or replaces (none
@@ -36,17 +37,15 @@
 --          --replace)
 -- ARGV[17..] (--once-per) the holder's identity as field/value pairs (record.rs writes them),
 --          for the window's record
--- The holder record is started, ttl, fence, who (and replace=no); a renewal adds renewed, a
--- kept release finished, a replacer stop; a replacer's provisional grant, its ticket. The
--- release channel is the queue's key with
+-- The holder record is holder.lua's. The release channel is the queue's key with
 -- 'released' for 'queue' (`{L}:redlock:released`).
 -- The retention of the records (RETAIN) is audit.lua's.
 -- Reply: {1, fence, server time (ms), slot (-1: none), 1 when the lease is provisional} when
 --        taken;
 --        {0, pttl (ms; -2 when free but others are queued), server time (ms),
---         {started, fence, who, v}, waiters ahead of us, queue length,
+--         the holder record (false when none), waiters ahead of us, queue length,
 --         shared holders' shape ('' when none), shared holders, pause, full} when refused
---        (the holder record's fields record::BRIEF names, in its order; pause: false, or
+--        (the holder record as it is kept, see holder.lua; pause: false, or
 --        {host, pid, user, reason, since, until, scope} of the pause in force, the fields
 --        record::PAUSE_BRIEF names, scope 'key' or 'all'; full: 0, or how many wait when
 --        --max-waiters kept this waiter out of a full queue; replacing: 1 when the holder
@@ -134,18 +133,10 @@ if found == 0 and not current and not rare then
   end
   local fresh = not old or #old ~= #fence_text
     or string.sub(old, 1, 5) ~= string.sub(fence_text, 1, 5)
-  local fence = fence_text
-  for _ = 1, 2 do
-    if ARGV[5] == 'no' then
-      if redis.call('HSET', KEYS[3], 'started', now_text, 'ttl', ARGV[2], 'fence', fence_text,
-          'who', ARGV[4], 'v', LAYOUT, 'replace', 'no') == 6 then break end
-    elseif redis.call('HSET', KEYS[3], 'started', now_text, 'ttl', ARGV[2], 'fence', fence_text,
-        'who', ARGV[4], 'v', LAYOUT) == 5 then
-      break
-    end
-    redis.call('DEL', KEYS[3])
-  end
-  redis.call('PEXPIRE', KEYS[3], ARGV[2])
+  local record = 'v=' .. LAYOUT .. '\31started=' .. now_text .. '\31ttl=' .. ARGV[2] ..
+    '\31fence=' .. fence_text .. '\31' .. ARGV[4]
+  if ARGV[5] == 'no' then record = record .. '\31replace=no' end
+  redis.call('SET', KEYS[3], record, 'PX', ARGV[2])
   redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
   local n = redis.call('RPUSH', log_key,
     now_text .. '\31acquired\31fence=' .. fence_text .. '\31' .. ARGV[4])
@@ -153,45 +144,5 @@ if found == 0 and not current and not rare then
     audit(log_key, now_text, 'acquired', nil, fresh, nil, n)
   end
   if fresh then redis.call('PEXPIRE', KEYS[4], RETAIN) end
-  return {1, fence, now_text, -1, 0}
+  return {1, fence_text, now_text, -1, 0}
 end
-local now = tonumber(now_text)
--- The options of a rare run; a plain run's read as ''.
-local ticket, arrival, waiting, shape = ARGV[6] or '', ARGV[7] or '', ARGV[8] or '', ARGV[9] or ''
-local every_text, retry_failed, grant = ARGV[10] or '', ARGV[11] or '', ARGV[12] or ''
-local max_waiters, replacer = ARGV[13] or '', ARGV[14] or ''
--- counted(event, body): a run turned away ('busy', 'skipped'), when it counts (ARGV[3]): the
--- lock's record counts it under the event's name and the audit log says who, body first.
-local function counted(event, body)
-  if ARGV[3] == '1' then
-    redis.call('HINCRBY', KEYS[4], event, '1')
-    redis.call('PEXPIRE', KEYS[4], RETAIN)
-    audit(log_key, now_text, event, body .. ARGV[4])
-  end
-end
--- holder_brief(): the holder record's fields a refusal replies with (record::BRIEF), none
--- from a record the script may not read (another type of key); a record of another layout is
--- refused (see audit.lua).
-local function holder_brief()
-  local h = redis.pcall('HMGET', KEYS[3], 'started', 'fence', 'who', 'v')
-  if h.err then return {} end
-  if h[4] and h[4] ~= LAYOUT then
-    error({err = 'LAYOUT ' .. 'the holder record ' .. KEYS[3] .. ' is of data layout ' .. h[4] .. ', not ' .. LAYOUT ..
-      ': written by another redlock, which this one does not read'})
-  end
-  return h
-end
--- So does the common refusal (a cron run that overlaps, a herd): the lock held by another and
--- nothing else there, refused to a run that neither waits nor replaces, as the rest would
--- refuse it (no queue to count, no pause, no shared holder).
-if found == 0 and current and not rare and current ~= ARGV[1] then
-  local brief = holder_brief()
-  local pttl = redis.call('PTTL', KEYS[1])
-  counted('busy', '')
-  return {0, pttl, now, brief, 0, 0, '', 0, false, 0, 0}
-end
-if not KEYS[12] then return {-4} end
--- The rest reads and writes a held lock's records: not those of another layout. The holder's
--- brief is read (and its layout checked) before anything is written, for the refusal's reply.
-local brief = nil
-if current and current ~= ARGV[1] then brief = holder_brief() end

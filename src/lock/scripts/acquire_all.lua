@@ -15,8 +15,8 @@
 --         attempt, which takes the locks outright)
 -- ARGV[15] when a waiter's later attempt was sent, on the server's clock as the waiter reckons
 --         it ('' for now): its entries' life counts from there (lapse_at, queue.lua)
--- ARGV[13] who takes it, as the audit log writes it; each holder record keeps it as 'who',
--- with replace=no (a run over several keys is never asked to stop)
+-- ARGV[13] who takes it, as the audit log writes it; each holder record keeps it, with
+-- replace=no (a run over several keys is never asked to stop)
 -- ARGV[16..15+n] each lock's release channel
 -- Reply: {1, fence of the first lock, server time (ms), -1, 1 when the grant is provisional,
 --         the fence of every other lock in order} when taken;
@@ -69,7 +69,7 @@ if not blocked then
     if locks[i].ours then
       -- An earlier attempt landed but its reply was lost: ours, renewed.
       redis.call('PEXPIRE', key(i, 1), ttl)
-      fences[i] = tonumber(redis.call('HMGET', key(i, 3), 'fence')[1])
+      fences[i] = tonumber(string.match(holder_read(key(i, 3)) or '', '\31fence=(%d+)'))
         or tonumber(redis.call('GET', key(i, 2))) or 0
     else
       local fence, fence_text, fresh = new_fence(key(i, 2), us_text)
@@ -147,19 +147,13 @@ if ticket ~= '' then
       ticket)
     redis.call('HSETNX', key(i, 7), ticket, now_text .. '\31' .. ARGV[7])
     for j = 5, 7 do redis.call('PEXPIRE', key(i, j), q.KEPT) end
+    -- Someone queued behind the holder (see holder.lua's RECORD:queued).
+    redis.call('SET', key(i, 3) .. ':queued', '1', 'PX', q.KEPT)
     if i == blocked then ahead = rank end
   end
   queued = redis.call('ZCARD', key(blocked, 5))
 else
   queued = redis.call('ZCARD', key(blocked, 5))
 end
-local h = redis.pcall('HMGET', key(blocked, 3), 'started', 'fence', 'who', 'v')
-if h.err then h = {}
-else
-  if h[4] and h[4] ~= LAYOUT then
-    error({err = 'LAYOUT ' .. 'the holder record ' .. key(blocked, 3) .. ' is of data layout ' .. h[4] .. ', not ' .. LAYOUT ..
-      ': written by another redlock, which this one does not read'})
-  end
-end
-return {0, pttl, now, h, ahead, queued, held_shape, b.sharers, b.pause or false, 0, 0, blocked,
+return {0, pttl, now, holder_read(key(blocked, 3)) or false, ahead, queued, held_shape, b.sharers, b.pause or false, 0, 0, blocked,
   hurry, shortest or 0}

@@ -24,9 +24,9 @@ if current == ARGV[1] then
   if every_text ~= '' and grant == '' and redis.call('HMGET', KEYS[13], 'token')[1] == ARGV[1] then
     confirmed(KEYS[13])
   end
-  local h = redis.call('HMGET', KEYS[3], 'fence', 'started')
-  return {1, tonumber(h[1]) or tonumber(redis.call('GET', KEYS[2])) or 0, tonumber(h[2]) or now, -1,
-    provisional_flag}
+  local h = holder_read(KEYS[3]) or ''
+  return {1, tonumber(string.match(h, '\31fence=(%d+)')) or tonumber(redis.call('GET', KEYS[2])) or 0,
+    tonumber(string.match(h, '\31started=(%d+)')) or now, -1, provisional_flag}
 end
 -- A waiter's own entry: a later replacer may have superseded it (--replace, below), and an
 -- entry that lapsed is no place in the queue: the waiter joins again, at the back, as a
@@ -135,11 +135,14 @@ if free and not pause then
     if fresh then redis.call('PEXPIRE', KEYS[4], RETAIN) end
     local slot = -1
     if shape == '' then
-      write_holder(KEYS[3], ttl, now_text, fence_text, ARGV[4], ARGV[5])
-      redis.call('SET', KEYS[1], ARGV[1], 'PX', ttl)
       -- A replacer's grant names its ticket, so that a later replacer that asks it to stop
       -- supersedes it even if the grant lapses before it is confirmed (below).
-      if provisional and replacer ~= '' then redis.call('HSET', KEYS[3], 'ticket', ticket) end
+      local mark = nil
+      if provisional and replacer ~= '' then mark = ticket end
+      write_holder(KEYS[3], ttl, now_text, fence_text, ARGV[4], ARGV[5], mark)
+      -- Taken with a queue there: the release is to look at it (holder.lua's KEYS[3]:queued).
+      if head then redis.call('SET', KEYS[3] .. ':queued', '1', 'PX', QUEUE_KEPT) end
+      redis.call('SET', KEYS[1], ARGV[1], 'PX', ttl)
     else
       if shape ~= 'shared' then slot = free_slot(KEYS[8], KEYS[9], tonumber(shape)) end
       local own = ''
@@ -209,10 +212,14 @@ if ticket ~= '' and max_waiters ~= '' and joining then
     ticket, full = '', queued
   end
 end
+-- The holder record, for the reply (false when none).
+if brief == nil then brief = holder_read(KEYS[3]) or false end
 -- A replacer kept out of a full queue does not run, so it asks nobody to stop.
 local replacing = 0
 if replacer ~= '' and current and not pause and full == 0 then
-  local r = redis.call('HMGET', KEYS[3], 'fence', 'replace', 'stop', 'ticket')
+  local h = brief or ''
+  local r = {string.match(h, '\31fence=([^\31]*)'), string.match(h, '\31replace=([^\31]*)'),
+    string.match(h, '\31stop=([^\31]*)'), string.match(h, '\31ticket=([^\31]*)')}
   if r[1] and r[2] ~= 'no' then
     replacing = 1
     -- The holder is an earlier replacer's unconfirmed grant: it is superseded, whether it
@@ -223,7 +230,7 @@ if replacer ~= '' and current and not pause and full == 0 then
       redis.call('PEXPIRE', KEYS[7], QUEUE_KEPT)
     end
     if not r[3] then
-      redis.call('HSET', KEYS[3], 'stop', replacer)
+      holder_update(KEYS[3], holder_with(h, 'stop', replacer))
       local stop = KEYS[14] .. ':' .. r[1]
       redis.call('LPUSH', stop, replacer)
       redis.call('PEXPIRE', stop, string.format('%d', math.max(pttl, 1000)))
@@ -262,6 +269,9 @@ if ticket ~= '' then
   redis.call('ZADD', KEYS[6], string.format('%d', lapse_at(now, life, sent_ms)), ticket)
   redis.call('HSETNX', KEYS[7], ticket, now_text .. '\31' .. waiting)
   for i = 5, 7 do redis.call('PEXPIRE', KEYS[i], QUEUE_KEPT) end
+  -- Someone queued behind the holder: its release is to look at the queue (holder.lua's
+  -- KEYS[3]:queued, kept as long as the queue's keys).
+  redis.call('SET', KEYS[3] .. ':queued', '1', 'PX', QUEUE_KEPT)
 end
-return {0, pttl, now, brief or holder_brief(), ahead, redis.call('ZCARD', KEYS[5]), held_shape, sharers,
+return {0, pttl, now, brief, ahead, redis.call('ZCARD', KEYS[5]), held_shape, sharers,
   pause or false, full, replacing, 0, 0, life}

@@ -3,7 +3,8 @@
 -- cannot undo a longer hold (--hold-at-least, or an extend with a longer TTL), and once the
 -- command has finished (the release kept the key: 'finished' is set) it changes nothing.
 -- A shared holder (--shared, --slots) renews its own entry in the leases, never past its end.
--- KEYS[1] lock   KEYS[2] holder record   KEYS[3] shared leases   KEYS[4] shared holders
+-- KEYS[1] lock   KEYS[2] holder record (see holder.lua)   KEYS[3] shared leases
+-- KEYS[4] shared holders
 -- KEYS[5] (a waiter confirming its provisional grant, see acquire.lua) the --once-per window's
 --         record: a window 'granted' to this token is now 'running'
 -- ARGV[1] token   ARGV[2] ttl (ms)
@@ -34,21 +35,25 @@ if current ~= ARGV[1] then
   if current then return 0 end
   return -1
 end
-local h = redis.pcall('HMGET', KEYS[2], 'finished', 'stop')
-if h[1] == '1' then return 1 end
-if h[2] then return h[2] end
+local h = holder_read(KEYS[2])
+if h then
+  if string.find(h, '\31finished=1', 1, true) then return 1 end
+  local stop = string.match(h, '\31stop=([^\31]*)')
+  if stop then return stop end
+end
 confirm_window()
 -- Numbers go to redis.call as text written with %d (see audit.lua).
-local longer = redis.call('PTTL', KEYS[1]) < tonumber(ARGV[2])
+local left = redis.call('PTTL', KEYS[1])
+local longer = left < tonumber(ARGV[2])
 if longer then redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
-if redis.call('EXISTS', KEYS[2]) == 1 then
+if h then
   local t = redis.call('TIME')
   local now = string.format('%d', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
+  h = holder_with(h, 'renewed', now)
   if longer then
-    redis.call('HSET', KEYS[2], 'renewed', now, 'ttl', ARGV[2])
-    redis.call('PEXPIRE', KEYS[2], ARGV[2])
+    redis.call('SET', KEYS[2], holder_with(h, 'ttl', ARGV[2]), 'PX', ARGV[2])
   else
-    redis.call('HSET', KEYS[2], 'renewed', now)
+    holder_update(KEYS[2], h)
   end
 end
 return 1

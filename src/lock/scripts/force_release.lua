@@ -4,17 +4,13 @@
 -- KEYS[5] queue   KEYS[6] queue liveness   KEYS[7] waiters (see acquire.lua)
 -- KEYS[8] shared leases   KEYS[9] shared holders (see shapes.lua)   KEYS[10] unused
 -- ARGV[1] release channel   ARGV[2] record ttl (ms)   ARGV[3] who forced it (host, user)
--- Reply: false when there was no lock; otherwise {token ('' when none), {started, fence, who,
--- v} of the holder it removed (the fields record::BRIEF names, in its order),
--- {each shared holder it removed, as the holders hash keeps it}}.
+-- Reply: false when there was no lock; otherwise {token ('' when none), the holder record it
+-- removed (see holder.lua; false when none), {each shared holder it removed, as the holders
+-- hash keeps it}}.
 local token = redis.call('GET', KEYS[1])
-local h = {}
+local h = nil
 if token then
-  h = redis.call('HMGET', KEYS[2], 'started', 'fence', 'who', 'v')
-  if h[4] and h[4] ~= LAYOUT then
-    error({err = 'LAYOUT ' .. 'the holder record ' .. KEYS[2] .. ' is of data layout ' .. h[4] .. ', not ' .. LAYOUT ..
-      ': written by another redlock, which this one does not read'})
-  end
+  h = holder_read(KEYS[2])
   redis.call('DEL', KEYS[1], KEYS[2])
 end
 local t = redis.call('TIME')
@@ -29,12 +25,11 @@ wake(ARGV[1])
 redis.call('HINCRBY', KEYS[4], 'forced', '1')
 redis.call('PEXPIRE', KEYS[4], ARGV[2])
 if token then
-  -- A holder record keeps the identity in 'who'.
   local function field(name)
-    return string.match('\31' .. (h[3] or ''), '\31' .. name .. '=([^\31]*)') or ''
+    return string.match(h or '', '\31' .. name .. '=([^\31]*)') or ''
   end
   audit(KEYS[3], now, 'forced', 'host=' .. field('host') .. '\31pid=' .. field('pid') ..
-    '\31user=' .. field('user') .. '\31fence=' .. (h[2] or '') .. '\31by=' .. ARGV[3])
+    '\31user=' .. field('user') .. '\31fence=' .. field('fence') .. '\31by=' .. ARGV[3])
 end
 for _, v in ipairs(sharers) do
   local p = {}
@@ -43,4 +38,4 @@ for _, v in ipairs(sharers) do
     '\31host=' .. (p[5] or '') .. '\31pid=' .. (p[6] or '') .. '\31user=' .. (p[7] or '') ..
     '\31by=' .. ARGV[3])
 end
-return {token or '', h, sharers}
+return {token or '', h or false, sharers}

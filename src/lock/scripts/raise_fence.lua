@@ -6,7 +6,8 @@
 local current = tonumber(redis.call('GET', KEYS[1]) or '0')
 local fence = tonumber(ARGV[1])
 if current < fence then redis.call('SET', KEYS[1], fence, 'PX', ARGV[3]) end
-if redis.pcall('GET', KEYS[2]) == ARGV[2] and redis.call('EXISTS', KEYS[3]) == 1 then
-  redis.call('HSET', KEYS[3], 'fence', fence)
+if redis.pcall('GET', KEYS[2]) == ARGV[2] then
+  local h = holder_read(KEYS[3])
+  if h then holder_update(KEYS[3], holder_with(h, 'fence', ARGV[1])) end
 end
 return 1

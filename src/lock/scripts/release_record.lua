@@ -9,15 +9,17 @@ if ARGV[3] ~= '' then
     ended = string.format('%d', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
   end
   local last = outcome .. '\31' .. ARGV[5]
-  local created
-  if outcome == 'ok' then
-    created = redis.call('HSET', KEYS[4], 'last', last, 'host', ARGV[6], 'pid', ARGV[7], 'user',
-      ARGV[8], 'cmd', ARGV[9], 'last_ok', ended)
-  else
-    created = redis.call('HSET', KEYS[4], 'last', last, 'host', ARGV[6], 'pid', ARGV[7], 'user',
-      ARGV[8], 'cmd', ARGV[9])
+  -- When a run last ended ok is the last run's end while it ended ok: a run that ends
+  -- otherwise after it moves that end to last_ok.
+  if outcome ~= 'ok' then
+    local before = redis.call('HMGET', KEYS[4], 'last')[1]
+    local s, d = string.match(before or '', '^ok\31[^\31]*\31(%d+)\31(%d+)')
+    if s then
+      redis.call('HSET', KEYS[4], 'last_ok', string.format('%d', tonumber(s) + tonumber(d)))
+    end
   end
-  if ARGV[11] then redis.call('HSET', KEYS[4], 'replaced_by', ARGV[11]) end
+  local created = redis.call('HSET', KEYS[4], 'last', last, 'host', ARGV[6], 'cmd', ARGV[7])
+  if ARGV[9] then redis.call('HSET', KEYS[4], 'replaced_by', ARGV[9]) end
   redis.call('HINCRBY', KEYS[4], 'runs', '1')
   if outcome == 'lease lost' then redis.call('HINCRBY', KEYS[4], 'lost', '1') end
   if outcome == 'failed' or outcome == 'killed' or outcome == 'timed out' then
@@ -34,7 +36,7 @@ if ARGV[3] ~= '' then
   local event = 'released'
   if released == 0 then event = 'lost' end
   local n = redis.call('RPUSH', KEYS[3],
-    ended .. '\31' .. event .. '\31outcome=' .. outcome .. '\31' .. ARGV[10])
+    ended .. '\31' .. event .. '\31outcome=' .. outcome .. '\31' .. ARGV[8])
   if n % 32 == 0 or n == 1 then audit(KEYS[3], ended, event, nil, nil, nil, n) end
   -- The --once-per window's run records how it ended.
   if KEYS[10] and redis.call('HMGET', KEYS[10], 'token')[1] == ARGV[1] then

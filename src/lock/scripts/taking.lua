@@ -1,23 +1,17 @@
--- taking (put in front of the acquire scripts, after audit.lua): how acquire.lua and
--- acquire_all.lua take a lock.
--- write_holder(record, ttl, now, fence, who, replace): writes the holder record of a lock just
--- taken (started, ttl, fence, who: the holder's identity as the audit log writes it, v: the
--- layout, and replace=no when `replace` is 'no'), living `ttl`. A record that outlived its lock (a foreign
--- client deleted the key) must not lend the new holder its fields, a stop request (--replace)
--- above all: HSET counts the fields it added, and fewer than written means some were there;
--- the record is then written anew.
-local function write_holder(record, ttl, now, fence, who, replace)
-  for _ = 1, 2 do
-    if replace == 'no' then
-      if redis.call('HSET', record, 'started', now, 'ttl', ttl, 'fence', fence, 'who', who,
-          'v', LAYOUT, 'replace', 'no') == 6 then break end
-    elseif redis.call('HSET', record, 'started', now, 'ttl', ttl, 'fence', fence, 'who', who,
-        'v', LAYOUT) == 5 then
-      break
-    end
-    redis.call('DEL', record)
-  end
-  redis.call('PEXPIRE', record, ttl)
+-- taking (put in front of the acquire scripts, after audit.lua and holder.lua): how
+-- acquire.lua and acquire_all.lua take a lock.
+-- write_holder(record, ttl, now, fence, who, replace, ticket): writes the holder record of a
+-- lock just taken (see holder.lua: its layout, started, ttl, fence, who: the holder's identity
+-- as the audit log writes it, replace=no when `replace` is 'no', and a replacer's grant's
+-- ticket), living `ttl`. A record that outlived its lock (a foreign client deleted the key)
+-- lends the new holder none of its fields, a stop request (--replace) above all: it is
+-- written whole.
+local function write_holder(record, ttl, now, fence, who, replace, ticket)
+  local s = 'v=' .. LAYOUT .. '\31started=' .. now .. '\31ttl=' .. ttl .. '\31fence=' .. fence ..
+    '\31' .. who
+  if replace == 'no' then s = s .. '\31replace=no' end
+  if ticket then s = s .. '\31ticket=' .. ticket end
+  redis.call('SET', record, s, 'PX', ttl)
 end
 -- new_fence(counter, us): the fence of a lock taken now (us: the server's clock in µs, as
 -- text), as text (twice: the fence, and the text of it), and whether it is the first take of

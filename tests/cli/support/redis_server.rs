@@ -230,25 +230,34 @@ impl RedisServer {
         self.query(&["HGETALL", key])
     }
 
-    /// The holder record (`{L}:redlock:holder`), with `who` (host=…, pid=…, user=…, cmd=…
-    /// separated by 0x1F) read into fields of those names.
+    /// The holder record (`{L}:redlock:holder`: name=value pairs separated by 0x1F, the
+    /// identity's among them) as fields; none when there is no record.
     pub fn holder_record(&self, lock: &str) -> HashMap<String, String> {
-        let mut record = self.hgetall(&super::companion_key(lock, "holder"));
-        if let Some(who) = record.get("who").cloned() {
-            for (name, value) in who.split('\u{1f}').filter_map(|pair| pair.split_once('=')) {
-                record.insert(name.to_string(), value.to_string());
-            }
-        }
+        let record: Option<String> = self.query(&["GET", &super::companion_key(lock, "holder")]);
         record
+            .unwrap_or_default()
+            .split('\u{1f}')
+            .filter_map(|pair| pair.split_once('='))
+            .map(|(name, value)| (name.to_string(), value.to_string()))
+            .collect()
     }
 
-    /// The lock's record (`{L}:redlock:stats`): its counters, last_ok, the last run's identity,
-    /// and the last run's `last` (OUTCOME, EXIT, STARTED, DURATION_MS, FENCE separated by 0x1F)
-    /// read into fields of those names, as the design's data layout describes it.
+    /// The lock's record (`{L}:redlock:stats`): its counters, the last run's host and command,
+    /// and the last run's `last` (OUTCOME, EXIT, STARTED, DURATION_MS, FENCE, PID, USER
+    /// separated by 0x1F) read into fields of those names, as the design's data layout
+    /// describes it.
     pub fn lock_record(&self, lock: &str) -> HashMap<String, String> {
         let mut record = self.hgetall(&super::companion_key(lock, "stats"));
         if let Some(last) = record.get("last").cloned() {
-            let names = ["outcome", "exit", "started", "duration_ms", "fence"];
+            let names = [
+                "outcome",
+                "exit",
+                "started",
+                "duration_ms",
+                "fence",
+                "pid",
+                "user",
+            ];
             for (name, value) in names.iter().zip(last.split('\u{1f}')) {
                 record.insert((*name).to_string(), value.to_string());
             }
