@@ -246,10 +246,11 @@ fn explain(err: &anyhow::Error) -> String {
             break;
         }
         // A socket read timeout surfaces as EAGAIN; say what it means.
-        let text = cause.to_string().replace(
+        let mut text = cause.to_string().replace(
             "Resource temporarily unavailable (os error 11)",
             "timed out",
         );
+        text = without_script_place(&text).to_string();
         if line.contains(&text) {
             continue;
         }
@@ -275,6 +276,16 @@ fn explain(err: &anyhow::Error) -> String {
         line.push(')');
     }
     line
+}
+
+/// A reply from inside a script without where in the script the server says it came from
+/// (" script: SHA, on @user_script:LINE." after the reply's own words): the script's internals,
+/// no help to whoever reads the line.
+fn without_script_place(reply: &str) -> &str {
+    match reply.rfind(" script: ") {
+        Some(at) if reply[at..].contains("@user_script:") => reply[..at].trim_end(),
+        _ => reply,
+    }
 }
 
 /// A server's error reply (`CODE detail`), as tests need them.
@@ -380,6 +391,29 @@ mod tests {
             assert_eq!(classify(&redis), classify(&valkey));
             let added = |line: String| line[line.rfind(" (").expect("words added")..].to_owned();
             assert_eq!(added(render(&redis)), added(render(&valkey)));
+        }
+    }
+
+    #[test]
+    fn a_reply_from_a_script_is_said_without_the_place_in_the_script() {
+        for (reply, said) in [
+            (
+                "LAYOUT the fence counter {job}:redlock:fence is 2:1, not of data layout 1: \
+                 written by another redlock; nothing was taken script: 3f5d, on @user_script:95.",
+                "LAYOUT the fence counter {job}:redlock:fence is 2:1, not of data layout 1: \
+                 written by another redlock; nothing was taken",
+            ),
+            (
+                "ERR ACL failure in script: User peek has no permissions to run the 'hmget' \
+                 command script: on @user_script:1.",
+                "ERR ACL failure in script: User peek has no permissions to run the 'hmget' \
+                 command",
+            ),
+            ("LAYOUT plain words", "LAYOUT plain words"),
+        ] {
+            assert_eq!(without_script_place(reply), said);
+            let err = anyhow::Error::new(server_error(reply)).context("cannot acquire job");
+            assert!(!render(&err).contains("@user_script"), "{}", render(&err));
         }
     }
 
