@@ -56,6 +56,7 @@ for i = 1, n do
     l.refuses = not l.free or (head ~= nil and head ~= ticket)
     if l.refuses and not blocked then blocked = i end
     if head ~= nil and head == ticket then headed = true end
+    l.queued = head ~= nil
   end
   locks[i] = l
 end
@@ -75,6 +76,10 @@ if not blocked then
       local fence, fence_text, fresh = new_fence(key(i, 2), us_text)
       if fresh then redis.call('PEXPIRE', key(i, 4), RETAIN) end
       write_holder(key(i, 3), ttl, now_text, fence_text, ARGV[13], 'no')
+      -- Taken with a queue there: the release is to look at it (holder.lua's RECORD:queued).
+      if locks[i].queued then
+        redis.call('SET', key(i, 3) .. ':queued', '1', 'PX', locks[i].q.KEPT)
+      end
       redis.call('SET', key(i, 1), token, 'PX', ttl)
       audit(key(i, 12), now_text, 'acquired', 'fence=' .. fence_text .. '\31' .. ARGV[13])
       fences[i] = fence

@@ -225,6 +225,13 @@ pub enum Move {
     ForceRelease {
         key: usize,
     },
+    /// The mark that tells a release someone queued behind the hold
+    /// (`{KEY}:redlock:holder:queued`) deleted on every server: what a mark lost to a heal or
+    /// an expiry is. Waiters are woken at their own next attempt instead (a delay, excused in
+    /// the liveness oracle); safety and order must hold.
+    LoseMark {
+        key: usize,
+    },
     /// SIGSTOP to the redlock of the `run`th run (counting runs only, from 0), SIGCONT `for_ms`
     /// later; nothing when it has exited already.
     Freeze {
@@ -331,6 +338,10 @@ impl Scenario {
                 Move::ForceRelease {
                     key: pick_key(&mut dice, several),
                 }
+            } else if roll < 84 {
+                Move::LoseMark {
+                    key: pick_key(&mut dice, several),
+                }
             } else if roll < 88 {
                 Move::ClientKill
             } else if roll < 92 && topology == Topology::Sentinel {
@@ -379,6 +390,7 @@ impl Scenario {
                 }
                 Move::Pause { key, for_ms } => format!("pause {} {for_ms}ms", KEYS[*key]),
                 Move::ForceRelease { key } => format!("force {}", KEYS[*key]),
+                Move::LoseMark { key } => format!("lose-mark {}", KEYS[*key]),
                 Move::Freeze { run, for_ms } => format!("freeze R{run} {for_ms}ms"),
                 Move::Kill { run } => format!("kill R{run}"),
                 Move::ClientKill => "client-kill".to_owned(),
@@ -715,6 +727,7 @@ fn fire_timers_until(
 enum Disturbance {
     Pause,
     ForceRelease,
+    LostMark,
     ClientKill,
     Restart,
     DebugSleep,
@@ -908,6 +921,21 @@ impl Played {
                     key: Some(*key),
                     from,
                     to: clock.now(),
+                });
+            }
+            Move::LoseMark { key } => {
+                let from = clock.now();
+                let mark = format!("{}:queued", companion_key(KEYS[*key], "holder"));
+                for server in place.servers() {
+                    let _: redis::RedisResult<i64> = server.try_query(&["DEL", &mark]);
+                }
+                // Until the next attempt of a waiter behind a held lock (every 5 s) marks it
+                // again.
+                self.disturbances.push(Disturbed {
+                    what: Disturbance::LostMark,
+                    key: Some(*key),
+                    from,
+                    to: clock.now() + 6_000_000,
                 });
             }
             Move::ClientKill => {
@@ -1237,7 +1265,11 @@ impl Played {
                     } else {
                         TOGETHER
                     };
-                    if sb + together < sa && !self.disturbed(&[k], ra.arrived, sa) {
+                    // A lost mark only delays a hand-off: the order holds through it.
+                    let disturbed = self.disturbances.iter().any(|d| {
+                        d.what != Disturbance::LostMark && d.touches(&[k], ra.arrived, sa)
+                    });
+                    if sb + together < sa && !disturbed {
                         violations.push(format!(
                             "order on {}: R{b} arrived {:.2} s after R{a} but started {:.2} s before it",
                             KEYS[k],
