@@ -204,18 +204,19 @@ fn main() {
     };
 
     println!("Summary (targets; reported only, the bench exits 0 either way)");
-    #[rustfmt::skip]
-    let (peer_ratio, idle_bytes, untimed, waiter_cpu, waiter_growth) = match bill {
-        Some(b) => (
-            b.peer_ratio,
-            Some(b.idle_bytes),
-            Some(b.untimed),
-            Some(b.waiter_cpu),
-            Some(b.waiter_commands_growth),
-        ),
-        None => (None, None, None, None, None),
-    };
-    let rows: [Target; 15] = [
+    let (peer_ratio, instructions_ratio, idle_bytes, untimed, waiter_cpu, waiter_growth) =
+        match bill {
+            Some(b) => (
+                b.peer_ratio,
+                b.instructions_ratio,
+                Some(b.idle_bytes),
+                Some(b.untimed),
+                Some(b.waiter_cpu),
+                Some(b.waiter_commands_growth),
+            ),
+            None => (None, None, None, None, None, None),
+        };
+    let rows: [Target; 16] = [
         (
             "start-up redlock/flock (TCP, medians)",
             ratio,
@@ -292,6 +293,13 @@ fn main() {
             "",
             "<= 1",
             |v| v <= 1.0,
+        ),
+        (
+            "server instructions per run, redlock/floor",
+            instructions_ratio,
+            "",
+            "<= 2.3",
+            |v| v <= 2.3,
         ),
         (
             "server memory per idle lock",
@@ -1019,11 +1027,12 @@ const TRACED_RUNS: usize = 100;
 /// callgrind, whose counts are exact where schedstat's CPU time moves by a quarter from one run
 /// of the bench to the next on a shared machine, so a change to the scripts shows its effect.
 /// The server's timer runs once a second (`--hz 1`): under callgrind it is 50 times slower and
-/// would otherwise count in every run. Prints the figures (a line saying so without valgrind).
-fn instructions() -> Res<()> {
+/// would otherwise count in every run. Prints the figures (a line saying so without valgrind)
+/// and returns redlock's over the floor's.
+fn instructions() -> Res<Option<f64>> {
     let (Ok(_), Ok(control)) = (which("valgrind"), which("callgrind_control")) else {
         println!("   server instructions per run: not measured (no valgrind; Debian: valgrind)");
-        return Ok(());
+        return Ok(None);
     };
     // The dumps go to the server's directory (cg.out.1, cg.out.2, …), removed with it.
     let server = Server::launch(
@@ -1109,7 +1118,7 @@ fn instructions() -> Res<()> {
         "   server instructions per run -- true (callgrind, {TRACED_RUNS} runs): redlock {redlock_run:.0}, the floor {floor_run:.0}: {:.2}x{peers}; a busy refusal {refusal:.0}",
         redlock_run / floor_run
     );
-    Ok(())
+    Ok(Some(redlock_run / floor_run))
 }
 
 /// The peer clients section 9 measures beside redlock, in the venv `scripts/test` makes
@@ -1166,6 +1175,8 @@ fn peer(python: &Path, script: &str, port: u16, key: &str) -> Command {
 struct Bill {
     /// Server CPU per run, redlock's over redis-py Lock's (`None` without redis-py).
     peer_ratio: Option<f64>,
+    /// Server instructions per run, redlock's over the floor's (`None` without valgrind).
+    instructions_ratio: Option<f64>,
     idle_bytes: f64,
     untimed: f64,
     waiter_cpu: f64,
@@ -1302,7 +1313,7 @@ fn bill(server: &Server) -> Res<Bill> {
             peer_ratio = Some(ratio);
         }
     }
-    instructions()?;
+    let instructions_ratio = instructions()?;
 
     // Memory per lock that ran once and sits idle, and keys without a TTL.
     ctl.cmd(&["FLUSHALL"])?;
@@ -1429,6 +1440,7 @@ fn bill(server: &Server) -> Res<Bill> {
     }
     Ok(Bill {
         peer_ratio,
+        instructions_ratio,
         idle_bytes,
         untimed: keys - expiring,
         waiter_cpu: worst_waiter,
