@@ -384,7 +384,13 @@ pub const STATUSES: &[Status] = &[
                 "",
                 "A key of another type is no lock (the other keys' metrics are printed).",
             ),
-            on("log", "", "A lock's log key holds another type of value."),
+            on(
+                "log",
+                "",
+                "A lock's log key or records hold another type of value, or a data layout this \
+                 redlock does not read (with `--all`: every other log is printed, each such lock \
+                 named on stderr).",
+            ),
         ],
     },
     Status {
