@@ -382,7 +382,8 @@ pub const STATUSES: &[Status] = &[
             on(
                 "metrics",
                 "",
-                "A key of another type is no lock (the other keys' metrics are printed).",
+                "A key of another type is no lock, or a lock's records are of another type or \
+                 layout: nothing is printed.",
             ),
             on(
                 "log",
