@@ -1024,10 +1024,25 @@ fn log_all_shows_every_log_it_can_read_and_names_each_lock_it_cannot() {
         .args(["run", "--key", "a", "--ttl", "5s", "--", "true"])
         .exits_with(0);
     follow.expect_line_containing("  a  released  ");
+    // A log that becomes unreadable while followed is named once and left; the others are
+    // still followed.
+    let c_log = audit_key("c");
+    let _: () = server.query(&["DEL", &c_log]);
+    let _: () = server.query(&["SET", &c_log, "not a list"]);
+    wait_until("follow names the log of c", Duration::from_secs(10), || {
+        follow
+            .stderr_contains("cannot read the log of c")
+            .then_some(())
+    });
+    Redlock::new(&server)
+        .args(["run", "--key", "a", "--ttl", "5s", "--", "true"])
+        .exits_with(0);
+    follow.expect_line_containing("  a  acquired  ");
+    follow.expect_line_containing("  a  released  ");
     follow.signal(libc::SIGTERM);
     let followed = follow.wait();
     followed.expect_code(78);
-    assert_eq!(error_lines(&followed).len(), 2, "{followed}");
+    assert_eq!(error_lines(&followed).len(), 3, "{followed}");
 
     // A lock named is read or the command fails: nothing shown.
     for key in ["wrong", "later"] {
@@ -1037,7 +1052,10 @@ fn log_all_shows_every_log_it_can_read_and_names_each_lock_it_cannot() {
     }
 
     // A user the ACL denies one lock's keys: 77, and the other logs.
-    let _: () = server.query(&["DEL", &stats, &companion_key("later", "stats")]);
+    let _: () = server.query(&["DEL", &stats, &companion_key("later", "stats"), &c_log]);
+    Redlock::new(&server)
+        .args(["run", "--key", "c", "--ttl", "5s", "--", "true"])
+        .exits_with(0);
     let mut rules = vec!["on", ">pw", "+@all", "resetkeys", "~{}:*"];
     let patterns: Vec<String> = ["a", "c", "wrong", "later"]
         .iter()

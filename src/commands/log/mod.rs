@@ -172,8 +172,8 @@ pub fn log(ctx: &Context, args: LogArgs) -> Result<Exit> {
     })?;
     log::stdout(&out).context("cannot print the log")?;
     // `--all`: each lock it could not read is named once, in the words `status` uses, and the
-    // first one's status is the exit status (as `status --all`'s), after `--follow` too: what
-    // was shown is not every log.
+    // first one's status is the exit status (as `status --all`'s), after `--follow` too (which
+    // leaves a log it can no longer read the same way): what was shown is not every log.
     let mut exit = Exit::Success;
     for e in &unread {
         let status = crate::report::error::classify(e);
@@ -185,8 +185,17 @@ pub fn log(ctx: &Context, args: LogArgs) -> Result<Exit> {
     let Some(signals) = signals else {
         return Ok(exit);
     };
-    match follow::follow(&mut nodes, &signals, followed, &ctx.prefix, args.json)? {
-        Exit::Success => Ok(exit),
-        other => Ok(other),
-    }
+    let followed = follow::follow(
+        &mut nodes,
+        &signals,
+        followed,
+        &ctx.prefix,
+        args.json,
+        args.all,
+    )?;
+    Ok(if exit == Exit::Success {
+        followed
+    } else {
+        exit
+    })
 }

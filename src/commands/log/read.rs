@@ -11,6 +11,7 @@ use crate::commands::spill::{TimeSort, Timed};
 use crate::lock::inspect::{self, Inspection};
 use crate::lock::keys;
 use crate::redis::server::Conn;
+use crate::report::exit::Exit;
 
 /// How far behind this host's clock a shared lease's deadline must be for `log` to count it
 /// as lapsed: the deadline is on the server's clock, and a host whose clock runs ahead of it
@@ -62,7 +63,7 @@ impl Reading<'_> {
             for (log, read) in logs.iter().zip(read_logs(con, logs)?) {
                 let read = match read {
                     Ok(read) => read,
-                    Err(e) if self.all => {
+                    Err(e) if self.all && about_the_lock(&e) => {
                         unread.push(e);
                         continue;
                     }
@@ -153,8 +154,8 @@ pub(super) fn read_logs(con: &mut Conn, logs: &[Log]) -> Result<Vec<Result<LogRe
         // command at a time.
         for log in logs {
             let context = || format!("cannot read the log of {}", log.lock);
-            // The server answered and refused this log: its error (the others are still
-            // read); a failure to ask is the reading's.
+            // The server refused this log: its error (the others are still read); a failure
+            // to ask, or a server that cannot answer now, is the reading's.
             let lrange = |con: &mut Conn, from: i64| -> Result<Result<Vec<String>>> {
                 match redis::cmd("LRANGE")
                     .arg(&log.list)
@@ -163,7 +164,7 @@ pub(super) fn read_logs(con: &mut Conn, logs: &[Log]) -> Result<Vec<Result<LogRe
                     .query(con)
                     .with_context(context)
                 {
-                    Err(e) if !crate::report::error::is_server_reply(&e) => Err(e),
+                    Err(e) if !about_the_lock(&e) => Err(e),
                     read => Ok(read),
                 }
             };
@@ -256,6 +257,16 @@ pub(super) fn read_logs(con: &mut Conn, logs: &[Log]) -> Result<Vec<Result<LogRe
         out.push(one());
     }
     Ok(out)
+}
+
+/// Whether an error reading one log is that lock's own — an ACL denial (77), a key of another
+/// type or a record of another layout (78) — rather than the server's (unreachable, loading,
+/// out of memory: 69), which no other log would escape.
+pub(super) fn about_the_lock(e: &anyhow::Error) -> bool {
+    matches!(
+        crate::report::error::classify(e),
+        Exit::Permission | Exit::Config
+    )
 }
 
 /// A lock's holders as the log reads them: a lock that could not be read (an ACL denial, a
