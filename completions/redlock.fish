@@ -262,7 +262,7 @@ complete -c redlock -n "__fish_redlock_using_subcommand log" -l tls-key-file -d 
 complete -c redlock -n "__fish_redlock_using_subcommand log" -l log-format -d 'Format of redlock\'s own messages on stderr' -r -f -a "text\t'`redlock: message` lines'
 json\t'One JSON object per line'"
 complete -c redlock -n "__fish_redlock_using_subcommand log" -l all -d 'Every lock under the prefix that has a log (found with SCAN), and the prefix-wide pauses and resumes'
-complete -c redlock -n "__fish_redlock_using_subcommand log" -s f -l follow -d 'After the entries so far, print new ones as they come, until interrupted (SIGINT or SIGTERM, exit 0)'
+complete -c redlock -n "__fish_redlock_using_subcommand log" -s f -l follow -d 'After the entries so far, print new ones as they come, until interrupted (SIGINT or SIGTERM: exit 0, or with --all the status of a lock it could not read)'
 complete -c redlock -n "__fish_redlock_using_subcommand log" -l json -d 'One JSON object per line (JSON Lines) instead of text'
 complete -c redlock -n "__fish_redlock_using_subcommand log" -l timeline -d 'Draw the keys\' runs as a timeline instead: holders as bars per host, refusals, how each hold ended, waits and pauses (plain ASCII when stdout is not a terminal)'
 complete -c redlock -n "__fish_redlock_using_subcommand log" -l tls-insecure -d 'Do not verify the server\'s certificate (TLS URLs only; prints a warning)'

@@ -105,11 +105,12 @@ stage_common() {
     done
     install -D -m 0644 completions/redlock.bash "$root/usr/share/bash-completion/completions/redlock"
     install -D -m 0644 completions/redlock.fish "$root/usr/share/fish/vendor_completions.d/redlock.fish"
-    install -D -m 0644 README.md "$root/usr/share/doc/redlock/README.md"
-    # The README links docs/…: they sit beside it as they do in the repository.
+    # The README and docs/ link one another and the files below: each sits where it does in
+    # the repository, uncompressed (a link to README.md reaches no README.md.gz), so every
+    # link in an installed page reaches an installed file (tests/cli/package.rs checks it).
     local doc
-    for doc in docs/*.md; do
-        install -D -m 0644 "$doc" "$root/usr/share/doc/redlock/docs/${doc#docs/}"
+    for doc in README.md CHANGELOG.md ARCHITECTURE.md benches/HISTORY.md docs/*.md schemas/*.json; do
+        install -D -m 0644 "$doc" "$root/usr/share/doc/redlock/$doc"
     done
     local unit
     for unit in deploy/systemd/*; do

@@ -197,7 +197,7 @@ pub struct LogArgs {
     pub since: Option<Duration>,
 
     /// After the entries so far, print new ones as they come, until interrupted (SIGINT or
-    /// SIGTERM, exit 0)
+    /// SIGTERM: exit 0, or with --all the status of a lock it could not read)
     #[arg(long, short = 'f')]
     pub follow: bool,
 

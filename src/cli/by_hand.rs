@@ -209,19 +209,15 @@ pub(super) fn parse(
     let mut given: [Vec<&str>; OPTS.len()] = Default::default();
     // Which options were given after `run` (the others came before it).
     let mut after_run = [false; OPTS.len()];
-    let mut command: Option<Vec<String>> = None;
+    let mut command: Option<Vec<OsString>> = None;
     // The words but the program's name and `run`, as the run-only tree reads them; before
     // `run` only global options are allowed (clap's full tree refuses `run`'s own there).
     let mut words = args.iter().enumerate().skip(1).filter(|&(i, _)| i != at);
     while let Some((position, word)) = words.next() {
         let word = word.to_str()?;
         if word == "--" {
-            command = Some(
-                words
-                    .by_ref()
-                    .map(|(_, w)| w.to_str().map(str::to_owned))
-                    .collect::<Option<_>>()?,
-            );
+            // The command's words are passed on as they are, whatever their bytes.
+            command = Some(words.by_ref().map(|(_, w)| w.clone()).collect());
             break;
         }
         let (index, inline) = option(word)?;
@@ -382,7 +378,7 @@ pub(super) fn parse(
         max_waiters: number(MAX_WAITERS)?,
         replace: flag(REPLACE),
         no_replace: flag(NO_REPLACE),
-        shell: string(SHELL),
+        shell: string(SHELL).map(OsString::from),
         command: command.unwrap_or_default(),
     };
     Some(Cli {
@@ -594,13 +590,18 @@ mod tests {
                 "accepted: {line}"
             );
         }
-        // Words that are not UTF-8 are clap's to refuse or read.
+        // An option's word that is not UTF-8 is clap's to refuse; the command's words are
+        // read as they are, by both.
         let mut odd = words(&["run", "--key", "k", "--ttl", "5s", "--", "x"]);
         odd[2] = OsString::from_vec(b"k\xff".to_vec());
         assert!(!agrees(&odd));
-        let mut odd = words(&["run", "--key", "k", "--ttl", "5s", "--", "x"]);
+        let mut odd = words(&["run", "--key", "k", "--ttl", "5s", "--", "x", "y"]);
         odd[7] = OsString::from_vec(b"x\xff".to_vec());
-        assert!(!agrees(&odd));
+        odd[8] = OsString::from_vec(b"\xfe\xff".to_vec());
+        assert!(agrees(&odd));
+        let mut odd = words(&["run", "--key", "k", "--ttl", "5s", "-c", "x"]);
+        odd[7] = OsString::from_vec(b"printf x\xff".to_vec());
+        assert!(!agrees(&odd), "a -c that is not UTF-8 is left to clap");
     }
 
     /// Every option and environment variable in clap's definition of `run` and the global

@@ -1,6 +1,7 @@
 //! `redlock run`'s options and its long help. The groups its `--help` shows are named in
 //! `cli/mod.rs`; options without a group (the key, the TTL, the command) come first.
 
+use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -25,12 +26,14 @@ pub struct RunArgs {
     pub ttl: Duration,
 
     /// Run this through `sh -c` instead of a command after `--`
-    #[arg(short = 'c', value_name = "SHELL COMMAND", conflicts_with = "command")]
-    pub shell: Option<String>,
+    // Any bytes, as a shell reads them: a cron line or a file name need not be UTF-8.
+    #[arg(short = 'c', value_name = "SHELL COMMAND", conflicts_with = "command",
+          value_parser = clap::value_parser!(OsString))]
+    pub shell: Option<OsString>,
 
-    /// The command to run, after `--`
-    #[arg(last = true, value_name = "CMD")]
-    pub command: Vec<String>,
+    /// The command to run, after `--` (its words may be any bytes, as exec takes them)
+    #[arg(last = true, value_name = "CMD", value_parser = clap::value_parser!(OsString))]
+    pub command: Vec<OsString>,
 
     /// Hold the lock shared: any number of shared holders, no exclusive one
     ///

@@ -30,6 +30,7 @@ pub fn explain(err: &clap::Error, args: &[OsString]) -> String {
             .map(|word| unknown_subcommand(&word, &cli)),
         ErrorKind::InvalidValue | ErrorKind::ValueValidation => invalid_value(err, &words),
         ErrorKind::MissingRequiredArgument => missing_token(err, &words, &cli),
+        ErrorKind::InvalidUtf8 => invalid_utf8(args),
         ErrorKind::MissingSubcommand | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
             Some(format!(
                 "name a subcommand: {}",
@@ -39,6 +40,40 @@ pub fn explain(err: &clap::Error, args: &[OsString]) -> String {
         _ => None,
     };
     text.unwrap_or_else(|| first_line(err))
+}
+
+/// Which word (or environment variable) is not UTF-8, and what it is the value of: only the
+/// command's words (after `--`, or `-c`'s) may be any bytes.
+fn invalid_utf8(args: &[OsString]) -> Option<String> {
+    use std::os::unix::ffi::OsStrExt;
+    let shown = |word: &std::ffi::OsStr| word.as_bytes().escape_ascii().to_string();
+    let rule = "only the command after -- (or -c's) may be any bytes; keys, options and \
+                their values must be UTF-8 text";
+    if let Some(at) = args.iter().skip(1).position(|a| a.to_str().is_none()) {
+        let word = &args[at + 1];
+        let flag = match word.as_bytes().split(|&b| b == b'=').next() {
+            Some(name) if name.starts_with(b"--") && word.as_bytes().contains(&b'=') => {
+                Some(String::from_utf8_lossy(name).into_owned())
+            }
+            _ => args[at]
+                .to_str()
+                .filter(|w| at > 0 && w.starts_with('-') && *w != "--")
+                .map(str::to_owned),
+        };
+        let of = flag.map_or_else(String::new, |f| format!(", the value of {f},"));
+        return Some(format!(
+            "argument {} ({}){of} is not UTF-8: {rule}",
+            at + 1,
+            shown(word)
+        ));
+    }
+    let (name, value) = std::env::vars_os()
+        .find(|(k, v)| k.as_bytes().starts_with(b"REDLOCK_") && v.to_str().is_none())?;
+    Some(format!(
+        "{} ({}) is not UTF-8: {rule}",
+        name.to_string_lossy(),
+        shown(&value)
+    ))
 }
 
 /// clap's own first line, with the lines it lists below it (the missing options).

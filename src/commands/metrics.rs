@@ -23,10 +23,15 @@
 //! no holder record counts one), `redlock_lease_age_seconds` is its oldest holder's age, and
 //! `redlock_ttl_seconds` runs until the last holder's lease ends.
 //!
-//! A lock that could not be read (an ACL that denies one of the reads, a companion key of
-//! another type) has no samples at all — never zeros — and `metrics` then exits with that
-//! error's status (77 denied, 78 another type, 69) and one line on stderr naming it; the other
-//! locks' samples are printed.
+//! The output is complete or absent, as a textfile collector needs it: a lock that could not
+//! be read (an ACL that denies one of the reads, a companion key of another type, a record of
+//! another data layout) or a key of another type (no lock) prints nothing at all on stdout —
+//! never zeros for that lock, nor a file without it that looks whole — and `metrics` exits with
+//! the first unreadable lock's status (77 denied, 78 another type or layout, 69), else 78, with
+//! one line on stderr naming each such lock. With `--all` too: one such lock under the prefix
+//! stops the file's refreshes (its `redlock_metrics_timestamp_seconds` falls behind, which
+//! `RedlockMetricsStale` in `deploy/prometheus/` catches) rather than letting its series vanish
+//! unnoticed.
 //!
 //! `--all` reads the locks a batch at a time as SCAN finds them, as `status --all` does, in
 //! memory that does not grow with their number. The format wants each family's samples
@@ -70,13 +75,17 @@ pub fn metrics(ctx: &Context, args: MetricsArgs) -> Result<Exit> {
     nodes.connect()?;
     let now_ms = super::status::now_ms();
     let mut text = Exposition::new(SPILL_AT);
-    let mut unreadable: Option<Unreadable> = None;
-    let mut wrong_type: Option<String> = None;
+    // The locks that could not be read, and those that are no lock, with why: any of them
+    // and nothing is printed (see the module doc).
+    let mut unreadable: Vec<Unreadable> = Vec::new();
+    let mut wrong_type: Vec<String> = Vec::new();
     let mut add = |nodes: &mut Nodes, batch: &[Keys]| -> Result<bool> {
         let read = super::status::inspect_each(nodes, batch)?;
         let tails = log_tails(nodes, batch);
         for ((k, reading), tail) in batch.iter().zip(read).zip(tails) {
             match reading {
+                Ok(_) if !unreadable.is_empty() || !wrong_type.is_empty() => {}
+                Ok(i) if i.state() == LockState::WrongType => wrong_type.push(k.lock.clone()),
                 Ok(mut i) => {
                     let lapse_ms = tail
                         .clone()
@@ -84,16 +93,9 @@ pub fn metrics(ctx: &Context, args: MetricsArgs) -> Result<Exit> {
                     if let Some(lapsed) = tail.as_deref().and_then(|t| lapsed_run(t, &i)) {
                         i.last = Some(lapsed);
                     }
-                    if i.state() == LockState::WrongType && wrong_type.is_none() {
-                        wrong_type = Some(k.lock.clone());
-                    }
                     text.add(k, &i, lapse_ms, now_ms)?;
                 }
-                // A lock that could not be read has no samples: a scrape must not plot zeros
-                // for it.
-                Err(u) => {
-                    unreadable.get_or_insert(u);
-                }
+                Err(u) => unreadable.push(u),
             }
         }
         Ok(true)
@@ -109,6 +111,20 @@ pub fn metrics(ctx: &Context, args: MetricsArgs) -> Result<Exit> {
             add(&mut nodes, batch)?;
         }
     }
+    if !unreadable.is_empty() || !wrong_type.is_empty() {
+        // One line per such lock; the status is the first unreadable lock's, else 78.
+        let mut exit = None;
+        for u in &unreadable {
+            let status = log::ending("unreadable", &u.why(), &[], u.exit());
+            exit.get_or_insert(status);
+        }
+        for lock in &wrong_type {
+            let text = format!("{lock} holds another type of value and is no lock");
+            let status = log::ending("wrong_type", &text, &[], Exit::Config);
+            exit.get_or_insert(status);
+        }
+        return Ok(exit.expect("a lock named"));
+    }
     if args.all {
         text.stamp(&ctx.prefix, now_ms);
     }
@@ -116,22 +132,6 @@ pub fn metrics(ctx: &Context, args: MetricsArgs) -> Result<Exit> {
     text.write_to(&mut stdout)
         .and_then(|()| Ok(stdout.flush()?))
         .context("cannot print the metrics")?;
-    if let Some(unreadable) = unreadable {
-        return Ok(log::ending(
-            "unreadable",
-            &unreadable.why(),
-            &[],
-            unreadable.exit(),
-        ));
-    }
-    if let Some(lock) = wrong_type {
-        return Ok(log::ending(
-            "wrong_type",
-            &format!("{lock} holds another type of value and is no lock"),
-            &[],
-            Exit::Config,
-        ));
-    }
     Ok(Exit::Success)
 }
 

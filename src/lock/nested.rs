@@ -135,7 +135,7 @@ fn how(shape: Shape) -> String {
 
 /// Becomes the command (a nested run). Returns only when it could not be started: the error
 /// exits 127 when it was not found, 126 otherwise, as for any run.
-pub fn exec(argv: &[String]) -> anyhow::Error {
+pub fn exec(argv: &[std::ffi::OsString]) -> anyhow::Error {
     // SAFETY: an empty set is a valid mask; SIG_DFL is a valid disposition. The command starts
     // with nothing blocked and SIGPIPE at its default, as a spawned command does.
     unsafe {
@@ -147,6 +147,6 @@ pub fn exec(argv: &[String]) -> anyhow::Error {
     let err = std::process::Command::new(&argv[0]).args(&argv[1..]).exec();
     fail(
         crate::supervise::child::spawn_failure_exit(&err),
-        format!("cannot run {}: {err}", argv[0]),
+        format!("cannot run {}: {err}", argv[0].to_string_lossy()),
     )
 }

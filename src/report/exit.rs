@@ -382,9 +382,16 @@ pub const STATUSES: &[Status] = &[
             on(
                 "metrics",
                 "",
-                "A key of another type is no lock (the other keys' metrics are printed).",
+                "A key of another type is no lock, or a lock's records are of another type or \
+                 layout: nothing is printed.",
             ),
-            on("log", "", "A lock's log key holds another type of value."),
+            on(
+                "log",
+                "",
+                "A lock's log key or records hold another type of value, or a data layout this \
+                 redlock does not read (with `--all`: every other log is printed, each such lock \
+                 named on stderr).",
+            ),
         ],
     },
     Status {

@@ -16,8 +16,9 @@
 //!   them (and, as PID 1, every zombie) and knows when the whole tree is gone.
 //! * stdio is inherited, never re-piped.
 
-use std::ffi::{CStr, CString};
+use std::ffi::{CStr, CString, OsStr, OsString};
 use std::io;
+use std::os::unix::ffi::OsStrExt;
 
 use libc::{c_int, pid_t};
 
@@ -60,7 +61,7 @@ pub fn become_subreaper() {
 /// (what `Command::pre_exec` forces) costs more than the rest of a short run's overhead. The
 /// child shares redlock's memory, so everything it needs is prepared here and it only calls
 /// async-signal-safe functions, allocating nothing.
-pub fn spawn(argv: &[String], env: &[(&str, &str)], tree: &Tree) -> io::Result<Child> {
+pub fn spawn(argv: &[OsString], env: &[(&str, &str)], tree: &Tree) -> io::Result<Child> {
     let cstr = |s: &[u8]| {
         CString::new(s)
             .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL byte in command"))
@@ -75,7 +76,7 @@ pub fn spawn(argv: &[String], env: &[(&str, &str)], tree: &Tree) -> io::Result<C
         .collect::<io::Result<_>>()?;
     let paths = candidates(&argv[0])
         .iter()
-        .map(|p| cstr(p.as_bytes()))
+        .map(|p| cstr(p))
         .collect::<io::Result<Vec<_>>>()?;
 
     let nul = |v: &[CString]| {
@@ -242,18 +243,23 @@ unsafe fn join(dir: c_int) -> bool {
 }
 
 /// Where execvp would look for `program`.
-fn candidates(program: &str) -> Vec<String> {
-    if program.contains('/') {
-        return vec![program.to_string()];
+fn candidates(program: &OsStr) -> Vec<Vec<u8>> {
+    let program = program.as_bytes();
+    if program.contains(&b'/') {
+        return vec![program.to_vec()];
     }
-    let path = std::env::var("PATH").unwrap_or_else(|_| "/bin:/usr/bin".to_string());
-    path.split(':')
+    let path = std::env::var_os("PATH").unwrap_or_else(|| "/bin:/usr/bin".into());
+    path.as_bytes()
+        .split(|&b| b == b':')
         .map(|dir| {
             if dir.is_empty() {
-                program.to_string()
-            } else {
-                format!("{}/{program}", dir.trim_end_matches('/'))
+                return program.to_vec();
             }
+            let mut dir = dir;
+            while let [rest @ .., b'/'] = dir {
+                dir = rest;
+            }
+            [dir, b"/", program].concat()
         })
         .collect()
 }
@@ -370,8 +376,11 @@ mod tests {
 
     #[test]
     fn programs_are_looked_up_like_execvp_does() {
-        assert_eq!(candidates("./job.sh"), vec!["./job.sh"]);
-        assert_eq!(candidates("/bin/true"), vec!["/bin/true"]);
+        assert_eq!(candidates("./job.sh".as_ref()), vec![b"./job.sh".to_vec()]);
+        assert_eq!(
+            candidates("/bin/true".as_ref()),
+            vec![b"/bin/true".to_vec()]
+        );
     }
 
     #[test]

@@ -944,3 +944,130 @@ fn a_forced_run_has_one_end_and_its_own_release_is_noticed() {
     let text = Redlock::new(&server).args(["log", "job"]).exits_with(0);
     assert!(text.stdout.contains("  noticed  "), "{text}");
 }
+
+/// The `redlock:` lines of an outcome's stderr.
+fn error_lines(outcome: &crate::support::Outcome) -> Vec<&str> {
+    outcome
+        .stderr
+        .lines()
+        .filter(|l| l.starts_with("redlock:"))
+        .collect()
+}
+
+/// `log --all` over locks it cannot read (a record of another type, one of another data
+/// layout, a lock the ACL user may not read): every other log is shown, each such lock is named
+/// once on stderr in the words `status` uses, and the exit status is that lock's error's, as
+/// `status --all`'s is; `--json` and `--follow` alike. A named lock it cannot read is still
+/// an error with nothing shown.
+#[test]
+fn log_all_shows_every_log_it_can_read_and_names_each_lock_it_cannot() {
+    let server = RedisServer::start();
+    for key in ["a", "wrong", "later", "denied", "c"] {
+        Redlock::new(&server)
+            .args(["run", "--key", key, "--ttl", "5s", "--", "true"])
+            .exits_with(0);
+    }
+    // A record of another type, and one written by a redlock of another layout.
+    let stats = companion_key("wrong", "stats");
+    let _: () = server.query(&["DEL", &stats]);
+    let _: () = server.query(&["SET", &stats, "not a hash"]);
+    let _: i64 = server.query(&["HSET", &companion_key("later", "stats"), "v", "2"]);
+    let shown = |outcome: &crate::support::Outcome| -> Vec<String> {
+        let mut keys: Vec<String> = outcome
+            .stdout
+            .lines()
+            .map(|l| l.split("  ").nth(1).unwrap_or_default().to_string())
+            .collect();
+        keys.sort();
+        keys.dedup();
+        keys
+    };
+
+    let outcome = Redlock::new(&server).args(["log", "--all"]).exits_with(78);
+    assert_eq!(shown(&outcome), ["a", "c", "denied"], "{outcome}");
+    let lines = error_lines(&outcome);
+    assert_eq!(
+        lines.len(),
+        2,
+        "one line per lock it could not read: {outcome}"
+    );
+    let status = Redlock::new(&server)
+        .args(["status", "--all"])
+        .exits_with(78);
+    let wrong = lines.iter().find(|l| l.contains(&stats)).expect("wrong");
+    assert!(wrong.to_lowercase().contains("wrongtype"), "{outcome}");
+    assert!(
+        status.stdout.contains(&wrong["redlock: ".len()..]),
+        "not in status's words: {outcome}\n{status}"
+    );
+    assert!(
+        lines.iter().any(|l| l.contains("layout \"2\"")),
+        "{outcome}"
+    );
+
+    let json = Redlock::new(&server)
+        .args(["log", "--all", "--json"])
+        .exits_with(78);
+    assert_eq!(error_lines(&json).len(), 2, "{json}");
+    let keys: std::collections::BTreeSet<String> = json
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["key"].to_string())
+        .collect();
+    assert_eq!(keys.len(), 3, "{json}");
+
+    let mut follow = Redlock::new(&server)
+        .args(["log", "--all", "--follow"])
+        .spawn();
+    follow.expect_line_containing("  c  released  ");
+    Redlock::new(&server)
+        .args(["run", "--key", "a", "--ttl", "5s", "--", "true"])
+        .exits_with(0);
+    follow.expect_line_containing("  a  released  ");
+    // A log that becomes unreadable while followed is named once and left; the others are
+    // still followed.
+    let c_log = audit_key("c");
+    let _: () = server.query(&["DEL", &c_log]);
+    let _: () = server.query(&["SET", &c_log, "not a list"]);
+    wait_until("follow names the log of c", Duration::from_secs(10), || {
+        follow
+            .stderr_contains("cannot read the log of c")
+            .then_some(())
+    });
+    Redlock::new(&server)
+        .args(["run", "--key", "a", "--ttl", "5s", "--", "true"])
+        .exits_with(0);
+    follow.expect_line_containing("  a  acquired  ");
+    follow.expect_line_containing("  a  released  ");
+    follow.signal(libc::SIGTERM);
+    let followed = follow.wait();
+    followed.expect_code(78);
+    assert_eq!(error_lines(&followed).len(), 3, "{followed}");
+
+    // A lock named is read or the command fails: nothing shown.
+    for key in ["wrong", "later"] {
+        let named = Redlock::new(&server).args(["log", "a", key]).exits_with(78);
+        assert_eq!(named.stdout, "", "{named}");
+        named.error_line();
+    }
+
+    // A user the ACL denies one lock's keys: 77, and the other logs.
+    let _: () = server.query(&["DEL", &stats, &companion_key("later", "stats"), &c_log]);
+    Redlock::new(&server)
+        .args(["run", "--key", "c", "--ttl", "5s", "--", "true"])
+        .exits_with(0);
+    let mut rules = vec!["on", ">pw", "+@all", "resetkeys", "~{}:*"];
+    let patterns: Vec<String> = ["a", "c", "wrong", "later"]
+        .iter()
+        .flat_map(|k| [format!("~{k}"), format!("~{{{k}}}:*")])
+        .collect();
+    rules.extend(patterns.iter().map(String::as_str));
+    server.acl_setuser("peek", &rules);
+    let denied = Redlock::without_url()
+        .args(["--url", &server.url_with_user("peek", "pw"), "log", "--all"])
+        .exits_with(77);
+    assert_eq!(shown(&denied), ["a", "c", "later", "wrong"], "{denied}");
+    denied
+        .error_mentions(crate::support::says::DENIED)
+        .error_mentions(&["denied"]);
+}

@@ -488,3 +488,79 @@ fn replace_in_a_quorum_is_rejected_with_a_reason() {
         );
     }
 }
+
+/// The command's words reach it as they were given, whatever their bytes (a cron line or a
+/// file name need not be UTF-8): after `--`, its program's name too, and `-c`'s text. The
+/// records keep a form a shell reads back as the same bytes. A key or an option's value that
+/// is not UTF-8 is a usage error (64) that names it, before Redis is asked.
+#[test]
+fn a_command_word_that_is_not_utf8_is_passed_on_as_it_is() {
+    use std::ffi::OsString;
+    use std::os::unix::ffi::{OsStrExt, OsStringExt};
+    let server = RedisServer::start();
+    let dir = TempDir::new("bytes");
+    let odd = |bytes: &[u8]| OsString::from_vec(bytes.to_vec());
+    let made = dir.path().join(odd(b"caf\xe9 \xff"));
+    Redlock::new(&server)
+        .args(["run", "--key", "job", "--ttl", "5s", "--", "touch"])
+        .arg(&made)
+        .exits_with(0);
+    assert!(made.exists(), "touch was not given the file's bytes");
+    let last = Redlock::new(&server)
+        .args(["status", "--json", "job"])
+        .exits_with(1);
+    let shown = format!("touch $'{}/caf\\xe9 \\xff'", dir.path().display());
+    assert!(
+        last.stdout.contains(&shown.replace('\\', "\\\\")),
+        "the record does not show {shown}: {last}"
+    );
+
+    // A program whose name is not UTF-8, and `-c`'s text.
+    let program = dir.path().join(odd(b"job-\xfe"));
+    std::fs::write(&program, "#!/bin/sh\nexit 3\n").unwrap();
+    std::fs::set_permissions(
+        &program,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    Redlock::new(&server)
+        .args(["run", "--key", "job", "--ttl", "5s", "--"])
+        .arg(&program)
+        .exits_with(3);
+    let mut shell = b"touch '".to_vec();
+    shell.extend_from_slice(dir.path().as_os_str().as_bytes());
+    shell.extend_from_slice(b"/\xfd'");
+    Redlock::new(&server)
+        .args(["run", "--key", "job", "--ttl", "5s", "-c"])
+        .arg(odd(&shell))
+        .exits_with(0);
+    assert!(
+        dir.path().join(odd(b"\xfd")).exists(),
+        "-c was not given its bytes"
+    );
+
+    // A key or an option's value: named, before Redis is asked.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a loopback port");
+    let url = format!("redis://{}", listener.local_addr().expect("its address"));
+    for (args, named) in [
+        (
+            vec![odd(b"--key"), odd(b"job\xff")],
+            "argument 7 (job\\xff), the value of --key",
+        ),
+        (vec![odd(b"--key=job\xff")], "--key"),
+    ] {
+        let refused = Redlock::without_url()
+            .args(["--url", &url, "run", "--ttl", "5s"])
+            .args(args)
+            .args(["--", "true"])
+            .exits_with(64);
+        refused
+            .error_mentions(&[named])
+            .error_mentions(&["not UTF-8"]);
+    }
+    listener.set_nonblocking(true).unwrap();
+    assert!(
+        listener.accept().is_err(),
+        "redlock connected before refusing"
+    );
+}

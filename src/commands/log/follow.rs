@@ -25,13 +25,17 @@ pub const FOLLOW_EVERY: Duration = Duration::from_millis(250);
 /// for hours costs the server one reading of its state a second, not four.
 const LAPSE_POLLS: u32 = 4;
 
-/// Follows `followed` until a signal ends it (exit 0).
+/// Follows `followed` until a signal ends it (exit 0). With `all` (`--all`), a log the server
+/// refuses to read from then on (an ACL changed, a key of another type) is named once and no
+/// longer followed, the others are, and the exit status is its error's; a named log's
+/// refusal ends the follow with its error.
 pub(super) fn follow(
     nodes: &mut Nodes,
     signals: &Signals,
     followed: Vec<Followed>,
     prefix: &str,
     json: bool,
+    all: bool,
 ) -> Result<Exit> {
     // From here on: what came after the newest entry of each list.
     let mut logs = Vec::with_capacity(followed.len());
@@ -44,13 +48,17 @@ pub(super) fn follow(
     }
     let mut sweep = Sweep::new(logs.len());
     let mut polls: u32 = 0;
+    // The logs no longer followed (`--all`), and the status the first of them decided.
+    let mut dropped = vec![false; logs.len()];
+    let mut exit = Exit::Success;
     loop {
         match signals.wait(Some(FOLLOW_EVERY)) {
             Event::Signal(sig) if signals::JOB_CONTROL.contains(&sig) => continue,
-            Event::Signal(_) => return Ok(Exit::Success),
+            Event::Signal(_) => return Ok(exit),
             _ => {}
         }
-        let due = sweep.due(Instant::now());
+        let mut due = sweep.due(Instant::now());
+        due.retain(|&i| !dropped[i]);
         // The holders of the due logs with a take without an end, every few polls.
         polls = polls.wrapping_add(1);
         let check: Vec<bool> = if polls.is_multiple_of(LAPSE_POLLS) {
@@ -66,7 +74,7 @@ pub(super) fn follow(
         let mut first_error = None;
         'ask: for _ in 0..2 {
             for i in 0..nodes.len() {
-                match nodes.on(i, |con| read_after(con, &logs, &last, &due, &check)) {
+                match nodes.on(i, |con| read_after(con, &logs, &last, &due, &check, all)) {
                     Ok(read) => {
                         fresh = Some(read);
                         break 'ask;
@@ -77,9 +85,17 @@ pub(super) fn follow(
                 }
             }
         }
-        let Some((fresh, holders)) = fresh else {
+        let Some((fresh, holders, refused)) = fresh else {
             return Err(first_error.expect("at least one node"));
         };
+        for (i, e) in refused {
+            dropped[i] = true;
+            let status = crate::report::error::classify(&e);
+            log::ending("unreadable", &crate::report::error::render(&e), &[], status);
+            if exit == Exit::Success {
+                exit = status;
+            }
+        }
         // Where each log now ends, in the list's order: a release's entry is stamped with
         // when its run ended, which may sort before an entry written just ahead of it.
         let now = Instant::now();
@@ -174,28 +190,46 @@ impl Sweep {
     }
 }
 
-/// What a poll of `--follow` read: each log's new entries (with the index of their log), and
-/// the holders of the locks it checked, read before those entries.
-type Polled = (Vec<(usize, Entry)>, Vec<(usize, Inspection)>);
+/// What a poll of `--follow` read: each log's new entries (with the index of their log), the
+/// holders of the locks it checked, read before those entries, and (`--all`) the logs the
+/// server refused to read, with its error.
+type Polled = (
+    Vec<(usize, Entry)>,
+    Vec<(usize, Inspection)>,
+    Vec<(usize, anyhow::Error)>,
+);
 
 /// The entries of the `due` logs' lists after the one `last` names for each (all of them when
 /// that is not in the list any more, or is `None`), with the index of their log; and, for the
 /// due logs `check` names, the lock's holders, read just before. One `LINDEX` per log when
 /// nothing was added (and `inspect.rs`'s reading of a checked lock), `LOGS_AT_ONCE * 8` logs
 /// per round trip (one per round trip on a cluster). A lock whose holders cannot be read is
-/// left unchecked.
+/// left unchecked. With `all`, a log the server refuses to read is returned with its error
+/// rather than ending the poll.
 fn read_after(
     con: &mut Conn,
     logs: &[Log],
     last: &[Option<String>],
     due: &[usize],
     check: &[bool],
+    all: bool,
 ) -> Result<Polled> {
     let cluster = matches!(con, Conn::Cluster(_));
     let at_once = if cluster { 1 } else { LOGS_AT_ONCE * 8 };
     let now = crate::commands::status::now_ms();
     let mut out = Vec::new();
     let mut held = Vec::new();
+    let mut refused = Vec::new();
+    // A refusal of one log, under `--all`, is that log's; anything else (the server's own
+    // trouble) ends the poll, as without `--all`.
+    let mut one = |i: usize, e: anyhow::Error| -> Result<()> {
+        if all && super::read::about_the_lock(&e) {
+            refused.push((i, e));
+            Ok(())
+        } else {
+            Err(e)
+        }
+    };
     for chunk in due.chunks(at_once) {
         let mut pipe = redis::pipe();
         let keys_of = |i: usize| logs[i].keys.as_deref().filter(|_| check[i]);
@@ -227,22 +261,28 @@ fn read_after(
         }
         for (&i, newest) in chunk.iter().zip(&newest) {
             let (log, seen) = (&logs[i], &last[i]);
-            let newest: Option<String> = match newest {
+            let newest: Option<String> = match match newest {
                 Value::ServerError(e) => Err(redis::RedisError::from(e.clone())),
                 other => redis::from_redis_value_ref(other).map_err(redis::RedisError::from),
             }
-            .with_context(|| format!("cannot read the log of {}", log.lock))?;
+            .with_context(|| format!("cannot read the log of {}", log.lock))
+            {
+                Ok(newest) => newest,
+                Err(e) => {
+                    one(i, e)?;
+                    continue;
+                }
+            };
             if newest.is_none() || newest == *seen {
                 continue;
             }
-            out.extend(
-                read_new(con, log, seen.as_deref())?
-                    .into_iter()
-                    .map(|e| (i, e)),
-            );
+            match read_new(con, log, seen.as_deref()) {
+                Ok(new) => out.extend(new.into_iter().map(|e| (i, e))),
+                Err(e) => one(i, e)?,
+            }
         }
     }
-    Ok((out, held))
+    Ok((out, held, refused))
 }
 
 /// How many of a list's newest entries `--follow` reads when it has news: the entries after

@@ -37,7 +37,11 @@
 //! merging, one round trip's replies (32 lists of at most 1023 entries), and 8 bytes per lock to read each once. The disk holds
 //! at most the output, once or, past 64 runs (512 MiB), once per level of merging. Entries of
 //! the same millisecond come by key; one lock's keep their order. Nothing is printed until
-//! every log is read, so a failure prints nothing, as before. `--follow` then keeps, per log
+//! every log is read, so a failure prints nothing, as before. With `--all`, a lock whose log or
+//! state cannot be read (an ACL denial, a record of another type or layout) is left out rather
+//! than ending the reading: the other logs are printed, each such lock is named on stderr in
+//! the words `status` uses, and the first one's status is the exit status, as `status --all`
+//! lists such a lock as unknown and exits with its status. `--follow` then keeps, per log
 //! it follows, its keys and its newest entry (a few hundred bytes a lock): following 100,000
 //! locks takes that memory and, every 250 ms, 1024 `LINDEX` (4 round trips) and one for each
 //! lock with entries in the last minute; a quiet lock is asked every 25 s.
@@ -148,7 +152,12 @@ pub fn log(ctx: &Context, args: LogArgs) -> Result<Exit> {
             }
         }
     }
-    let Some((sorted, followed)) = read else {
+    let Some(read::Read {
+        sorted,
+        followed,
+        unread,
+    }) = read
+    else {
         return Err(first_error.expect("at least one node"));
     };
     let mut out = String::new();
@@ -162,8 +171,31 @@ pub fn log(ctx: &Context, args: LogArgs) -> Result<Exit> {
         Ok(())
     })?;
     log::stdout(&out).context("cannot print the log")?;
+    // `--all`: each lock it could not read is named once, in the words `status` uses, and the
+    // first one's status is the exit status (as `status --all`'s), after `--follow` too (which
+    // leaves a log it can no longer read the same way): what was shown is not every log.
+    let mut exit = Exit::Success;
+    for e in &unread {
+        let status = crate::report::error::classify(e);
+        log::ending("unreadable", &crate::report::error::render(e), &[], status);
+        if exit == Exit::Success {
+            exit = status;
+        }
+    }
     let Some(signals) = signals else {
-        return Ok(Exit::Success);
+        return Ok(exit);
     };
-    follow::follow(&mut nodes, &signals, followed, &ctx.prefix, args.json)
+    let followed = follow::follow(
+        &mut nodes,
+        &signals,
+        followed,
+        &ctx.prefix,
+        args.json,
+        args.all,
+    )?;
+    Ok(if exit == Exit::Success {
+        followed
+    } else {
+        exit
+    })
 }

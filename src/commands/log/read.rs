@@ -11,6 +11,7 @@ use crate::commands::spill::{TimeSort, Timed};
 use crate::lock::inspect::{self, Inspection};
 use crate::lock::keys;
 use crate::redis::server::Conn;
+use crate::report::exit::Exit;
 
 /// How far behind this host's clock a shared lease's deadline must be for `log` to count it
 /// as lapsed: the deadline is on the server's clock, and a host whose clock runs ahead of it
@@ -28,6 +29,14 @@ const SORT_IN_MEMORY: usize = 8 * 1024 * 1024;
 /// ends so far.
 pub(super) type Followed = (Log, Option<String>, Ends);
 
+/// What `log` read before it prints: the lines in order, the logs `--follow` follows, and
+/// (with `--all`) each lock whose log or state could not be read, with why.
+pub(super) struct Read {
+    pub(super) sorted: TimeSort,
+    pub(super) followed: Vec<Followed>,
+    pub(super) unread: Vec<anyhow::Error>,
+}
+
 /// What `log` reads before it prints.
 pub(super) struct Reading<'a> {
     pub(super) prefix: &'a str,
@@ -41,12 +50,25 @@ pub(super) struct Reading<'a> {
 
 impl Reading<'_> {
     /// Every entry of the logs (since `from_ms`), as the lines to print, put in order; and,
-    /// for `--follow`, each log with its list's newest entry.
-    pub(super) fn read(&self, con: &mut Conn) -> Result<(TimeSort, Vec<Followed>)> {
+    /// for `--follow`, each log with its list's newest entry. A named log that cannot be read
+    /// ends the reading with its error; with `--all`, a lock whose log or state cannot be read
+    /// (an ACL denial, a record of another type or layout) is left out and kept in
+    /// [`Read::unread`], so that one such lock does not hide every other lock's log. A failure
+    /// to ask the server ends the reading either way.
+    pub(super) fn read(&self, con: &mut Conn) -> Result<Read> {
         let mut sorted = TimeSort::new(SORT_IN_MEMORY);
         let mut followed = Vec::new();
+        let mut unread = Vec::new();
         let mut take = |con: &mut Conn, logs: &[Log]| -> Result<()> {
             for (log, read) in logs.iter().zip(read_logs(con, logs)?) {
+                let read = match read {
+                    Ok(read) => read,
+                    Err(e) if self.all && about_the_lock(&e) => {
+                        unread.push(e);
+                        continue;
+                    }
+                    Err(e) => return Err(e),
+                };
                 let since = |e: &Entry| self.from_ms.is_none_or(|from| e.ms >= from);
                 for entry in read.list.into_iter().filter(since) {
                     let line = if self.json {
@@ -72,7 +94,11 @@ impl Reading<'_> {
             for logs in self.named.chunks(LOGS_AT_ONCE) {
                 take(con, logs)?;
             }
-            return Ok((sorted, followed));
+            return Ok(Read {
+                sorted,
+                followed,
+                unread,
+            });
         }
         let mut seen = keys::Seen::new();
         let mut scan = keys::Scan::new(self.prefix, crate::lock::scripts::AUDIT);
@@ -95,7 +121,11 @@ impl Reading<'_> {
                 keys: None,
             }],
         )?;
-        Ok((sorted, followed))
+        Ok(Read {
+            sorted,
+            followed,
+            unread,
+        })
     }
 }
 
@@ -113,9 +143,10 @@ pub(super) struct LogRead {
 /// list's newest entry, the lock's holders (`inspect.rs`'s reading), then the list (whole), in
 /// that order: a take at or before the
 /// newest entry read first was written before the holders were read, so a fence missing from
-/// them lapsed unless the list, read after, ends it (see `ends.rs`). A lock whose holders
-/// cannot be read ends the reading with that error.
-pub(super) fn read_logs(con: &mut Conn, logs: &[Log]) -> Result<Vec<LogRead>> {
+/// them lapsed unless the list, read after, ends it (see `ends.rs`). A log the server refused
+/// to read, or whose lock's holders cannot be read, is that log's error (the others are still
+/// read); a failure of the round trip itself is the error.
+pub(super) fn read_logs(con: &mut Conn, logs: &[Log]) -> Result<Vec<Result<LogRead>>> {
     let now = crate::commands::status::now_ms();
     let mut out = Vec::with_capacity(logs.len());
     if let Conn::Cluster(_) = con {
@@ -123,28 +154,50 @@ pub(super) fn read_logs(con: &mut Conn, logs: &[Log]) -> Result<Vec<LogRead>> {
         // command at a time.
         for log in logs {
             let context = || format!("cannot read the log of {}", log.lock);
-            let mut marker: Vec<String> = redis::cmd("LRANGE")
-                .arg(&log.list)
-                .arg(-1)
-                .arg(-1)
-                .query(con)
-                .with_context(context)?;
+            // The server refused this log: its error (the others are still read); a failure
+            // to ask, or a server that cannot answer now, is the reading's.
+            let lrange = |con: &mut Conn, from: i64| -> Result<Result<Vec<String>>> {
+                match redis::cmd("LRANGE")
+                    .arg(&log.list)
+                    .arg(from)
+                    .arg(-1)
+                    .query(con)
+                    .with_context(context)
+                {
+                    Err(e) if !about_the_lock(&e) => Err(e),
+                    read => Ok(read),
+                }
+            };
+            let mut marker = match lrange(con, -1)? {
+                Ok(marker) => marker,
+                Err(e) => {
+                    out.push(Err(e));
+                    continue;
+                }
+            };
             let holders = match &log.keys {
                 Some(k) => inspect::inspect(con, std::slice::from_ref(k), now - LAPSE_SKEW_MS)
                     .ok()
                     .and_then(|mut r| r.pop())
                     .map(of_this_layout)
-                    .transpose()?
-                    .flatten(),
-                None => None,
+                    .transpose(),
+                None => Ok(None),
             };
-            let list: Vec<String> = redis::cmd("LRANGE")
-                .arg(&log.list)
-                .arg(0)
-                .arg(-1)
-                .query(con)
-                .with_context(context)?;
-            out.push(settle(log, marker.pop(), holders, list, now));
+            let holders = match holders {
+                Ok(holders) => holders.flatten(),
+                Err(e) => {
+                    out.push(Err(e));
+                    continue;
+                }
+            };
+            let list = match lrange(con, 0)? {
+                Ok(list) => list,
+                Err(e) => {
+                    out.push(Err(e));
+                    continue;
+                }
+            };
+            out.push(Ok(settle(log, marker.pop(), holders, list, now)));
         }
         return Ok(out);
     }
@@ -169,39 +222,55 @@ pub(super) fn read_logs(con: &mut Conn, logs: &[Log]) -> Result<Vec<LogRead>> {
     }
     let mut at = 0;
     for log in logs {
-        let context = || format!("cannot read the log of {}", log.lock);
-        let reply = |i: usize| match &replies[i] {
-            Value::ServerError(e) => Err(redis::RedisError::from(e.clone())).with_context(context),
-            reply => Ok(reply),
+        let reads = if log.keys.is_some() {
+            inspect::READS
+        } else {
+            0
         };
-        let mut marker: Vec<String> = redis::from_redis_value_ref(reply(at)?)
-            .map_err(redis::RedisError::from)
-            .with_context(context)?;
-        at += 1;
-        let holders = match &log.keys {
-            Some(k) => {
-                let holders = inspect::decode(
-                    &replies[at..at + inspect::READS],
+        let (first, state, whole) = (at, at + 1, at + 1 + reads);
+        at += 2 + reads;
+        let context = || format!("cannot read the log of {}", log.lock);
+        let reply = |i: usize| -> Result<Vec<String>> {
+            match &replies[i] {
+                Value::ServerError(e) => {
+                    Err(redis::RedisError::from(e.clone())).with_context(context)
+                }
+                reply => redis::from_redis_value_ref(reply)
+                    .map_err(redis::RedisError::from)
+                    .with_context(context),
+            }
+        };
+        let one = || -> Result<LogRead> {
+            let mut marker = reply(first)?;
+            let holders = match &log.keys {
+                Some(k) => of_this_layout(inspect::decode(
+                    &replies[state..whole],
                     k,
                     false,
                     now - LAPSE_SKEW_MS,
-                );
-                at += inspect::READS;
-                of_this_layout(holders)?
-            }
-            None => None,
+                ))?,
+                None => None,
+            };
+            let list = reply(whole)?;
+            Ok(settle(log, marker.pop(), holders, list, now))
         };
-        let list: Vec<String> = redis::from_redis_value_ref(reply(at)?)
-            .map_err(redis::RedisError::from)
-            .with_context(context)?;
-        at += 1;
-        out.push(settle(log, marker.pop(), holders, list, now));
+        out.push(one());
     }
     Ok(out)
 }
 
+/// Whether an error reading one log is that lock's own — an ACL denial (77), a key of another
+/// type or a record of another layout (78) — rather than the server's (unreachable, loading,
+/// out of memory: 69), which no other log would escape.
+pub(super) fn about_the_lock(e: &anyhow::Error) -> bool {
+    matches!(
+        crate::report::error::classify(e),
+        Exit::Permission | Exit::Config
+    )
+}
+
 /// A lock's holders as the log reads them: a lock that could not be read (an ACL denial, a
-/// record of another type or layout) ends the reading with its status, as it ends every
+/// record of another type or layout) is that log's error, with its status, as it is every
 /// reader's: the log is not shown without the ends that reading would infer.
 fn of_this_layout(reading: inspect::Reading) -> Result<Option<Inspection>> {
     reading.map(Some).map_err(|u| u.error())

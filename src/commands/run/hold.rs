@@ -390,7 +390,10 @@ impl Hold<'_> {
                 let record = self.record(Outcome::Failed, exit.code(), Duration::ZERO);
                 let failed = fail(
                     exit,
-                    format!("cannot run {}: {e}; lock released", plan.argv[0]),
+                    format!(
+                        "cannot run {}: {e}; lock released",
+                        plan.argv[0].to_string_lossy()
+                    ),
                 );
                 return Ending::not_started(
                     Some(record),

@@ -27,6 +27,8 @@
 mod hold;
 mod supervisor;
 
+use std::ffi::OsString;
+use std::os::unix::ffi::OsStrExt;
 use std::time::Duration;
 
 use anyhow::Result;
@@ -196,7 +198,8 @@ pub struct Plan {
     pub once: Option<lock::Once>,
     /// `--max-waiters N` (with `--wait`).
     pub max_waiters: Option<u32>,
-    pub argv: Vec<String>,
+    /// The words exec'd, as given (any bytes but NUL).
+    pub argv: Vec<OsString>,
     /// The command as the records show it (secrets redacted).
     pub display: String,
 }
@@ -279,13 +282,16 @@ fn node_timeout(ctx: &Context, ttl: Duration) -> Duration {
     }
 }
 
-/// `-c 'cmd'` → `sh -c cmd`; otherwise the words after `--`.
-fn command_line(args: &RunArgs) -> Result<Vec<String>> {
+/// `-c 'cmd'` → `sh -c cmd`; otherwise the words after `--`. Their bytes are passed on as they
+/// are: a file name or a cron line need not be UTF-8.
+fn command_line(args: &RunArgs) -> Result<Vec<OsString>> {
     match (&args.shell, args.command.is_empty()) {
         (Some(_), false) => Err(usage(
             "give the command either with -c 'SHELL COMMAND' or after --, not both",
         )),
-        (Some(shell), true) if shell.trim().is_empty() => Err(usage("-c is empty")),
+        (Some(shell), true) if shell.to_string_lossy().trim().is_empty() => {
+            Err(usage("-c is empty"))
+        }
         (Some(shell), true) => Ok(vec!["/bin/sh".into(), "-c".into(), shell.clone()]),
         (None, true) => Err(usage(
             "missing command: give it after -- (redlock run --key K --ttl 30s -- CMD ARGS) or with -c",
@@ -295,20 +301,46 @@ fn command_line(args: &RunArgs) -> Result<Vec<String>> {
     }
 }
 
-fn display_command(argv: &[String], shell: bool) -> String {
+/// The command as the records show it: `-c`'s text, or the words as a shell would read them.
+/// A word that is not UTF-8 is written `$'…'` with its other bytes as `\xNN` (bash, zsh and
+/// ksh read it back as the same bytes); `-c`'s text keeps a U+FFFD in place of each such byte.
+fn display_command(argv: &[OsString], shell: bool) -> String {
     if shell {
-        return argv[2].clone();
+        return argv[2].to_string_lossy().into_owned();
     }
     argv.iter()
-        .map(|a| {
-            if a.is_empty() || a.contains(|c: char| c.is_whitespace() || "'\"$\\".contains(c)) {
-                format!("'{}'", a.replace('\'', "'\\''"))
-            } else {
-                a.clone()
-            }
-        })
+        .map(|a| shell_word(a))
         .collect::<Vec<_>>()
         .join(" ")
+}
+
+/// One word as a shell reads it back (see [`display_command`]).
+fn shell_word(word: &std::ffi::OsStr) -> String {
+    let Some(a) = word.to_str() else {
+        let mut out = String::from("$'");
+        for chunk in word.as_bytes().utf8_chunks() {
+            for c in chunk.valid().chars() {
+                match c {
+                    '\'' | '\\' => {
+                        out.push('\\');
+                        out.push(c);
+                    }
+                    c if c.is_control() => out.push_str(&format!("\\x{:02x}", c as u32)),
+                    c => out.push(c),
+                }
+            }
+            for b in chunk.invalid() {
+                out.push_str(&format!("\\x{b:02x}"));
+            }
+        }
+        out.push('\'');
+        return out;
+    };
+    if a.is_empty() || a.contains(|c: char| c.is_whitespace() || "'\"$\\".contains(c)) {
+        format!("'{}'", a.replace('\'', "'\\''"))
+    } else {
+        a.to_string()
+    }
 }
 
 #[cfg(test)]
@@ -317,10 +349,16 @@ mod tests {
 
     #[test]
     fn commands_display_as_a_shell_would_read_them() {
-        let argv: Vec<String> = ["echo", "a b", "it's"]
-            .iter()
-            .map(std::string::ToString::to_string)
-            .collect();
+        let argv: Vec<OsString> = ["echo", "a b", "it's"].iter().map(OsString::from).collect();
         assert_eq!(display_command(&argv, false), "echo 'a b' 'it'\\''s'");
+        use std::os::unix::ffi::OsStringExt;
+        let odd = vec![
+            OsString::from("printf"),
+            OsString::from_vec(b"caf\xe9 'x'\\\x01".to_vec()),
+        ];
+        assert_eq!(
+            display_command(&odd, false),
+            "printf $'caf\\xe9 \\'x\\'\\\\\\x01'"
+        );
     }
 }

@@ -7,10 +7,12 @@
 //!
 //! Exit status: 0 when every named key is held, 1 when one is free, 78 when a key holds another
 //! type (it is no lock, and nothing redlock does will change that), 69 when Redis cannot be
-//! asked. `--all` exits 0 unless it could not ask. A lock whose keys could not be read (an ACL
-//! that denies a read, a companion key of another type) is shown as UNKNOWN, never as free or
-//! with zero counters, and the status is that error's: 77 for a denial, 78 for a key of
-//! another type, 69 otherwise, with one line on stderr naming the key and the error.
+//! asked. `--all` exits 0 unless it could not ask or a lock could not be read. A lock whose
+//! keys could not be read (an ACL that denies a read, a companion key of another type, a
+//! record of another layout) is shown as UNKNOWN, never as free or with zero counters, and the
+//! status is that error's: 77 for a denial, 78 for a key of another type, 69 otherwise, with
+//! one line on stderr naming the key and the error (with `--all`: the first such lock, after
+//! the listing).
 //!
 //! `--all` is streamed, so that listing 100,000 locks takes time in proportion to its output
 //! and memory that does not grow with it: SCAN finds the locks a page at a time; every

@@ -50,7 +50,13 @@ pub fn timeline(ctx: &Context, args: &LogArgs) -> Result<Exit> {
     let mut read = None;
     for i in 0..nodes.len() {
         // Every entry: a hold taken before `--since` may last into its window.
-        match nodes.on(i, |con| read_logs(con, &logs)) {
+        // A lock that cannot be read ends the timeline with its error, as it ends `log KEY`.
+        let every = |con: &mut _| {
+            read_logs(con, &logs)?
+                .into_iter()
+                .collect::<Result<Vec<_>>>()
+        };
+        match nodes.on(i, every) {
             Ok(r) => {
                 read = Some(r);
                 break;
