@@ -245,8 +245,12 @@ fn explain(err: &anyhow::Error) -> String {
             line.push_str(GIVE_PASSWORD);
             break;
         }
+        // A server's reply in its own words, its code after them (the client's rendering
+        // quotes the code, or names the kind of error: no help to whoever reads the line).
+        let said = cause.downcast_ref::<RedisError>().and_then(reply_words);
+        let said_reply = said.is_some();
         // A socket read timeout surfaces as EAGAIN; say what it means.
-        let mut text = cause.to_string().replace(
+        let mut text = said.unwrap_or_else(|| cause.to_string()).replace(
             "Resource temporarily unavailable (os error 11)",
             "timed out",
         );
@@ -258,7 +262,9 @@ fn explain(err: &anyhow::Error) -> String {
             line.push_str(": ");
         }
         line.push_str(&text);
-        if cause.is::<Worded>() {
+        // What follows a server's reply is the same reply again (the client's own error
+        // type), or what redlock worded itself.
+        if cause.is::<Worded>() || said_reply {
             break;
         }
     }
@@ -276,6 +282,16 @@ fn explain(err: &anyhow::Error) -> String {
         line.push(')');
     }
     line
+}
+
+/// A server's error reply as the line says it: its words, then its code unless it is the
+/// generic `ERR` (`the holder record … (LAYOUT)`); `None` for an error that is no reply.
+fn reply_words(err: &RedisError) -> Option<String> {
+    let detail = err.detail()?;
+    Some(match err.code() {
+        Some("ERR") | None => detail.to_string(),
+        Some(code) => format!("{detail} ({code})"),
+    })
 }
 
 /// A reply from inside a script without where in the script the server says it came from
