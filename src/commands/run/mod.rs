@@ -213,7 +213,7 @@ impl Plan {
             ));
         }
         let first_ttl = lease.first_ttl(args.max_runtime);
-        let keys = Keys::all(&ctx.prefix, &args.key, ctx.is_cluster())?;
+        let keys = Keys::all(&ctx.prefix, &args.key, ctx.is_cluster(), "--key")?;
         let shape = ctx.shape(args.shared, args.slots)?;
         let once = once_per(ctx, &args)?;
         let max_waiters = max_waiters(&args)?;
