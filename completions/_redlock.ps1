@@ -81,7 +81,7 @@ Register-ArgumentCompleter -Native -CommandName 'redlock' -ScriptBlock {
             [CompletionResult]::new('--log-format', '--log-format', [CompletionResultType]::ParameterName, 'Format of redlock''s own messages on stderr')
             [CompletionResult]::new('--shared', '--shared', [CompletionResultType]::ParameterName, 'Hold the lock shared: any number of shared holders, no exclusive one')
             [CompletionResult]::new('--replace', '--replace', [CompletionResultType]::ParameterName, 'Ask the running holder to stop, and run once its command is gone')
-            [CompletionResult]::new('--no-replace', '--no-replace', [CompletionResultType]::ParameterName, 'Never be stopped by a run with --replace')
+            [CompletionResult]::new('--no-replace', '--no-replace', [CompletionResultType]::ParameterName, 'Never be stopped by a run with --replace (not with --replace itself)')
             [CompletionResult]::new('--retry-failed', '--retry-failed', [CompletionResultType]::ParameterName, 'With --once-per: run again in a window whose first run failed')
             [CompletionResult]::new('--tls-insecure', '--tls-insecure', [CompletionResultType]::ParameterName, 'Do not verify the server''s certificate (TLS URLs only; prints a warning)')
             [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'Print a timeline of what redlock does on stderr')

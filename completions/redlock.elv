@@ -77,7 +77,7 @@ set edit:completion:arg-completer[redlock] = {|@words|
             cand --log-format 'Format of redlock''s own messages on stderr'
             cand --shared 'Hold the lock shared: any number of shared holders, no exclusive one'
             cand --replace 'Ask the running holder to stop, and run once its command is gone'
-            cand --no-replace 'Never be stopped by a run with --replace'
+            cand --no-replace 'Never be stopped by a run with --replace (not with --replace itself)'
             cand --retry-failed 'With --once-per: run again in a window whose first run failed'
             cand --tls-insecure 'Do not verify the server''s certificate (TLS URLs only; prints a warning)'
             cand -v 'Print a timeline of what redlock does on stderr'

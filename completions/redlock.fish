@@ -80,7 +80,7 @@ complete -c redlock -n "__fish_redlock_using_subcommand run" -l log-format -d 'F
 json\t'One JSON object per line'"
 complete -c redlock -n "__fish_redlock_using_subcommand run" -l shared -d 'Hold the lock shared: any number of shared holders, no exclusive one'
 complete -c redlock -n "__fish_redlock_using_subcommand run" -l replace -d 'Ask the running holder to stop, and run once its command is gone'
-complete -c redlock -n "__fish_redlock_using_subcommand run" -l no-replace -d 'Never be stopped by a run with --replace'
+complete -c redlock -n "__fish_redlock_using_subcommand run" -l no-replace -d 'Never be stopped by a run with --replace (not with --replace itself)'
 complete -c redlock -n "__fish_redlock_using_subcommand run" -l retry-failed -d 'With --once-per: run again in a window whose first run failed'
 complete -c redlock -n "__fish_redlock_using_subcommand run" -l tls-insecure -d 'Do not verify the server\'s certificate (TLS URLs only; prints a warning)'
 complete -c redlock -n "__fish_redlock_using_subcommand run" -s v -l verbose -d 'Print a timeline of what redlock does on stderr'

@@ -128,8 +128,10 @@ impl Context {
         })
     }
 
-    /// The keys named on the command line, under the prefix (64 for a bad one).
+    /// The keys named on the command line as arguments (`status KEY...` and the others), under
+    /// the prefix (64 for a bad one).
     pub fn keys(&self, names: &[String]) -> Result<Vec<crate::lock::keys::Keys>> {
+        crate::lock::keys::not_empty(names, "KEY")?;
         names
             .iter()
             .map(|k| crate::lock::keys::Keys::new(&self.prefix, k))

@@ -558,6 +558,9 @@ mod tests {
             "run --key k --ttl 5s --wait 1m --max-waiters 1 -- x",
             "run --key k --ttl 5s --replace -- x",
             "run --key k --ttl 5s --no-replace -- x",
+            // Read alike, and refused alike after reading (`commands/run`, 64).
+            "run --key k --ttl 5s --replace --no-replace -- x",
+            "run --key k --ttl 5s --wait 0s --max-waiters 1 -- x",
         ];
         for line in accept {
             assert!(
@@ -583,6 +586,8 @@ mod tests {
             "run --key k --ttl 5s -",
             "run --key k --ttl 5s --timeout",
             "run --key k --ttl 5s -c",
+            // An empty value is clap's to read (and the run's to refuse, 64).
+            "run --key k --ttl 5s --label= -- x",
         ];
         for line in decline {
             assert!(

@@ -331,6 +331,23 @@ impl Cli {
     }
 }
 
+/// `--label TEXT` (`run`, `acquire`), checked: recorded instead of the command, so it says
+/// something, as `-c` must (64 for an empty or blank one, named as given).
+pub fn check_label(label: Option<&str>) -> anyhow::Result<()> {
+    let Some(text) = label.filter(|t| t.trim().is_empty()) else {
+        return Ok(());
+    };
+    // clap reads the variable even when it is set to nothing, which `named` takes as unset.
+    let from_env = std::env::var_os("REDLOCK_LABEL").is_some_and(|v| v == text)
+        && !std::env::args_os()
+            .take_while(|w| w != "--")
+            .any(|w| w == "--label" || w.to_string_lossy().starts_with("--label="));
+    let name = if from_env { "REDLOCK_LABEL" } else { "--label" };
+    Err(crate::report::error::usage(format!(
+        "{name} is empty: give the text to record instead of the command"
+    )))
+}
+
 /// How a message names option `--LONG`: by the environment variable its value came from when
 /// the option is not on the command line and its variable is set (clap then read the
 /// variable), otherwise as the flag. For messages about a value, on error paths only: it

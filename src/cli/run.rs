@@ -97,7 +97,7 @@ pub struct RunArgs {
     /// A run that finds N runs already waiting for the key exits at once with the busy status
     /// (75, or --conflict-exit-code), saying the queue is full. --max-waiters 1 gives an
     /// overrunning cron job exactly one catch-up run. A waiter counts until its entry lapses
-    /// (a frozen or dead one: up to 15s). Needs --wait.
+    /// (a frozen or dead one: up to 15s). Needs --wait, longer than 0s.
     #[arg(
         long,
         env = "REDLOCK_MAX_WAITERS",
@@ -118,7 +118,7 @@ pub struct RunArgs {
     #[arg(long, conflicts_with_all = ["shared", "slots", "once_per"], help_heading = BUSY_HEADING)]
     pub replace: bool,
 
-    /// Never be stopped by a run with --replace
+    /// Never be stopped by a run with --replace (not with --replace itself)
     #[arg(long, help_heading = BUSY_HEADING)]
     pub no_replace: bool,
 

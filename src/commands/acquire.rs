@@ -29,7 +29,8 @@ use crate::supervise::signals::Signals;
 
 pub fn acquire(ctx: &Context, args: AcquireArgs) -> Result<Exit> {
     lease::check_ttl(args.ttl)?;
-    let keys = Keys::all(&ctx.prefix, &args.key, ctx.is_cluster())?;
+    crate::cli::check_label(args.label.as_deref())?;
+    let keys = Keys::all(&ctx.prefix, &args.key, ctx.is_cluster(), "--key")?;
     let shape = ctx.shape(args.shared, args.slots)?;
     if !keys.also.is_empty() && shape != lock::Shape::Exclusive {
         return Err(crate::report::error::usage(format!(

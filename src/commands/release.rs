@@ -19,7 +19,7 @@ use crate::report::exit::Exit;
 use crate::report::log;
 
 pub fn release(ctx: &Context, args: ReleaseArgs) -> Result<Exit> {
-    let keys = Keys::all(&ctx.prefix, &args.key, ctx.is_cluster())?;
+    let keys = Keys::all(&ctx.prefix, &args.key, ctx.is_cluster(), "KEY")?;
     if args.force && !keys.also.is_empty() {
         return Err(crate::report::error::usage(
             "--force takes one KEY, so that each forced release says what it removed",

@@ -7,12 +7,14 @@
 //! * Companion keys share L's hash slot, so every script touches one slot and works on Redis
 //!   Cluster. Without a hash tag in L they are `{L}:redlock:NAME`; when L already has one they
 //!   are `L:redlock:NAME`, keeping L's tag. NAME is `fence` (a counter that only grows while it
-//!   lives), `holder` (hash: who holds the lock, expires with it), `stats` (hash: the counters
-//!   and the last finished run) and `audit` (a list: the audit log; see `scripts/audit.lua`);
-//!   `fence`, `stats` and `audit` expire [`RECORD_TTL`] after their last write, so nothing of an
-//!   idle lock outlives it. What the hashes hold is `record/`. The waiters' queue is `queue`,
-//!   `alive` and `waiters` (see `wait/`); `paused` (hash: who paused the lock, why, until
-//!   when; see `commands/pause.rs`).
+//!   lives), `holder` (a string: who holds the lock, expires with it; see `scripts/holder.lua`),
+//!   `holder:queued` (the waiters' mark: a waiter queued behind the hold), `stats` (hash: the
+//!   counters and the last finished run) and `audit` (a list: the audit log; see
+//!   `scripts/audit.lua`); `fence`, `stats` and `audit` expire [`RECORD_TTL`] after their last
+//!   write. What the records hold is `record/`. The waiters' queue is `queue`, `alive` and
+//!   `waiters`, and each waiter's grant list `queue:TICKET` (see `wait/`); a holder's stop list
+//!   is `stop:FENCE` (`--replace`); `paused` (hash: who paused the lock, why, until when; see
+//!   `commands/pause.rs`). None of these is a lock: [`Keys::new`] refuses them all.
 //! * The layout carries its version: the holder record and the lock's record have the field
 //!   `v` (`record::LAYOUT`), and a record of another layout is refused, never misread.
 //! * The pause of every lock under a prefix P is the `paused` companion of the empty key under
@@ -85,11 +87,13 @@ pub struct Keys {
 }
 
 impl Keys {
-    /// Builds the names for `key` under `prefix`; rejects (64) a key that is empty or whose braces
-    /// make it impossible to put the companion keys in the lock's hash slot.
+    /// Builds the names for `key` under `prefix`; rejects (64) a key that is empty, one of
+    /// redlock's own companion keys, or one whose braces make it impossible to put the
+    /// companion keys in the lock's hash slot. The command line's keys are checked for
+    /// emptiness first by [`not_empty`], which names where they came from.
     pub fn new(prefix: &str, key: &str) -> Result<Keys> {
         if key.is_empty() {
-            return Err(usage("--key is empty"));
+            return Err(usage("the key is empty: a lock needs a name"));
         }
         if key.chars().any(char::is_control) {
             return Err(usage(format!("key {key:?} contains control characters")));
@@ -132,20 +136,22 @@ impl Keys {
     /// The locks of `keys` under `prefix`, the first with the others in [`Keys::also`]:
     /// rejects (64) a key given twice (or two that share their companion keys, like `x` and
     /// `{x}`) and, on a Redis Cluster (`cluster`), keys in different hash slots, since one
-    /// script call can take them together only within one slot.
-    pub fn all(prefix: &str, keys: &[String], cluster: bool) -> Result<Keys> {
+    /// script call can take them together only within one slot. `named` is how the command
+    /// line gave them (`--key`, or `KEY` for an argument), for the messages.
+    pub fn all(prefix: &str, keys: &[String], cluster: bool, named: &str) -> Result<Keys> {
         let Some((first, others)) = keys.split_first() else {
-            return Err(usage("--key is missing"));
+            return Err(usage(format!("{named} is missing")));
         };
+        not_empty(keys, named)?;
         let mut all = Keys::new(prefix, first)?;
         for key in others {
             let other = Keys::new(prefix, key)?;
             if all.each().any(|k| k.fence == other.fence) {
-                return Err(usage(format!("--key {key:?} is given twice")));
+                return Err(usage(format!("{named} {key:?} is given twice")));
             }
             if cluster && slot(&other.lock) != slot(&all.lock) {
                 return Err(usage(format!(
-                    "--key {first:?} and --key {key:?} are in different Redis Cluster hash slots, \
+                    "{named} {first:?} and {named} {key:?} are in different Redis Cluster hash slots, \
                      so they cannot be taken together; give them one hash tag, like \
                      '{{job}}:a' and '{{job}}:b'"
                 )));
@@ -191,6 +197,15 @@ pub const ACQUIRE_TYPES: [&str; 12] = [
     "string", "string", "string", "hash", "zset", "zset", "hash", "zset", "hash", "hash", "hash",
     "list",
 ];
+
+/// Refuses (64) an empty key from the command line, naming how it was given: `--key`, or
+/// `KEY` for the argument of `status`, `release`, `pause` and the others.
+pub fn not_empty(keys: &[String], named: &str) -> Result<()> {
+    if keys.iter().any(String::is_empty) {
+        return Err(usage(format!("{named} is empty: name the lock by its key")));
+    }
+    Ok(())
+}
 
 impl Keys {
     /// The keys acquire.lua takes from every run, and acquire_all.lua for each lock (the
@@ -284,34 +299,66 @@ fn companion_key(lock: &str, name: &str) -> String {
     }
 }
 
-/// The lock `key` is a companion of, and which companion it is; `None` for any other key.
-/// redlock refuses to treat its own bookkeeping as a lock: `release --force` on a fence
-/// counter would restart that lock's fences.
+/// The waiters' mark beside the holder record, `HOLDER:queued` (a string: a waiter queued
+/// behind the hold; see `scripts/holder.lua`), which the release deletes with the lock.
+const QUEUED: &str = "holder:queued";
+/// A waiter's grant list, `QUEUE:TICKET` (see `scripts/queue.lua`): one key per waiter.
+const GRANT_LIST: &str = "queue:TICKET";
+/// A holder's stop list, `STOP:FENCE` (`--replace`): one key per holder.
+const STOP_LIST: &str = "stop:FENCE";
+
+/// The lock `key` is a companion of, and which companion it is (a NAME of [`COMPANIONS`], the
+/// waiters' mark, or a grant or stop list); `None` for any other key. redlock refuses to treat
+/// its own bookkeeping as a lock: `release --force` on a fence counter would restart that
+/// lock's fences, and a run of the waiters' mark `{L}:redlock:holder:queued` would have its
+/// lock deleted by the next release of L.
 pub fn lock_of_companion(key: &str) -> Option<(String, &'static str)> {
-    for name in COMPANIONS {
-        let Some(base) = key.strip_suffix(&format!(":redlock:{name}")) else {
-            continue;
-        };
-        let untagged = base.strip_prefix('{').and_then(|b| b.strip_suffix('}'));
-        for lock in [untagged, Some(base)].into_iter().flatten() {
-            if !lock.is_empty() && companion_key(lock, name) == key {
-                return Some((lock.to_string(), name));
+    for name in COMPANIONS.into_iter().chain([QUEUED]) {
+        if let Some(lock) = owner(key, name) {
+            return Some((lock, name));
+        }
+    }
+    // One key per waiter or holder: NAME:SUFFIX, the suffix not empty.
+    for (name, kind) in [(QUEUE, GRANT_LIST), (STOP, STOP_LIST)] {
+        let marker = format!(":redlock:{name}:");
+        for (at, _) in key.match_indices(&marker) {
+            let end = at + marker.len() - 1;
+            if end + 1 < key.len()
+                && let Some(lock) = owner(&key[..end], name)
+            {
+                return Some((lock, kind));
             }
         }
     }
     None
 }
 
-/// What a companion is, in words.
+/// The lock whose companion NAME `key` is, if it is one.
+fn owner(key: &str, name: &str) -> Option<String> {
+    let base = key.strip_suffix(&format!(":redlock:{name}"))?;
+    let untagged = base.strip_prefix('{').and_then(|b| b.strip_suffix('}'));
+    [untagged, Some(base)]
+        .into_iter()
+        .flatten()
+        .find(|lock| !lock.is_empty() && companion_key(lock, name) == key)
+        .map(str::to_string)
+}
+
+/// What a companion is, in words ("the ROLE of lock L").
 fn companion_role(name: &str) -> &'static str {
     match name {
         FENCE => "fence counter",
         HOLDER => "holder record",
+        QUEUED => "waiters' mark",
         QUEUE | ALIVE | WAITERS => "waiters' queue",
+        GRANT_LIST => "grant list of a waiter",
+        STOP_LIST => "stop list",
         PAUSED => "pause record",
         LEASES | HOLDERS => "shared holders' record",
         ONCE => "once-per window record",
-        _ => "counters",
+        STATS => "counters and last-run record",
+        AUDIT => "audit log",
+        _ => "bookkeeping",
     }
 }
 
@@ -506,14 +553,14 @@ mod tests {
     fn several_keys_are_checked_before_anything_is_sent() {
         let all = |keys: &[&str], cluster| {
             let keys: Vec<String> = keys.iter().map(|k| (*k).to_owned()).collect();
-            Keys::all("p:", &keys, cluster)
+            Keys::all("p:", &keys, cluster, "--key")
         };
         let ok = all(&["a", "b"], false).unwrap();
         assert_eq!(ok.names(), "p:a, p:b");
         assert!(all(&["a", "a"], false).is_err());
         let shared = ["x".to_owned(), "{x}".to_owned()];
         assert!(
-            Keys::all("", &shared, false).is_err(),
+            Keys::all("", &shared, false, "--key").is_err(),
             "they share companions"
         );
         assert!(all(&["a", "b"], true).is_err());
@@ -575,6 +622,47 @@ mod tests {
             "{x}:redlock:other",
             "{}:redlock:fence",
             "a{b}:redlock",
+        ] {
+            assert_eq!(lock_of_companion(lock), None, "{lock}");
+        }
+    }
+
+    #[test]
+    fn every_companion_is_refused_with_its_role() {
+        for lock in ["k", "prod:report:daily", "jobs:{r}:x"] {
+            let keys = Keys::new("", lock).unwrap();
+            let cases = [
+                (keys.fence.clone(), "the fence counter"),
+                (keys.holder.clone(), "the holder record"),
+                (format!("{}:queued", keys.holder), "the waiters' mark"),
+                (keys.stats.clone(), "the counters and last-run record"),
+                (keys.queue.clone(), "the waiters' queue"),
+                (keys.alive.clone(), "the waiters' queue"),
+                (keys.waiters.clone(), "the waiters' queue"),
+                (format!("{}:t1:x", keys.queue), "the grant list of a waiter"),
+                (keys.stop_list(17), "the stop list"),
+                (keys.paused.clone(), "the pause record"),
+                (keys.leases.clone(), "the shared holders' record"),
+                (keys.holders.clone(), "the shared holders' record"),
+                (keys.once.clone(), "the once-per window record"),
+                (keys.log.clone(), "the audit log"),
+            ];
+            for (companion, role) in cases {
+                let err = Keys::new("", &companion).unwrap_err().to_string();
+                assert_eq!(
+                    err,
+                    format!("key {companion:?} is not a lock: it is {role} of lock {lock:?}")
+                );
+            }
+        }
+        for name in COMPANIONS {
+            assert_ne!(companion_role(name), "bookkeeping", "{name}");
+        }
+        // A list's name without its ticket or fence is no key of redlock's.
+        for lock in [
+            "{k}:redlock:queue:",
+            "{k}:redlock:stop:",
+            "{k}:redlock:stop",
         ] {
             assert_eq!(lock_of_companion(lock), None, "{lock}");
         }

@@ -301,18 +301,42 @@ fn companion_keys_are_refused_as_locks_by_every_command() {
     fence_of_a_run(Redlock::new(&server));
     let fence_key = LockKeys::of("job").fence;
     let fence = server.get(&fence_key).expect("the fence counter");
-    for companion in [fence_key.clone(), companion_key("job", "stats")] {
-        let commands: [Vec<&str>; 5] = [
-            vec!["status", &companion],
-            vec!["release", &companion, "--force"],
-            vec!["extend", "--key", &companion, "--token", "t", "--ttl", "5s"],
-            vec!["acquire", "--key", &companion, "--ttl", "5s"],
-            vec!["run", "--key", &companion, "--ttl", "5s", "--", "true"],
+    let keys_before: i64 = server.query(&["DBSIZE"]);
+    // Every companion, with the role its refusal names; the waiters' mark, a waiter's grant
+    // list and a holder's stop list carry a suffix after the companion's name. (A run of the
+    // waiters' mark as a lock would be deleted by the next release of `job`.)
+    let companions = [
+        (fence_key.clone(), "the fence counter"),
+        (
+            companion_key("job", "stats"),
+            "the counters and last-run record",
+        ),
+        (companion_key("job", "holder:queued"), "the waiters' mark"),
+        (
+            companion_key("job", "queue:T1"),
+            "the grant list of a waiter",
+        ),
+        (companion_key("job", "stop:12"), "the stop list"),
+        (companion_key("job", "audit"), "the audit log"),
+    ];
+    for (companion, role) in &companions {
+        let commands: [Vec<&str>; 10] = [
+            vec!["status", companion],
+            vec!["release", companion, "--force"],
+            vec!["extend", "--key", companion, "--token", "t", "--ttl", "5s"],
+            vec!["acquire", "--key", companion, "--ttl", "5s"],
+            vec!["run", "--key", companion, "--ttl", "5s", "--", "true"],
+            vec!["pause", companion],
+            vec!["resume", companion],
+            vec!["metrics", companion],
+            vec!["log", companion],
+            vec!["check", companion],
         ];
         for args in commands {
             let outcome = Redlock::new(&server).args(&args).exits_with(64);
-            outcome.error_mentions(&["not a lock"]);
-            outcome.error_mentions(&["job"]);
+            for words in ["not a lock", role, "of lock \"job\""] {
+                outcome.error_mentions(&[words]);
+            }
         }
     }
     assert_eq!(
@@ -320,6 +344,8 @@ fn companion_keys_are_refused_as_locks_by_every_command() {
         Some(fence),
         "the fence counter was touched"
     );
+    let keys_after: i64 = server.query(&["DBSIZE"]);
+    assert_eq!(keys_after, keys_before, "a refused command wrote to Redis");
 }
 
 #[test]

@@ -331,6 +331,58 @@ const USAGE: &[Row] = &[
         64,
         &["--max-waiters needs --wait"],
     ),
+    // --wait 0s is not to wait: there is no queue to limit.
+    row(
+        "run --key job --ttl 5s --wait 0s --max-waiters 1 -- true",
+        64,
+        &["--max-waiters needs --wait longer than 0s"],
+    ),
+    env_row(
+        &[("REDLOCK_MAX_WAITERS", "1")],
+        "run --key job --ttl 5s --wait 0s -- true",
+        &["REDLOCK_MAX_WAITERS needs --wait longer than 0s"],
+        &[],
+    ),
+    row(
+        "run --key job --ttl 5s --replace --no-replace -- true",
+        64,
+        &["--replace cannot be used with --no-replace"],
+    ),
+    // A label stands for the command in the records: it says something, as -c must.
+    row(
+        "run --key job --ttl 5s --label '' -- true",
+        64,
+        &["--label is empty"],
+    ),
+    row(
+        "run --key job --ttl 5s --label ' ' -- true",
+        64,
+        &["--label is empty"],
+    ),
+    env_row(
+        &[("REDLOCK_LABEL", "")],
+        "run --key job --ttl 5s -- true",
+        &["REDLOCK_LABEL is empty"],
+        &[],
+    ),
+    row(
+        "acquire --key job --ttl 5s --label ''",
+        64,
+        &["--label is empty"],
+    ),
+    // A key given as an argument is named as one.
+    Row {
+        not: &["--key"],
+        ..row("status ''", 64, &["KEY is empty"])
+    },
+    Row {
+        not: &["--key"],
+        ..row("release '' --force", 64, &["KEY is empty"])
+    },
+    Row {
+        not: &["--key"],
+        ..row("pause job ''", 64, &["KEY is empty"])
+    },
     row(
         "run --key job --ttl 5s --wait 1s --max-waiters 0 -- true",
         64,

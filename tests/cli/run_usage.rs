@@ -564,3 +564,55 @@ fn a_command_word_that_is_not_utf8_is_passed_on_as_it_is() {
         "redlock connected before refusing"
     );
 }
+
+/// Flags that cannot go together, or values that say nothing, are refused whichever reader
+/// reads the line: the usual form is read by hand, and the same line with an empty `--prefix=`
+/// (a value the hand reader leaves to clap) by clap; both say the same one line.
+#[test]
+fn contradictory_or_empty_flags_are_refused_by_either_reader() {
+    let cases: [(&[&str], &str); 5] = [
+        (
+            &["--wait", "0s", "--max-waiters", "1"],
+            "--max-waiters needs --wait longer than 0s",
+        ),
+        (
+            &["--replace", "--no-replace"],
+            "--replace cannot be used with --no-replace",
+        ),
+        (&["--label", ""], "--label is empty"),
+        (&["--label", " "], "--label is empty"),
+        (&["--label="], "--label is empty"),
+    ];
+    for (flags, says) in cases {
+        let by_hand = [&["--key", "job", "--ttl", "5s"][..], flags, &["--", "true"]].concat();
+        let by_clap = [&["--prefix="][..], &by_hand].concat();
+        let lines: Vec<String> = [by_hand, by_clap]
+            .iter()
+            .map(|args| {
+                let outcome = rejected(args);
+                outcome.error_mentions(&[says]);
+                outcome.error_line().to_owned()
+            })
+            .collect();
+        assert_eq!(lines[0], lines[1], "{flags:?}");
+    }
+}
+
+#[test]
+fn an_empty_key_argument_is_named_as_the_argument() {
+    let server = RedisServer::start();
+    for args in [
+        &["status", ""][..],
+        &["release", "", "--force"],
+        &["log", ""],
+    ] {
+        let outcome = Redlock::new(&server).args(args).exits_with(64);
+        outcome.error_mentions(&["KEY is empty"]);
+        outcome.error_does_not_mention("--key");
+    }
+    assert_eq!(
+        server.query::<i64>(&["DBSIZE"]),
+        0,
+        "redlock wrote to Redis"
+    );
+}

@@ -79,14 +79,20 @@ fn once_per(ctx: &Context, args: &RunArgs) -> Result<Option<lock::Once>> {
     }))
 }
 
-/// `--max-waiters N`, checked: it limits a queue, so it needs `--wait`; and at least 1, since a
-/// run that may never queue is a run without `--wait` (say that instead).
+/// `--max-waiters N`, checked: it limits a queue, so it needs `--wait` (longer than 0s, which
+/// is not to wait); and at least 1, since a run that may never queue is a run without `--wait`
+/// (say that instead).
 fn max_waiters(args: &RunArgs) -> Result<Option<u32>> {
     match (args.max_waiters, args.wait) {
         (None, _) => Ok(None),
         (Some(_), None) => Err(usage(format!(
             "{} needs --wait (it limits how many runs wait for the key)",
             crate::cli::named("max-waiters")
+        ))),
+        (Some(_), Some(wait)) if wait.is_zero() => Err(usage(format!(
+            "{} needs --wait longer than 0s: --wait {} does not wait, so no queue is joined",
+            crate::cli::named("max-waiters"),
+            lease::fmt(wait)
         ))),
         (Some(0), Some(_)) => Err(usage(format!(
             "{} must be at least 1 (a run that must not queue is a run without --wait)",
@@ -213,10 +219,17 @@ impl Plan {
             ));
         }
         let first_ttl = lease.first_ttl(args.max_runtime);
-        let keys = Keys::all(&ctx.prefix, &args.key, ctx.is_cluster())?;
+        let keys = Keys::all(&ctx.prefix, &args.key, ctx.is_cluster(), "--key")?;
         let shape = ctx.shape(args.shared, args.slots)?;
         let once = once_per(ctx, &args)?;
         let max_waiters = max_waiters(&args)?;
+        crate::cli::check_label(args.label.as_deref())?;
+        if args.replace && args.no_replace {
+            return Err(usage(
+                "--replace cannot be used with --no-replace: a run either asks the holder to \
+                 stop or refuses to be stopped",
+            ));
+        }
         // A quorum's holders listen on no stop list, and a request written on some nodes only
         // would stop a holder that a majority still grants: refused rather than half-kept.
         if args.replace && ctx.servers.len() > 1 {

@@ -157,8 +157,8 @@ impl LastRun {
     /// audit entry's fields after the outcome, and who replaced it ('' for none, which the call
     /// leaves out). The lock's record keeps `outcome` and `last` as `last`, and the host and the
     /// command in fields of their own: each value stays under Redis's 64-byte limit for a
-    /// compact hash (the command is cut to fit: the audit log keeps it whole), which keeps an
-    /// idle lock under a kilobyte.
+    /// compact hash (the command is cut to fit: the audit log keeps it whole), which keeps a
+    /// lock that ran once under a kilobyte (its audit log grows with further runs).
     pub fn release_args(&self) -> [String; 7] {
         let num = |n: Option<i64>| n.map_or(String::new(), |n| n.to_string());
         let sep = SEPARATOR.to_string();
