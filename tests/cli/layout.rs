@@ -6,6 +6,7 @@
 
 use std::collections::BTreeSet;
 
+use crate::support::monitor::{Monitor, Monitored};
 use crate::support::{RedisQuorum, RedisServer, Redlock, TempDir, companion_key};
 
 /// What layout 1 leaves after the runs of [`runs_of_every_kind`]: each key (the lock's name in
@@ -210,25 +211,74 @@ fn of_layout_2(server: &RedisServer, held: bool, fence_only: bool) {
     }
 }
 
+/// Every key on `server`, with its type and its value as DUMP serialises it: what a command
+/// that changes nothing leaves as it found.
+fn every_key(server: &RedisServer) -> Vec<(String, String, Vec<u8>)> {
+    let mut keys: Vec<String> = server.query(&["KEYS", "*"]);
+    keys.sort();
+    keys.into_iter()
+        .map(|key| {
+            let kind: String = server.query(&["TYPE", &key]);
+            let dump: Vec<u8> = server.query(&["DUMP", &key]);
+            (key, kind, dump)
+        })
+        .collect()
+}
+
+/// The commands a script ran that write (MONITOR shows them as coming from `lua`).
+fn script_writes(commands: &[Monitored]) -> Vec<String> {
+    const WRITES: &[&str] = &[
+        "SET", "DEL", "UNLINK", "PEXPIRE", "EXPIRE", "PERSIST", "RPUSH", "LPUSH", "LTRIM", "HSET",
+        "HSETNX", "HINCRBY", "HDEL", "ZADD", "ZREM", "PUBLISH",
+    ];
+    commands
+        .iter()
+        .filter(|c| c.is_from_script())
+        .filter(|c| WRITES.iter().any(|w| c.args[0].eq_ignore_ascii_case(w)))
+        .map(|c| c.args.join(" "))
+        .collect()
+}
+
 #[test]
 fn a_lock_of_an_unknown_layout_is_refused_with_78_by_every_command() {
     for (held, fence_only) in [(true, false), (false, false), (false, true)] {
         let server = RedisServer::start();
         of_layout_2(&server, held, fence_only);
-        // Lasting keys only: a waiter's grant list lives 2 s.
-        let lasting = || -> Vec<String> {
-            let mut keys: Vec<String> = server.query(&["KEYS", "*"]);
-            keys.retain(|k| !k.contains(":redlock:queue:"));
-            keys.sort();
-            keys
-        };
-        let before = lasting();
+        let before = every_key(&server);
+        let mut monitor = Monitor::start(&server);
+        let fence = companion_key("job", "fence");
         let mut commands: Vec<Vec<&str>> = vec![
             vec!["run", "--key", "job", "--ttl", "5s", "--", "true"],
             vec![
                 "run", "--key", "job", "--ttl", "5s", "--wait", "1s", "--", "true",
             ],
+            vec![
+                "run",
+                "--key",
+                "job",
+                "--ttl",
+                "5s",
+                "--replace",
+                "--",
+                "true",
+            ],
             vec!["acquire", "--key", "job", "--ttl", "5s"],
+            vec!["acquire", "--key", "job", "--ttl", "5s", "--wait", "1s"],
+            // Several keys: the lock of layout 2 after a free one (which the take must not
+            // take first), and before one.
+            vec![
+                "run", "--key", "free", "--key", "job", "--ttl", "5s", "--", "true",
+            ],
+            vec![
+                "run", "--key", "job", "--key", "free", "--ttl", "5s", "--", "true",
+            ],
+            vec![
+                "run", "--key", "free", "--key", "job", "--ttl", "5s", "--wait", "1s", "--", "true",
+            ],
+            vec!["acquire", "--key", "free", "--key", "job", "--ttl", "5s"],
+            vec![
+                "acquire", "--key", "free", "--key", "job", "--ttl", "5s", "--wait", "1s",
+            ],
             vec!["status", "job"],
             vec!["status", "--json", "job"],
             vec!["metrics", "job"],
@@ -240,13 +290,39 @@ fn a_lock_of_an_unknown_layout_is_refused_with_78_by_every_command() {
         for args in commands {
             let outcome = Redlock::new(&server).args(&args).exits_with(78);
             outcome.error_mentions(&["layout"]);
+            // What a script wrote: nothing, but for a take of the lock alone, whose fence is
+            // drawn in one command that reads the counter (SET … GET), and which puts the
+            // counter's value back when it is another layout's.
+            let one_take = args.iter().filter(|a| **a == "--key").count() == 1;
+            let writes: Vec<String> = script_writes(&monitor.commands_so_far(&server))
+                .into_iter()
+                .filter(|w| !(one_take && w.starts_with(&format!("SET {fence} "))))
+                .collect();
+            assert!(
+                writes.is_empty(),
+                "{args:?} refused for the layout, but its scripts wrote: {writes:?}"
+            );
         }
         // `check` says so in its own terms: UNKNOWN.
         let check = Redlock::new(&server).args(["check", "job"]).exits_with(3);
         assert!(check.stdout.contains("layout"), "{check}");
-        assert_eq!(lasting(), before, "a command that refused changed the keys");
+        // Every key as it was: none added (a lock taken and given back, a waiter's grant list,
+        // a busy count), none changed.
+        let after = every_key(&server);
+        let names = |keys: &[(String, String, Vec<u8>)]| -> Vec<String> {
+            keys.iter().map(|(k, t, _)| format!("{k} {t}")).collect()
+        };
+        assert_eq!(
+            names(&after),
+            names(&before),
+            "a command that refused changed the keys"
+        );
+        assert_eq!(
+            after, before,
+            "a command that refused changed a key's value"
+        );
         if fence_only {
-            let fence: Option<String> = server.query(&["GET", &companion_key("job", "fence")]);
+            let fence: Option<String> = server.query(&["GET", &fence]);
             assert_eq!(
                 fence.as_deref(),
                 Some("2:1"),

@@ -33,7 +33,7 @@ use anyhow::{Result, anyhow};
 use super::{Nodes, named_error, node_error};
 use crate::lock::inspect::Inspection;
 use crate::lock::keys::Keys;
-use crate::lock::record::{GivenBack, LastRun, LockState};
+use crate::lock::record::{GivenBack, LastRun, LockState, is_layout};
 use crate::lock::{self, Acquire, Busy, Claim, Queueing, Refusal, Removed, Renewed, Standing};
 use crate::redis::server::{Conn, Overlap};
 use crate::report::error::{fail, is_definitive_error, is_server_reply, render};
@@ -579,14 +579,4 @@ impl<'a> Tally<'a> {
             LockState::WrongType => NodeView::WrongType,
         }
     }
-}
-
-/// Whether a script refused records of another data layout (its error reply `LAYOUT …`).
-fn is_layout(err: &anyhow::Error) -> bool {
-    err.chain().any(|cause| {
-        cause
-            .downcast_ref::<redis::RedisError>()
-            .is_some_and(|e| e.code() == Some("LAYOUT"))
-            || cause.to_string().starts_with("LAYOUT")
-    })
 }

@@ -71,6 +71,18 @@ pub fn layout_error(version: &str, record: &str) -> anyhow::Error {
     )
 }
 
+/// Whether a script refused records of another data layout (its error reply `LAYOUT …`): an
+/// acquire refused so took no lock and joined no queue on that server (the scripts check the
+/// records before they take or queue).
+pub fn is_layout(err: &anyhow::Error) -> bool {
+    err.chain().any(|cause| {
+        cause
+            .downcast_ref::<redis::RedisError>()
+            .is_some_and(|e| e.code() == Some("LAYOUT"))
+            || cause.to_string().starts_with("LAYOUT")
+    })
+}
+
 /// A hash as Redis returns it (HGETALL): field/value pairs.
 pub type Fields = [(String, String)];
 

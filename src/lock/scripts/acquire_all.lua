@@ -33,12 +33,29 @@ us_text = t[1] .. us_text
 local now = tonumber(now_text)
 local token, ticket, n = ARGV[1], ARGV[5], tonumber(ARGV[9])
 local function key(i, j) return KEYS[(i - 1) * 12 + j] end
--- Every lock is read first: nothing is taken until all can be.
+-- Every lock is read first: nothing is taken until all can be. And before anything is written
+-- (a lapsed waiter swept out, a busy refusal counted, a lock taken), the records of another
+-- layout are refused (LAYOUT, as holder_read and new_fence word it): a held lock's holder
+-- record, and every lock's fence counter, which new_fence would meet only after the locks
+-- before it were taken. A take of one lock pays nothing for this: acquire.lua reads its
+-- counter with the SET … GET that draws the fence, and its holder record before it writes.
 local locks, blocked, headed = {}, nil, false
 for i = 1, n do
-  local l = {q = queue_for({unpack(KEYS, (i - 1) * 12 + 1, i * 12)})}
   local current = redis.call('GET', key(i, 1))
-  l.ours = current == token
+  local l = {current = current, ours = current == token}
+  if current then l.record = holder_read(key(i, 3)) or false end
+  -- Another type of value there is new_fence's to report, as for one lock.
+  local counter = redis.pcall('GET', key(i, 2))
+  if type(counter) == 'string' and not string.find(counter, '^%d+$') then
+    error({err = 'LAYOUT the fence counter ' .. key(i, 2) .. ' is ' .. counter ..
+      ', not of data layout ' .. LAYOUT .. ': written by another redlock; nothing was taken'})
+  end
+  locks[i] = l
+end
+for i = 1, n do
+  local l = locks[i]
+  l.q = queue_for({unpack(KEYS, (i - 1) * 12 + 1, i * 12)})
+  local current = l.current
   if not l.ours then
     l.pause = paused(key(i, 10), now)
     if l.pause then
@@ -58,7 +75,6 @@ for i = 1, n do
     if head ~= nil and head == ticket then headed = true end
     l.queued = head ~= nil
   end
-  locks[i] = l
 end
 if not blocked then
   -- A waiter's later attempt (grant given) is granted provisionally, as in acquire_rest.lua.
@@ -70,7 +86,7 @@ if not blocked then
     if locks[i].ours then
       -- An earlier attempt landed but its reply was lost: ours, renewed.
       redis.call('PEXPIRE', key(i, 1), ttl)
-      fences[i] = tonumber(string.match(holder_read(key(i, 3)) or '', '\31fence=(%d+)'))
+      fences[i] = tonumber(string.match(locks[i].record or '', '\31fence=(%d+)'))
         or tonumber(redis.call('GET', key(i, 2))) or 0
     else
       local fence, fence_text, fresh = new_fence(key(i, 2), us_text)
@@ -160,5 +176,8 @@ if ticket ~= '' then
 else
   queued = redis.call('ZCARD', key(blocked, 5))
 end
-return {0, pttl, now, holder_read(key(blocked, 3)) or false, ahead, queued, held_shape, b.sharers, b.pause or false, 0, 0, blocked,
+-- The holder record, for the reply: read above when the lock is held (false when none).
+local brief = b.record
+if brief == nil then brief = holder_read(key(blocked, 3)) or false end
+return {0, pttl, now, brief, ahead, queued, held_shape, b.sharers, b.pause or false, 0, 0, blocked,
   hurry, shortest or 0}

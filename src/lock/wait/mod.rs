@@ -242,6 +242,10 @@ fn taking(
             Some(e),
             until,
         ),
+        // Refused for its records' layout, the first attempt wrote nothing on one server (the
+        // scripts check them before any write): it joined no queue, and leaving one would
+        // write (a wake-up for its ticket). In a quorum other nodes may have queued it.
+        Err(e) if !nodes.is_quorum() && lock::record::is_layout(&e) => (Err(e), true),
         other => (other, false),
     };
     // A waiter that gives up leaves the queue at once, so the next one is not held up by it
