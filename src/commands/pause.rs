@@ -270,10 +270,11 @@ pub fn resume(ctx: &Context, args: ResumeArgs) -> Result<Exit> {
         }
     }
     // A key's own pause and the prefix-wide one are independent: say when the latter remains.
-    let now_ms = super::status::now_ms();
-    let read = crate::lock::inspect::readable(super::status::inspect_each(&mut nodes, &keys)?)?;
-    for (k, i) in keys.iter().zip(read) {
-        if let Some(p) = i.pause(now_ms).filter(|p| p.all) {
+    // Only that record is read: resume acts on pause records, whatever the lock's others hold.
+    let cluster = ctx.servers.iter().any(Server::is_cluster);
+    if let Some(p) = prefix_pause(&mut nodes, &keys, cluster) {
+        let now_ms = super::status::now_ms();
+        for k in &keys {
             log::warn(
                 "still_paused",
                 &format!(
@@ -286,6 +287,30 @@ pub fn resume(ctx: &Context, args: ResumeArgs) -> Result<Exit> {
         }
     }
     Ok(if all { Exit::Success } else { Exit::No })
+}
+
+/// The prefix-wide pause in force over `keys`, as their pipelines would read it (none on a
+/// cluster where it lives in another slot). The warning it makes is a courtesy after the
+/// resume: a node that cannot read it is passed over.
+fn prefix_pause(nodes: &mut Nodes, keys: &[Keys], cluster: bool) -> Option<Pause> {
+    let k = keys.first()?;
+    let record = k.pause_all_for(cluster).to_string();
+    if record == k.paused {
+        return None;
+    }
+    let now_ms = super::status::now_ms();
+    nodes
+        .each(|c| {
+            let fields: Vec<(String, String)> = redis::cmd("HGETALL").arg(&record).query(c)?;
+            Ok(fields)
+        })
+        .into_iter()
+        .flatten()
+        .filter_map(|mut fields| {
+            fields.sort();
+            Pause::decode(&fields, true)
+        })
+        .find(|p| p.in_force(now_ms))
 }
 
 /// Lifts one lock's own pause on every node; whether one was there.

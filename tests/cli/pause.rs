@@ -198,6 +198,30 @@ fn pause_all_refuses_every_key_under_the_prefix_and_resume_all_lifts_it() {
     }
 }
 
+/// pause and resume act on the pause records alone (docs/design.md, "Data layout 1"): a lock
+/// whose fence counter is of a later layout, or whose other records hold another type, is
+/// resumed with 0 and its one stdout line (1 and one warning when it was not paused).
+#[test]
+fn resume_acts_on_the_pause_records_whatever_the_lock_s_other_records_hold() {
+    let server = RedisServer::start();
+    Redlock::new(&server)
+        .args(["acquire", "--key", "v", "--ttl", "60s"])
+        .exits_with(0);
+    let _: () = server.query(&["SET", &companion_key("v", "fence"), "2:1", "KEEPTTL"]);
+    for name in ["stats", "once", "waiters"] {
+        let _: () = server.query(&["SET", &companion_key("w", name), "not a record"]);
+    }
+    for key in ["v", "w"] {
+        pause(&server, &[key]);
+        let resumed = Redlock::new(&server).args(["resume", key]).exits_with(0);
+        assert_eq!(resumed.stdout, format!("resumed {key}\n"), "{resumed}");
+        assert_eq!(resumed.stderr, "", "{resumed}");
+        let again = Redlock::new(&server).args(["resume", key]).exits_with(1);
+        again.error_mentions(&["not paused"]);
+        again.error_does_not_mention("layout");
+    }
+}
+
 #[test]
 fn drain_waits_for_the_running_holder_and_says_who_it_is() {
     let server = RedisServer::start();
