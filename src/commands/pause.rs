@@ -27,6 +27,15 @@
 //! (`--for`) or was lifted meanwhile, or a client that does not read pauses, may have started
 //! another, which is then waited for in turn.
 //!
+//! A pause or resume the server refuses changes nothing: its script asks before it writes
+//! whether the user may run each command it calls and whether the audit log is a list
+//! (`scripts/ahead.lua`). `release` reads back after a refusal half way instead, because
+//! "the token no longer holds the lock" says what happened; a pause read back could not tell
+//! this pause from an earlier one, and one half made (no audit entry, no record expiry, an
+//! earlier pause deleted and none written) is not what was asked for. `resume` reads nothing
+//! of the lock but the prefix-wide pause record: it acts on pause records whatever the lock's
+//! other records hold (another type, a later layout).
+//!
 //! On Redis Cluster the prefix-wide record lives in another slot than the locks unless the
 //! prefix has a hash tag, and the acquire script can read only the lock's slot: `--all` is
 //! refused there (64) rather than accepted and ignored.
@@ -221,17 +230,7 @@ pub fn resume(ctx: &Context, args: ResumeArgs) -> Result<Exit> {
             if cluster && !keys::prefix_pause_in_slot(&ctx.prefix) {
                 return Ok(false);
             }
-            let n: i64 = redis::cmd("DEL")
-                .arg(&record)
-                .query(c)
-                .map_err(|e| anyhow::Error::new(e).context("cannot resume"))?;
-            if n == 1 {
-                let mut pipe = redis::pipe();
-                lock::audit_entry(&mut pipe, &log_key, "resumed", &who);
-                pipe.query::<()>(c)
-                    .map_err(|e| anyhow::Error::new(e).context("cannot log the resume"))?;
-            }
-            Ok(n == 1)
+            lock::resume_all(c, &record, &log_key, &who)
         });
         let prefix_wide = nodes
             .answered(results)?

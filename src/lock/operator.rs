@@ -18,7 +18,7 @@ pub const AUDIT_MAX_ENTRIES: usize = 1000;
 pub const AUDIT_MAX_AGE: Duration = Duration::from_secs(30 * 24 * 3600);
 
 /// Adds to `pipe` the commands that append one entry to an audit log, as `audit.lua` does, for
-/// what is logged outside a script (a `--wait` that ran out, `resume --all`). The age trim is
+/// what is logged outside a script (a `--wait` that ran out). The age trim is
 /// left to the next scripted entry (it needs Redis 6.2, and a pipeline cannot skip one error).
 pub fn audit_entry(
     pipe: &mut redis::Pipeline,
@@ -47,7 +47,9 @@ pub fn audit_entry(
 static PAUSE: Lua = lua!(crate::lock::scripts::PAUSE);
 
 /// Stores a pause record at `record` (a lock's, or the prefix-wide one) for `span` (`None`:
-/// until resumed). Returns the server's (since, until) in ms; until 0: until resumed.
+/// until resumed). Returns the server's (since, until) in ms; until 0: until resumed. A
+/// refusal (an ACL, an audit log of another type) is asked before anything is written
+/// (`scripts/ahead.lua`): an error leaves no pause.
 pub fn pause(
     con: &mut dyn ConnectionLike,
     record: &str,
@@ -69,9 +71,11 @@ pub fn pause(
 }
 
 static RESUME: Lua = lua!(crate::lock::scripts::RESUME);
+static RESUME_ALL: Lua = lua!(crate::lock::scripts::RESUME_ALL);
 
 /// Lifts a lock's own pause, waking its first waiter when the lock is free. `Ok(true)` when
-/// there was a pause record.
+/// there was a pause record. A refusal (an ACL, an audit log of another type) is asked before
+/// anything is written (`scripts/ahead.lua`): an error leaves the pause as it was.
 pub fn resume(
     con: &mut dyn ConnectionLike,
     keys: &Keys,
@@ -85,6 +89,26 @@ pub fn resume(
         .invoke(con)
         .with_context(|| format!("cannot resume {}", keys.lock))?;
     Ok(removed == 1)
+}
+
+/// Lifts the pause of every lock under a prefix: deletes the prefix-wide record and logs it in
+/// the prefix-wide audit log. `Ok(true)` when there was one; an error changed nothing.
+pub fn resume_all(
+    con: &mut dyn ConnectionLike,
+    record: &str,
+    log: &str,
+    who: &[(&'static str, String)],
+) -> Result<bool> {
+    // Read as a `Value`, as the run path reads its replies: a reply type of its own would be
+    // one more copy of `invoke`, which changes how the compiler lays out the run's (whose
+    // functions link/startup-symbols.txt lists).
+    let removed: Value = RESUME_ALL
+        .key(record)
+        .key(log)
+        .arg(crate::lock::record::audit_pairs(who))
+        .invoke(con)
+        .with_context(|| format!("cannot resume {record}"))?;
+    Ok(redis::from_redis_value_ref::<i64>(&removed).unwrap_or(0) == 1)
 }
 
 /// Deletes the lock whoever holds it (`release --force`). Returns the token and holder record it

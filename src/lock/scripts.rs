@@ -88,13 +88,24 @@ pub const LEAVE: &str = concat!(
 );
 pub const PAUSE: &str = concat!(
     include_str!("scripts/audit.lua"),
+    include_str!("scripts/ahead.lua"),
     include_str!("scripts/pause.lua")
 );
 pub const RESUME: &str = concat!(
     include_str!("scripts/queue.lua"),
     include_str!("scripts/audit.lua"),
+    include_str!("scripts/ahead.lua"),
     include_str!("scripts/resume.lua")
 );
+pub const RESUME_ALL: &str = concat!(
+    include_str!("scripts/audit.lua"),
+    include_str!("scripts/ahead.lua"),
+    include_str!("scripts/resume_all.lua")
+);
+/// `ahead(log, calls)`: asks before a pause or a resume writes anything whether the server
+/// would refuse one of its commands half way (ahead.lua).
+#[cfg(test)]
+const AHEAD_PRELUDE: &str = include_str!("scripts/ahead.lua");
 
 /// The queue's functions (queue.lua) for one lock of several, whose keys `queue_for` is given:
 /// queue.lua reads its lock's keys from KEYS, which this makes the function's own.
@@ -158,6 +169,7 @@ pub const ALL: &[(&str, &str)] = &[
     ("leave", LEAVE),
     ("pause", PAUSE),
     ("resume", RESUME),
+    ("resume_all", RESUME_ALL),
     ("acquire_all", ACQUIRE_ALL),
     ("release_each", RELEASE_EACH),
     ("extend_each", EXTEND_EACH),
@@ -339,6 +351,7 @@ mod tests {
             HOLDER_PRELUDE,
             TAKING_PRELUDE,
             PAUSED_PRELUDE,
+            AHEAD_PRELUDE,
             queue_for!(),
         ];
         for (name, source) in ALL {

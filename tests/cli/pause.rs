@@ -198,6 +198,42 @@ fn pause_all_refuses_every_key_under_the_prefix_and_resume_all_lifts_it() {
     }
 }
 
+/// A pause or resume that the server would refuse half way (here an audit log of another type;
+/// an ACL lacking a command is in acl_failures.rs) is refused before anything is written: the
+/// status is the cause's, and the pause is as it was, not in force although `pause` failed.
+#[test]
+fn a_pause_or_resume_the_server_refuses_changes_nothing() {
+    let server = RedisServer::start();
+    for (args, lock) in [(&["job"][..], "job"), (&["--all"][..], "")] {
+        let log = companion_key(lock, "audit");
+        let record = companion_key(lock, "paused");
+        let _: () = server.query(&["SET", &log, "not a list"]);
+        let refused = Redlock::new(&server).arg("pause").args(args).exits_with(78);
+        refused.error_mentions(&[&log]);
+        refused.error_mentions(&["nothing was changed"]);
+        assert!(
+            !server.exists(&record),
+            "{args:?}: a refused pause is in force"
+        );
+        let _: i64 = server.query(&["DEL", &log]);
+        run_quick(&server, "job").expect_code(0);
+        Redlock::new(&server).arg("pause").args(args).exits_with(0);
+        let _: i64 = server.query(&["DEL", &log]);
+        let _: () = server.query(&["SET", &log, "not a list"]);
+        Redlock::new(&server)
+            .arg("resume")
+            .args(args)
+            .exits_with(78)
+            .error_mentions(&["nothing was changed"]);
+        assert!(
+            server.exists(&record),
+            "{args:?}: a refused resume lifted the pause"
+        );
+        let _: i64 = server.query(&["DEL", &log]);
+        Redlock::new(&server).arg("resume").args(args).exits_with(0);
+    }
+}
+
 /// pause and resume act on the pause records alone (docs/design.md, "Data layout 1"): a lock
 /// whose fence counter is of a later layout, or whose other records hold another type, is
 /// resumed with 0 and its one stdout line (1 and one warning when it was not paused).
@@ -208,7 +244,7 @@ fn resume_acts_on_the_pause_records_whatever_the_lock_s_other_records_hold() {
         .args(["acquire", "--key", "v", "--ttl", "60s"])
         .exits_with(0);
     let _: () = server.query(&["SET", &companion_key("v", "fence"), "2:1", "KEEPTTL"]);
-    for name in ["stats", "once", "waiters"] {
+    for name in ["stats", "queue", "once", "waiters"] {
         let _: () = server.query(&["SET", &companion_key("w", name), "not a record"]);
     }
     for key in ["v", "w"] {
