@@ -71,24 +71,69 @@ pub fn pause(
 }
 
 static RESUME: Lua = lua!(crate::lock::scripts::RESUME);
+static RESUME_EACH: Lua = lua!(crate::lock::scripts::RESUME_EACH);
 static RESUME_ALL: Lua = lua!(crate::lock::scripts::RESUME_ALL);
 
-/// Lifts a lock's own pause, waking its first waiter when the lock is free. `Ok(true)` when
-/// there was a pause record. A refusal (an ACL, an audit log of another type) is asked before
-/// anything is written (`scripts/ahead.lua`): an error leaves the pause as it was.
+/// The resume script's call for one lock: `wake`, wake its first waiter (when the lock is
+/// free) even if it had no pause of its own, because the prefix-wide one was lifted.
+fn resume_call<'a>(
+    script: &'a Lua,
+    keys: &Keys,
+    who: &[(&'static str, String)],
+    wake: bool,
+) -> super::lua::Invocation<'a> {
+    let mut call = ending(script, keys);
+    call.key(&keys.paused)
+        .arg(&keys.channel)
+        .arg(crate::lock::record::audit_pairs(who))
+        .arg(if wake { "1" } else { "0" });
+    call
+}
+
+/// Lifts a lock's own pause, waking its first waiter when the lock is free (and it had one,
+/// or `wake`: see [`resume_call`]). `Ok(true)` when there was a pause record. A refusal (an
+/// ACL, an audit log of another type) is asked before anything is written
+/// (`scripts/ahead.lua`): an error leaves the pause as it was.
 pub fn resume(
     con: &mut dyn ConnectionLike,
     keys: &Keys,
     who: &[(&'static str, String)],
+    wake: bool,
 ) -> Result<bool> {
-    let mut call = ending(&RESUME, keys);
-    call.key(&keys.paused)
-        .arg(&keys.channel)
-        .arg(crate::lock::record::audit_pairs(who));
-    let removed: i64 = call
+    let removed: i64 = resume_call(&RESUME, keys, who, wake)
         .invoke(con)
         .with_context(|| format!("cannot resume {}", keys.lock))?;
     Ok(removed == 1)
+}
+
+/// [`resume`] on each of `locks` in one round trip (on a cluster, they must share a slot),
+/// with `wake` as [`resume_call`] takes it: each lock's answer, in order.
+pub fn resume_each(
+    con: &mut dyn ConnectionLike,
+    locks: &[Keys],
+    who: &[(&'static str, String)],
+    wake: bool,
+) -> Result<Vec<Result<bool>>> {
+    let calls: Vec<_> = locks
+        .iter()
+        .map(|k| resume_call(&RESUME_EACH, k, who, wake))
+        .collect();
+    // A `Value`, for the reason `resume_all` gives.
+    let reply: Value = super::lua::Invocation::each(&RESUME_EACH, &calls)
+        .invoke(con)
+        .context("cannot resume")?;
+    let Value::Array(replies) = reply else {
+        anyhow::bail!("cannot resume: the server answered {reply:?}");
+    };
+    Ok(locks
+        .iter()
+        .zip(replies)
+        .map(|(k, reply)| match reply {
+            Value::ServerError(e) => Err(anyhow::Error::new(redis::RedisError::from(e))
+                .context(format!("cannot resume {}", k.lock))),
+            v => Ok(redis::from_redis_value_ref::<i64>(&v).unwrap_or(0) == 1),
+        })
+        .collect())
 }
 
 /// Lifts the pause of every lock under a prefix: deletes the prefix-wide record and logs it in

@@ -156,6 +156,7 @@ pub const LEAVE_EACH: &str = each!("leave", "queue", "leave");
 pub const HELD_EACH: &str = each!("held", "audit", "holder", "shapes", "held");
 pub const HEAL_EACH: &str = each!("heal", "audit", "heal");
 pub const RAISE_FENCE_EACH: &str = each!("raise_fence", "audit", "holder", "raise_fence");
+pub const RESUME_EACH: &str = each!("resume", "queue", "audit", "ahead", "resume");
 
 /// Every script, by name.
 pub const ALL: &[(&str, &str)] = &[
@@ -177,6 +178,7 @@ pub const ALL: &[(&str, &str)] = &[
     ("held_each", HELD_EACH),
     ("heal_each", HEAL_EACH),
     ("raise_fence_each", RAISE_FENCE_EACH),
+    ("resume_each", RESUME_EACH),
 ];
 
 /// The fence counter: it only grows while it lives, and lives as long as the records (30 days)
