@@ -5,10 +5,12 @@
 //! every attempt: a paused key refuses new takers in the same round trip that would have taken
 //! it, so `run` still sends two commands. Holders are not touched: a pause only stops what
 //! starts after it. A waiter (`--wait`) is refused like any taker but keeps its place in the
-//! queue, and goes ahead when the pause is lifted (`resume` wakes the head of the queue) unless
-//! its wait runs out first: an operator pausing for five minutes expects the waiting jobs to
-//! run afterwards, not to be dropped. Nested runs of a held key never reach the acquire
-//! script (`nested.rs`), so the outer run's command finishes what it started.
+//! queue, and goes ahead when the pause is lifted (`resume` wakes the head of the queue, and
+//! `resume --all` that of every queue under the prefix; a pause that lapses wakes nobody, and
+//! its waiters try again within 5 s) unless its wait runs out first: an operator pausing for
+//! five minutes expects the waiting jobs to run afterwards, not to be dropped. Nested runs of
+//! a held key never reach the acquire script (`nested.rs`), so the outer run's command
+//! finishes what it started.
 //!
 //! `--for D` sets the record's `until`; the script treats a lapsed pause as none, and the record
 //! is kept a day longer ([`crate::lock::record::PAUSE_KEPT`]) so that `check` can report a pause that ran out
@@ -27,6 +29,15 @@
 //! (`--for`) or was lifted meanwhile, or a client that does not read pauses, may have started
 //! another, which is then waited for in turn.
 //!
+//! A pause or resume the server refuses changes nothing: its script asks before it writes
+//! whether the user may run each command it calls and whether the audit log is a list
+//! (`scripts/ahead.lua`). `release` reads back after a refusal half way instead, because
+//! "the token no longer holds the lock" says what happened; a pause read back could not tell
+//! this pause from an earlier one, and one half made (no audit entry, no record expiry, an
+//! earlier pause deleted and none written) is not what was asked for. `resume` reads nothing
+//! of the lock but the prefix-wide pause record: it acts on pause records whatever the lock's
+//! other records hold (another type, a later layout).
+//!
 //! On Redis Cluster the prefix-wide record lives in another slot than the locks unless the
 //! prefix has a hash tag, and the acquire script can read only the lock's slot: `--all` is
 //! refused there (64) rather than accepted and ignored.
@@ -42,7 +53,7 @@ use crate::lock::inspect::Holding;
 use crate::lock::keys::{self, Keys};
 use crate::lock::nodes::Nodes;
 use crate::lock::record::{Holder, Pause, rfc3339};
-use crate::lock::scripts::PAUSED;
+use crate::lock::scripts::{PAUSED, QUEUE};
 use crate::redis::server::Server;
 use crate::report::error::usage;
 use crate::report::exit::{BUSY, Exit};
@@ -210,28 +221,18 @@ fn drain(
 
 pub fn resume(ctx: &Context, args: ResumeArgs) -> Result<Exit> {
     let keys = ctx.keys(&args.keys)?;
+    let cluster = ctx.servers.iter().any(Server::is_cluster);
+    let who = resumer();
     let mut nodes = ctx.nodes(ctx.timeout);
     nodes.connect()?;
     if args.all {
         let record = keys::prefix_pause_key(&ctx.prefix);
         let log_key = keys::prefix_log_key(&ctx.prefix);
-        let who = resumer();
-        let cluster = ctx.servers.iter().any(Server::is_cluster);
         let results = nodes.each(|c| {
             if cluster && !keys::prefix_pause_in_slot(&ctx.prefix) {
                 return Ok(false);
             }
-            let n: i64 = redis::cmd("DEL")
-                .arg(&record)
-                .query(c)
-                .map_err(|e| anyhow::Error::new(e).context("cannot resume"))?;
-            if n == 1 {
-                let mut pipe = redis::pipe();
-                lock::audit_entry(&mut pipe, &log_key, "resumed", &who);
-                pipe.query::<()>(c)
-                    .map_err(|e| anyhow::Error::new(e).context("cannot log the resume"))?;
-            }
-            Ok(n == 1)
+            lock::resume_all(c, &record, &log_key, &who)
         });
         let prefix_wide = nodes
             .answered(results)?
@@ -243,12 +244,16 @@ pub fn resume(ctx: &Context, args: ResumeArgs) -> Result<Exit> {
                 ctx.prefix
             ));
         }
-        let paused = nodes.find_locks(&ctx.prefix, PAUSED)?;
-        let mut any = prefix_wide;
-        for k in &paused {
-            any |= resume_one(&mut nodes, k)?;
+        // Every lock's own pause; and, when the prefix-wide pause was lifted, every lock with a
+        // queue, whose head it held back: woken now rather than at its next attempt.
+        let mut locks = nodes.find_locks(&ctx.prefix, PAUSED)?;
+        if prefix_wide {
+            locks.extend(nodes.find_locks(&ctx.prefix, QUEUE)?);
+            locks.sort_by(|a, b| a.lock.cmp(&b.lock));
+            locks.dedup_by(|a, b| a.lock == b.lock);
         }
-        if !any {
+        let resumed = resume_each(&mut nodes, &locks, &who, prefix_wide, cluster)?;
+        if !prefix_wide && !resumed {
             log::warn(
                 "not_paused",
                 &format!("nothing under prefix {:?} was paused", ctx.prefix),
@@ -260,7 +265,7 @@ pub fn resume(ctx: &Context, args: ResumeArgs) -> Result<Exit> {
     }
     let mut all = true;
     for k in &keys {
-        if !resume_one(&mut nodes, k)? {
+        if !resume_each(&mut nodes, std::slice::from_ref(k), &who, false, cluster)? {
             all = false;
             log::warn(
                 "not_paused",
@@ -270,10 +275,10 @@ pub fn resume(ctx: &Context, args: ResumeArgs) -> Result<Exit> {
         }
     }
     // A key's own pause and the prefix-wide one are independent: say when the latter remains.
-    let now_ms = super::status::now_ms();
-    let read = crate::lock::inspect::readable(super::status::inspect_each(&mut nodes, &keys)?)?;
-    for (k, i) in keys.iter().zip(read) {
-        if let Some(p) = i.pause(now_ms).filter(|p| p.all) {
+    // Only that record is read: resume acts on pause records, whatever the lock's others hold.
+    if let Some(p) = prefix_pause(&mut nodes, &keys, cluster) {
+        let now_ms = super::status::now_ms();
+        for k in &keys {
             log::warn(
                 "still_paused",
                 &format!(
@@ -288,18 +293,95 @@ pub fn resume(ctx: &Context, args: ResumeArgs) -> Result<Exit> {
     Ok(if all { Exit::Success } else { Exit::No })
 }
 
-/// Lifts one lock's own pause on every node; whether one was there.
-fn resume_one(nodes: &mut Nodes, k: &Keys) -> Result<bool> {
-    let who = resumer();
-    let results = nodes.each(|c| lock::resume(c, k, &who));
-    let resumed = nodes
-        .answered(results)?
-        .into_iter()
-        .any(|r| matches!(r, Ok(true)));
-    if resumed {
-        let _ = log::stdout(&format!("resumed {}\n", k.lock));
+/// How many locks one call of the resume script lifts or wakes (`resume --all`): a few round
+/// trips for a prefix of thousands, each call short enough not to hold the server up.
+const RESUME_BATCH: usize = 100;
+
+/// Lifts the own pause of each of `locks` on every node, and wakes the head of its queue when
+/// the lock is free and it had one, or `wake` (the prefix-wide pause was lifted): a batch of
+/// locks per round trip (on a cluster, of one slot). Prints each lock resumed; whether any
+/// was. A lock the server refused ends it with that error, after the others of its batch.
+fn resume_each(
+    nodes: &mut Nodes,
+    locks: &[Keys],
+    who: &[(&'static str, String)],
+    wake: bool,
+    cluster: bool,
+) -> Result<bool> {
+    let mut batches: std::collections::BTreeMap<u16, Vec<Keys>> = Default::default();
+    for k in locks {
+        batches
+            .entry(if cluster { keys::slot(&k.lock) } else { 0 })
+            .or_default()
+            .push(k.clone());
     }
-    Ok(resumed)
+    let mut any = false;
+    let mut refused = None;
+    for batch in batches.values().flat_map(|b| b.chunks(RESUME_BATCH)) {
+        let results = nodes.each(|c| {
+            if let [one] = batch {
+                // One lock, the common `resume KEY`: the plain script.
+                return Ok(vec![lock::resume(c, one, who, wake)]);
+            }
+            lock::resume_each(c, batch, who, wake)
+        });
+        // Each node's replies, lock by lock; a node that failed as a whole counts against
+        // each lock of the batch (its error was already weighed by `answered`).
+        let mut per_node: Vec<Result<std::vec::IntoIter<Result<bool>>, String>> = nodes
+            .answered(results)?
+            .into_iter()
+            .map(|r| r.map(Vec::into_iter).map_err(|e| format!("{e:#}")))
+            .collect();
+        for k in batch {
+            let mine: Vec<Result<bool>> = per_node
+                .iter_mut()
+                .map(|r| match r {
+                    Ok(replies) => replies
+                        .next()
+                        .unwrap_or_else(|| Err(anyhow::anyhow!("no reply for {}", k.lock))),
+                    Err(e) => Err(anyhow::anyhow!("{e}")),
+                })
+                .collect();
+            match nodes.answered(mine) {
+                Ok(answers) if answers.iter().any(|r| matches!(r, Ok(true))) => {
+                    any = true;
+                    let _ = log::stdout(&format!("resumed {}\n", k.lock));
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    refused.get_or_insert(e);
+                }
+            }
+        }
+    }
+    match refused {
+        Some(e) => Err(e),
+        None => Ok(any),
+    }
+}
+
+/// The prefix-wide pause in force over `keys`, as their pipelines would read it (none on a
+/// cluster where it lives in another slot). The warning it makes is a courtesy after the
+/// resume: a node that cannot read it is passed over.
+fn prefix_pause(nodes: &mut Nodes, keys: &[Keys], cluster: bool) -> Option<Pause> {
+    let k = keys.first()?;
+    let record = k.pause_all_for(cluster).to_string();
+    if record == k.paused {
+        return None;
+    }
+    let now_ms = super::status::now_ms();
+    nodes
+        .each(|c| {
+            let fields: Vec<(String, String)> = redis::cmd("HGETALL").arg(&record).query(c)?;
+            Ok(fields)
+        })
+        .into_iter()
+        .flatten()
+        .filter_map(|mut fields| {
+            fields.sort();
+            Pause::decode(&fields, true)
+        })
+        .find(|p| p.in_force(now_ms))
 }
 
 /// Who resumes, for the audit log: host and user (this short-lived process's pid says nothing).

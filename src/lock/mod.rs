@@ -38,7 +38,9 @@ pub use self::hold::{
     Held, Renewed, Standing, extend, give_back, give_back_unverified, heal, held, leave,
     raise_fence, release, release_unverified, renewed_anyway, undo,
 };
-pub use self::operator::{Removed, audit_entry, force_left, force_release, pause, resume};
+pub use self::operator::{
+    Removed, force_left, force_release, pause, resume, resume_all, resume_each,
+};
 
 use std::time::Duration;
 

@@ -18,7 +18,7 @@ pub const AUDIT_MAX_ENTRIES: usize = 1000;
 pub const AUDIT_MAX_AGE: Duration = Duration::from_secs(30 * 24 * 3600);
 
 /// Adds to `pipe` the commands that append one entry to an audit log, as `audit.lua` does, for
-/// what is logged outside a script (a `--wait` that ran out, `resume --all`). The age trim is
+/// what is logged outside a script (a `--wait` that ran out). The age trim is
 /// left to the next scripted entry (it needs Redis 6.2, and a pipeline cannot skip one error).
 pub fn audit_entry(
     pipe: &mut redis::Pipeline,
@@ -47,7 +47,9 @@ pub fn audit_entry(
 static PAUSE: Lua = lua!(crate::lock::scripts::PAUSE);
 
 /// Stores a pause record at `record` (a lock's, or the prefix-wide one) for `span` (`None`:
-/// until resumed). Returns the server's (since, until) in ms; until 0: until resumed.
+/// until resumed). Returns the server's (since, until) in ms; until 0: until resumed. A
+/// refusal (an ACL, an audit log of another type) is asked before anything is written
+/// (`scripts/ahead.lua`): an error leaves no pause.
 pub fn pause(
     con: &mut dyn ConnectionLike,
     record: &str,
@@ -69,22 +71,89 @@ pub fn pause(
 }
 
 static RESUME: Lua = lua!(crate::lock::scripts::RESUME);
+static RESUME_EACH: Lua = lua!(crate::lock::scripts::RESUME_EACH);
+static RESUME_ALL: Lua = lua!(crate::lock::scripts::RESUME_ALL);
 
-/// Lifts a lock's own pause, waking its first waiter when the lock is free. `Ok(true)` when
-/// there was a pause record.
+/// The resume script's call for one lock: `wake`, wake its first waiter (when the lock is
+/// free) even if it had no pause of its own, because the prefix-wide one was lifted.
+fn resume_call<'a>(
+    script: &'a Lua,
+    keys: &Keys,
+    who: &[(&'static str, String)],
+    wake: bool,
+) -> super::lua::Invocation<'a> {
+    let mut call = ending(script, keys);
+    call.key(&keys.paused)
+        .arg(&keys.channel)
+        .arg(crate::lock::record::audit_pairs(who))
+        .arg(if wake { "1" } else { "0" });
+    call
+}
+
+/// Lifts a lock's own pause, waking its first waiter when the lock is free (and it had one,
+/// or `wake`: see [`resume_call`]). `Ok(true)` when there was a pause record. A refusal (an
+/// ACL, an audit log of another type) is asked before anything is written
+/// (`scripts/ahead.lua`): an error leaves the pause as it was.
 pub fn resume(
     con: &mut dyn ConnectionLike,
     keys: &Keys,
     who: &[(&'static str, String)],
+    wake: bool,
 ) -> Result<bool> {
-    let mut call = ending(&RESUME, keys);
-    call.key(&keys.paused)
-        .arg(&keys.channel)
-        .arg(crate::lock::record::audit_pairs(who));
-    let removed: i64 = call
+    let removed: i64 = resume_call(&RESUME, keys, who, wake)
         .invoke(con)
         .with_context(|| format!("cannot resume {}", keys.lock))?;
     Ok(removed == 1)
+}
+
+/// [`resume`] on each of `locks` in one round trip (on a cluster, they must share a slot),
+/// with `wake` as [`resume_call`] takes it: each lock's answer, in order.
+pub fn resume_each(
+    con: &mut dyn ConnectionLike,
+    locks: &[Keys],
+    who: &[(&'static str, String)],
+    wake: bool,
+) -> Result<Vec<Result<bool>>> {
+    let calls: Vec<_> = locks
+        .iter()
+        .map(|k| resume_call(&RESUME_EACH, k, who, wake))
+        .collect();
+    // A `Value`, for the reason `resume_all` gives.
+    let reply: Value = super::lua::Invocation::each(&RESUME_EACH, &calls)
+        .invoke(con)
+        .context("cannot resume")?;
+    let Value::Array(replies) = reply else {
+        anyhow::bail!("cannot resume: the server answered {reply:?}");
+    };
+    Ok(locks
+        .iter()
+        .zip(replies)
+        .map(|(k, reply)| match reply {
+            Value::ServerError(e) => Err(anyhow::Error::new(redis::RedisError::from(e))
+                .context(format!("cannot resume {}", k.lock))),
+            v => Ok(redis::from_redis_value_ref::<i64>(&v).unwrap_or(0) == 1),
+        })
+        .collect())
+}
+
+/// Lifts the pause of every lock under a prefix: deletes the prefix-wide record and logs it in
+/// the prefix-wide audit log. `Ok(true)` when there was one; an error changed nothing.
+pub fn resume_all(
+    con: &mut dyn ConnectionLike,
+    record: &str,
+    log: &str,
+    who: &[(&'static str, String)],
+) -> Result<bool> {
+    // Read as a `Value`, as the run path reads its replies: a reply type of its own would be
+    // one more copy of `invoke`, which changes how the compiler lays out the run's (whose
+    // functions link/startup-symbols.txt lists).
+    let removed: Value = RESUME_ALL
+        .key(record)
+        .key(log)
+        .arg(crate::lock::record::audit_pairs(who))
+        .invoke(con)
+        .with_context(|| format!("cannot resume {record}"))?;
+    Ok(redis::from_redis_value_ref::<i64>(&removed).unwrap_or(0) == 1)
 }
 
 /// Deletes the lock whoever holds it (`release --force`). Returns the token and holder record it

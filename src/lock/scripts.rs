@@ -88,13 +88,24 @@ pub const LEAVE: &str = concat!(
 );
 pub const PAUSE: &str = concat!(
     include_str!("scripts/audit.lua"),
+    include_str!("scripts/ahead.lua"),
     include_str!("scripts/pause.lua")
 );
 pub const RESUME: &str = concat!(
     include_str!("scripts/queue.lua"),
     include_str!("scripts/audit.lua"),
+    include_str!("scripts/ahead.lua"),
     include_str!("scripts/resume.lua")
 );
+pub const RESUME_ALL: &str = concat!(
+    include_str!("scripts/audit.lua"),
+    include_str!("scripts/ahead.lua"),
+    include_str!("scripts/resume_all.lua")
+);
+/// `ahead(log, calls)`: asks before a pause or a resume writes anything whether the server
+/// would refuse one of its commands half way (ahead.lua).
+#[cfg(test)]
+const AHEAD_PRELUDE: &str = include_str!("scripts/ahead.lua");
 
 /// The queue's functions (queue.lua) for one lock of several, whose keys `queue_for` is given:
 /// queue.lua reads its lock's keys from KEYS, which this makes the function's own.
@@ -145,6 +156,7 @@ pub const LEAVE_EACH: &str = each!("leave", "queue", "leave");
 pub const HELD_EACH: &str = each!("held", "audit", "holder", "shapes", "held");
 pub const HEAL_EACH: &str = each!("heal", "audit", "heal");
 pub const RAISE_FENCE_EACH: &str = each!("raise_fence", "audit", "holder", "raise_fence");
+pub const RESUME_EACH: &str = each!("resume", "queue", "audit", "ahead", "resume");
 
 /// Every script, by name.
 pub const ALL: &[(&str, &str)] = &[
@@ -158,6 +170,7 @@ pub const ALL: &[(&str, &str)] = &[
     ("leave", LEAVE),
     ("pause", PAUSE),
     ("resume", RESUME),
+    ("resume_all", RESUME_ALL),
     ("acquire_all", ACQUIRE_ALL),
     ("release_each", RELEASE_EACH),
     ("extend_each", EXTEND_EACH),
@@ -165,6 +178,7 @@ pub const ALL: &[(&str, &str)] = &[
     ("held_each", HELD_EACH),
     ("heal_each", HEAL_EACH),
     ("raise_fence_each", RAISE_FENCE_EACH),
+    ("resume_each", RESUME_EACH),
 ];
 
 /// The fence counter: it only grows while it lives, and lives as long as the records (30 days)
@@ -339,6 +353,7 @@ mod tests {
             HOLDER_PRELUDE,
             TAKING_PRELUDE,
             PAUSED_PRELUDE,
+            AHEAD_PRELUDE,
             queue_for!(),
         ];
         for (name, source) in ALL {

@@ -226,3 +226,73 @@ fn an_extend_refused_after_it_renewed_says_it_renewed() {
     assert_eq!(out.stderr.lines().count(), 1, "{out}");
     assert!(server.query::<i64>(&["PTTL", "jobs:a"]) > 3_000_000);
 }
+
+/// A pause the user's ACL would refuse half way (without `rpush` the audit entry after the
+/// pause record, without `pexpire` the end of a `--for` pause after the record) is refused
+/// before anything is written: 77, and no pause in force that `pause` said it could not make.
+/// A resume likewise leaves the pause in force; a resume whose wake of the queue is refused
+/// (no `lpush`) is a resume all the same, and the waiter goes ahead at its next attempt.
+#[test]
+fn a_pause_or_resume_the_acl_refuses_changes_nothing() {
+    let server = server_with_recipes();
+    locker_without(&server, "norpush", &["rpush"]);
+    locker_without(&server, "nopexpire", &["pexpire"]);
+    locker_without(&server, "nolpush", &["lpush"]);
+    for (user, pause, missing) in [
+        ("norpush", &["a"][..], "rpush"),
+        ("norpush", &["--all"], "rpush"),
+        ("nopexpire", &["a", "--for", "1h"], "pexpire"),
+    ] {
+        let refused = as_user(&server, user)
+            .arg("pause")
+            .args(pause)
+            .exits_with(77);
+        refused.error_mentions(&[&format!("'{missing}'")]);
+        refused.error_mentions(&["nothing was changed"]);
+        for record in ["{jobs:a}:redlock:paused", "{jobs:}:redlock:paused"] {
+            assert!(
+                !server.exists(record),
+                "{user} {pause:?}: {record} was written"
+            );
+        }
+        as_user(&server, "locker")
+            .args(["run", "--key", "a", "--ttl", "1h", "--", "true"])
+            .exits_with(0);
+    }
+    for (resume, record) in [
+        ("a", "{jobs:a}:redlock:paused"),
+        ("--all", "{jobs:}:redlock:paused"),
+    ] {
+        as_user(&server, "locker")
+            .args(["pause", resume])
+            .exits_with(0);
+        as_user(&server, "norpush")
+            .args(["resume", resume])
+            .exits_with(77)
+            .error_mentions(&["nothing was changed"]);
+        assert!(server.exists(record), "a refused resume lifted {record}");
+    }
+    as_user(&server, "locker")
+        .args(["resume", "--all"])
+        .exits_with(0);
+    as_user(&server, "locker")
+        .args(["pause", "a"])
+        .exits_with(0);
+    let waiter = as_user(&server, "locker")
+        .args([
+            "run", "--key", "a", "--ttl", "5s", "--wait", "60s", "--", "echo", "ran",
+        ])
+        .spawn();
+    crate::support::wait_until(
+        "the waiter to queue",
+        std::time::Duration::from_secs(10),
+        || (server.query::<usize>(&["ZCARD", "{jobs:a}:redlock:queue"]) == 1).then_some(()),
+    );
+    let resumed = as_user(&server, "nolpush")
+        .args(["resume", "a"])
+        .exits_with(0);
+    assert_eq!(resumed.stdout, "resumed jobs:a\n", "{resumed}");
+    assert_eq!(resumed.stderr, "", "{resumed}");
+    let ran = waiter.exits_with(0);
+    assert!(ran.stdout.contains("ran"), "{ran}");
+}

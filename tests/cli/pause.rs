@@ -3,7 +3,7 @@
 //! `--for` lifts by itself; `--all` covers every key under the prefix; `--drain` waits for the
 //! running holders; waiters keep their place until the pause is lifted.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::support::json::Document;
 use crate::support::{
@@ -196,6 +196,118 @@ fn pause_all_refuses_every_key_under_the_prefix_and_resume_all_lifts_it() {
     for key in ["a", "b", "never"] {
         under(key).expect_code(0);
     }
+}
+
+/// `resume --all` wakes the head of every queue under the prefix at once, as `resume KEY` wakes
+/// its own: the waiters queued under the prefix-wide pause go ahead well before their own next
+/// attempt (5 s apart while paused).
+#[test]
+fn resume_all_wakes_the_waiters_of_every_queued_lock_at_once() {
+    let server = RedisServer::start();
+    Redlock::new(&server)
+        .args(["--prefix", "p:", "pause", "--all"])
+        .exits_with(0);
+    let keys = ["a", "b"];
+    let waiters: Vec<_> = keys
+        .iter()
+        .map(|key| {
+            Redlock::new(&server)
+                .args(["--prefix", "p:", "run", "--key", key, "--ttl", "5s"])
+                .args(["--wait", "60s", "--", "echo", "ran"])
+                .spawn()
+        })
+        .collect();
+    for key in keys {
+        let queue = companion_key(&format!("p:{key}"), "queue");
+        wait_until("the waiter to queue", Duration::from_secs(10), || {
+            (server.query::<usize>(&["ZCARD", &queue]) == 1).then_some(())
+        });
+    }
+    let resumed = Instant::now();
+    Redlock::new(&server)
+        .args(["--prefix", "p:", "resume", "--all"])
+        .exits_with(0);
+    for mut waiter in waiters {
+        let ran = waiter.expect_line("ran");
+        assert!(
+            ran - resumed < Duration::from_millis(2500),
+            "a waiter went ahead {:?} after resume --all: at its own next attempt, not woken",
+            ran - resumed
+        );
+        waiter.exits_with(0);
+    }
+}
+
+/// A pause or resume that the server would refuse half way (here an audit log of another type;
+/// an ACL lacking a command is in acl_failures.rs) is refused before anything is written: the
+/// status is the cause's, and the pause is as it was, not in force although `pause` failed.
+#[test]
+fn a_pause_or_resume_the_server_refuses_changes_nothing() {
+    let server = RedisServer::start();
+    for (args, lock) in [(&["job"][..], "job"), (&["--all"][..], "")] {
+        let log = companion_key(lock, "audit");
+        let record = companion_key(lock, "paused");
+        let _: () = server.query(&["SET", &log, "not a list"]);
+        let refused = Redlock::new(&server).arg("pause").args(args).exits_with(78);
+        refused.error_mentions(&[&log]);
+        refused.error_mentions(&["nothing was changed"]);
+        assert!(
+            !server.exists(&record),
+            "{args:?}: a refused pause is in force"
+        );
+        let _: i64 = server.query(&["DEL", &log]);
+        run_quick(&server, "job").expect_code(0);
+        Redlock::new(&server).arg("pause").args(args).exits_with(0);
+        let _: i64 = server.query(&["DEL", &log]);
+        let _: () = server.query(&["SET", &log, "not a list"]);
+        Redlock::new(&server)
+            .arg("resume")
+            .args(args)
+            .exits_with(78)
+            .error_mentions(&["nothing was changed"]);
+        assert!(
+            server.exists(&record),
+            "{args:?}: a refused resume lifted the pause"
+        );
+        let _: i64 = server.query(&["DEL", &log]);
+        Redlock::new(&server).arg("resume").args(args).exits_with(0);
+    }
+}
+
+/// pause and resume act on the pause records alone (docs/design.md, "Data layout 1"): a lock
+/// whose fence counter is of a later layout, or whose other records hold another type, is
+/// resumed with 0 and its one stdout line (1 and one warning when it was not paused).
+#[test]
+fn resume_acts_on_the_pause_records_whatever_the_lock_s_other_records_hold() {
+    let server = RedisServer::start();
+    Redlock::new(&server)
+        .args(["acquire", "--key", "v", "--ttl", "60s"])
+        .exits_with(0);
+    let _: () = server.query(&["SET", &companion_key("v", "fence"), "2:1", "KEEPTTL"]);
+    for name in ["stats", "queue", "once", "waiters"] {
+        let _: () = server.query(&["SET", &companion_key("w", name), "not a record"]);
+    }
+    for key in ["v", "w"] {
+        pause(&server, &[key]);
+        let resumed = Redlock::new(&server).args(["resume", key]).exits_with(0);
+        assert_eq!(resumed.stdout, format!("resumed {key}\n"), "{resumed}");
+        assert_eq!(resumed.stderr, "", "{resumed}");
+        let again = Redlock::new(&server).args(["resume", key]).exits_with(1);
+        again.error_mentions(&["not paused"]);
+        again.error_does_not_mention("layout");
+    }
+    // And all at once, the prefix-wide pause with them (which wakes the queued locks: w's
+    // queue is of another type, which the wake passes over).
+    pause(&server, &["--all"]);
+    pause(&server, &["v", "w"]);
+    let resumed = Redlock::new(&server)
+        .args(["resume", "--all"])
+        .exits_with(0);
+    assert_eq!(
+        resumed.stdout, "resumed every lock under prefix \"\"\nresumed v\nresumed w\n",
+        "{resumed}"
+    );
+    assert_eq!(resumed.stderr, "", "{resumed}");
 }
 
 #[test]

@@ -6,7 +6,10 @@
 -- ARGV[3] who pauses and why, as the audit log writes it (name=value pairs)
 -- ARGV[4..] who pauses and why, as field/value pairs (record.rs writes them); the script adds
 --          since and until (server time, ms; until 0: until resumed).
--- Reply: {since, until}.
+-- Reply: {since, until}; or, before anything is written, an error reply (see ahead.lua).
+local refused = ahead(KEYS[2], {{'DEL', KEYS[1]}, {'HSET', KEYS[1], 'since', '0'},
+  {'PEXPIRE', KEYS[1], '1'}})
+if refused then return refused end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local span = tonumber(ARGV[1])
