@@ -296,3 +296,34 @@ fn a_pause_or_resume_the_acl_refuses_changes_nothing() {
     let ran = waiter.exits_with(0);
     assert!(ran.stdout.contains("ran"), "{ran}");
 }
+
+/// A release whose read of the lock an ACL refuses is the release's error (77), never a lease
+/// lost: the lock was the run's, and nothing says another holder had it.
+#[test]
+fn a_release_the_acl_may_not_read_is_no_lost_lease() {
+    let server = server_with_recipes();
+    locker_without(&server, "noget", &["get"]);
+    let run = as_user(&server, "noget")
+        .args(["run", "--key", "g", "--ttl", "1m", "--", "true"])
+        .exits_with(0);
+    run.error_mentions(&["cannot release jobs:g", "permission denied"])
+        .error_does_not_mention("lost");
+    let stats = server.lock_record("jobs:g");
+    assert_eq!(
+        stats.get("lost"),
+        None,
+        "a lost lease was recorded: {stats:?}"
+    );
+    let out = as_user(&server, "noget")
+        .args(["acquire", "--key", "h", "--ttl", "1m"])
+        .exits_with(0);
+    let token = out.stdout.lines().next().expect("token line").to_owned();
+    as_user(&server, "noget")
+        .args(["release", "h", "--token", &token])
+        .exits_with(77)
+        .error_mentions(&["permission denied"]);
+    assert!(
+        server.exists("jobs:h"),
+        "the refused release freed the lock"
+    );
+}

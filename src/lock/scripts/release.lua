@@ -46,7 +46,10 @@ if ARGV[2] ~= '0' then keep = tonumber(ARGV[2]) or 0 end
 -- The fence of a hold ended without a run, for its audit entry.
 local given_fence = nil
 local released, head = 0, nil
-if redis.pcall('GET', KEYS[1]) == ARGV[1] then
+-- The lock key of another type is not ours (the run lost it); any other refusal of the read (an
+-- ACL's) is the release's error, not a lost lease.
+local current = redis.pcall('GET', KEYS[1])
+if current == ARGV[1] then
   -- The holder record (holder.lua's holder_read and holder_with, written out: release.lua
   -- defines no function its common path does not call, see acquire.lua), read by a hold
   -- ended without a run, for the fence its take logged, and by one kept, which marks it
@@ -86,6 +89,8 @@ if redis.pcall('GET', KEYS[1]) == ARGV[1] then
     end
   end
   released = 1
+elseif type(current) == 'table' and not string.find(current.err or '', 'WRONGTYPE', 1, true) then
+  error(current)
 end
 -- The common release, of an exclusive hold with nobody queued, goes on to the record of the
 -- run (release_record.lua): the functions that wake a waiter or end a shared hold (queue.lua,
