@@ -18,6 +18,7 @@ use crate::supervise::lease;
 pub fn extend(ctx: &Context, args: ExtendArgs) -> Result<Exit> {
     lease::check_ttl(args.ttl)?;
     let keys = Keys::all(&ctx.prefix, &args.key, ctx.is_cluster(), "--key")?;
+    lock::token_given(Some(&args.token))?;
     let replicas = ctx.replicas(args.replicas)?;
     let mut nodes = ctx.nodes(ctx.timeout).with_replicas(replicas);
     nodes.connect()?;

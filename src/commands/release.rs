@@ -20,6 +20,7 @@ use crate::report::log;
 
 pub fn release(ctx: &Context, args: ReleaseArgs) -> Result<Exit> {
     let keys = Keys::all(&ctx.prefix, &args.key, ctx.is_cluster(), "KEY")?;
+    lock::token_given(args.token.as_deref())?;
     if args.force && !keys.also.is_empty() {
         return Err(crate::report::error::usage(
             "--force takes one KEY, so that each forced release says what it removed",

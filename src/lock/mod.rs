@@ -232,6 +232,17 @@ pub(super) fn ending<'a>(script: &'a Lua, keys: &Keys) -> Invocation<'a> {
     call
 }
 
+/// A `--token` that names a holder: an empty one names none (a lock a foreign client set to the
+/// empty string would be its to end), and is refused before anything connects (64).
+pub fn token_given(token: Option<&str>) -> anyhow::Result<()> {
+    match token {
+        Some(t) if t.trim().is_empty() => Err(crate::report::error::usage(
+            "--token is empty: give the token `redlock acquire` printed",
+        )),
+        _ => Ok(()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

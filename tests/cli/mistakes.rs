@@ -359,6 +359,12 @@ const USAGE: &[Row] = &[
         64,
         &["--label is empty"],
     ),
+    row("release job --token ''", 64, &["--token is empty"]),
+    row(
+        "extend --key job --token ' ' --ttl 5s",
+        64,
+        &["--token is empty"],
+    ),
     env_row(
         &[("REDLOCK_LABEL", "")],
         "run --key job --ttl 5s -- true",
