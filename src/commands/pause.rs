@@ -58,6 +58,7 @@ use crate::redis::server::Server;
 use crate::report::error::usage;
 use crate::report::exit::{BUSY, Exit};
 use crate::report::log;
+use crate::report::text::shown;
 use crate::supervise::lease::fmt;
 
 /// How often `--drain` looks again.
@@ -122,7 +123,7 @@ pub fn pause(ctx: &Context, args: PauseArgs) -> Result<Exit> {
             line.push_str(" until resumed");
         }
         if let Some(reason) = &args.reason {
-            line.push_str(&format!(": {reason:?}"));
+            line.push_str(&format!(": \"{}\"", shown(reason)));
         }
         let _ = log::stdout(&format!("{line}\n"));
     }

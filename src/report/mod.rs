@@ -5,3 +5,4 @@ pub mod exit;
 pub mod json;
 pub mod log;
 pub mod reply;
+pub mod text;

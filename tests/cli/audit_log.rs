@@ -1071,3 +1071,32 @@ fn log_all_shows_every_log_it_can_read_and_names_each_lock_it_cannot() {
         .error_mentions(crate::support::says::DENIED)
         .error_mentions(&["denied"]);
 }
+
+/// A label and a reason with a newline and an escape character: `log` prints each entry on a
+/// line of its own with those characters escaped, so no recorded value can forge an entry or
+/// drive the terminal; `--json` keeps the exact values.
+#[test]
+fn recorded_values_with_control_characters_cannot_forge_a_line() {
+    let server = RedisServer::start();
+    let forged = "lab\n2026-01-01T00:00:00.000Z  nl  forced  evil\x1b[2K";
+    Redlock::new(&server)
+        .args([
+            "run", "--key", "nl", "--ttl", "5s", "--label", forged, "--", "true",
+        ])
+        .exits_with(0);
+    Redlock::new(&server)
+        .args(["pause", "nl", "--reason", "r\nLINE2\x1b[31m"])
+        .exits_with(0);
+    let text = Redlock::new(&server).args(["log", "nl"]).exits_with(0);
+    let lines: Vec<&str> = text.stdout.lines().collect();
+    assert_eq!(lines.len(), 3, "acquired, released, paused: {text}");
+    assert!(!text.stdout.contains('\x1b'), "{text}");
+    let escaped = r"lab\n2026-01-01T00:00:00.000Z  nl  forced  evil\x1b[2K";
+    for line in &lines[..2] {
+        assert!(line.ends_with(&format!(": {escaped}")), "{text}");
+    }
+    assert!(lines[2].contains(r"reason: r\nLINE2\x1b[31m"), "{text}");
+    let log = events(&server, "nl");
+    assert_eq!(log[0]["cmd"], forged, "JSON keeps the exact value");
+    assert_eq!(log[2]["reason"], "r\nLINE2\x1b[31m");
+}

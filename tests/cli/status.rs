@@ -696,3 +696,52 @@ fn a_user_the_password_file_does_not_know_is_named_by_user_or_logname_then_by_ui
     );
     assert_eq!(recorded_user_of_uid_4242(&server, "c", &[]), "uid 4242");
 }
+
+/// A label and a pause reason with a newline and an escape character: status shows each on
+/// its own line with those characters escaped the way `log` does, and so does a refused run's
+/// busy line.
+#[test]
+fn recorded_values_with_control_characters_show_escaped_on_one_line() {
+    let server = RedisServer::start();
+    let mut holder = Redlock::new(&server)
+        .args([
+            "run",
+            "--key",
+            "job",
+            "--ttl",
+            "30s",
+            "--label",
+            "lab\nfake: line\x1b[2K",
+            "-c",
+            child::HOLD,
+        ])
+        .spawn();
+    holder.expect_line("ready");
+    Redlock::new(&server)
+        .args(["pause", "job", "--reason", "r\nLINE2\x1b[31m"])
+        .exits_with(0);
+    let outcome = Redlock::new(&server).args(["status", "job"]).exits_with(0);
+    expect_not_on_stdout(&outcome, "\x1b");
+    expect_not_on_stdout(&outcome, "\nfake");
+    expect_not_on_stdout(&outcome, "\nLINE2");
+    expect_contains(
+        &outcome,
+        line(&outcome, "command "),
+        r"lab\nfake: line\x1b[2K",
+    );
+    expect_contains(
+        &outcome,
+        line(&outcome, "paused "),
+        r#": "r\nLINE2\x1b[31m""#,
+    );
+    let busy = Redlock::new(&server)
+        .args(["run", "--key", "job", "--ttl", "5s", "--", "true"])
+        .exits_with(75);
+    if busy.stderr.contains('\x1b') || busy.stderr.contains("\nLINE2") {
+        busy.fail("the busy line shows the reason raw");
+    }
+    if !busy.stderr.contains(r#": "r\nLINE2\x1b[31m""#) {
+        busy.fail("the busy line shows the reason escaped");
+    }
+    finish(holder);
+}

@@ -8,6 +8,7 @@ use anyhow::{Context as _, Result};
 
 use super::Log;
 use crate::report::log::{self, json_str};
+use crate::report::text::shown;
 
 /// One entry of one lock's log.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -109,7 +110,9 @@ impl Entry {
         if let Some(cmd) = self.get("cmd") {
             line.push_str(&format!(": {cmd}"));
         }
-        line
+        // Every value here but the time was recorded from a user or a foreign writer: none may
+        // break the line or drive the terminal.
+        shown(&line).into_owned()
     }
 
     /// One JSON object: key, id, time_ms, time, then the entry's fields in their order

@@ -78,6 +78,7 @@ use crate::lock::record::{Counters, Holder, LastRun, LockState, Pause, Sharer, W
 use crate::lock::replicas::Replication;
 use crate::redis::server::Server;
 use crate::report::json::Json;
+use crate::report::text::shown;
 use crate::supervise::lease::fmt;
 
 /// What each server says of its replicas (`INFO replication`): one more round trip, on the
@@ -480,7 +481,7 @@ impl Facts<'_> {
                         ));
                     }
                     if let Some(cmd) = &h.command {
-                        line.push_str(&format!(": {cmd}"));
+                        line.push_str(&format!(": {}", shown(cmd)));
                     }
                     out.push_str(&line);
                     out.push('\n');
@@ -509,7 +510,7 @@ impl Facts<'_> {
                     out.push('\n');
                     out.push_str(&shape);
                     if let Some(cmd) = &h.command {
-                        out.push_str(&format!("  command   {cmd}\n"));
+                        out.push_str(&format!("  command   {}\n", shown(cmd)));
                     }
                     if let Some(started) = h.started_ms {
                         out.push_str(&format!(
@@ -527,7 +528,10 @@ impl Facts<'_> {
                         ));
                     }
                     if let Some(by) = &h.stop_asked_by {
-                        out.push_str(&format!("  stopping  asked to stop by {by} (--replace)"));
+                        out.push_str(&format!(
+                            "  stopping  asked to stop by {} (--replace)",
+                            shown(by)
+                        ));
                         // A kept hold or a dead holder has no command left to stop.
                         if !h.finished && alive != Some(false) {
                             out.push_str(": its redlock stops the command's tree, then releases");
@@ -586,7 +590,7 @@ impl Facts<'_> {
                 line.push_str(&format!(" (exit {exit})"));
             }
             if let Some(host) = &last.host {
-                line.push_str(&format!(" on {host}"));
+                line.push_str(&format!(" on {}", shown(host)));
             }
             if let Some(started) = last.started_ms {
                 line.push_str(&format!(", started {}", instant(started)));
@@ -615,7 +619,7 @@ impl Facts<'_> {
                 line.push_str(&format!(", for {}", self.age(since)));
             }
             if let Some(command) = &waiter.command {
-                line.push_str(&format!(": {command}"));
+                line.push_str(&format!(": {}", shown(command)));
             }
             out.push_str(&line);
             out.push('\n');

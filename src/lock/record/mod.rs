@@ -16,6 +16,7 @@
 use std::time::Duration;
 
 use crate::report::json::Json;
+use crate::report::text::shown;
 use crate::supervise::lease::fmt;
 
 mod pause;
@@ -116,14 +117,15 @@ fn text(fields: &Fields, name: &str) -> Option<String> {
 pub fn who(host: &str, pid: Option<i64>, user: Option<&str>, fence: Option<i64>) -> String {
     let details: Vec<String> = [
         pid.map(|p| format!("pid {p}")),
-        user.map(|u| format!("user {u}")),
+        user.map(|u| format!("user {}", shown(u))),
         fence.map(|f| format!("fence {f}")),
     ]
     .into_iter()
     .flatten()
     .collect();
+    let host = shown(host);
     if details.is_empty() {
-        host.to_string()
+        host.into_owned()
     } else {
         format!("{host} ({})", details.join(", "))
     }
@@ -288,7 +290,7 @@ impl Holder {
             ));
         }
         if let Some(by) = &h.stop_asked_by {
-            who.push_str(&format!(", asked to stop by {by}"));
+            who.push_str(&format!(", asked to stop by {}", shown(by)));
         }
         who
     }

@@ -6,6 +6,7 @@ use std::time::Duration;
 use super::who::truncate;
 use super::{Fields, Holder, num, text, who};
 use crate::report::json::Json;
+use crate::report::text::shown;
 use crate::supervise::lease::fmt;
 
 /// A pause: who paused a lock (or every lock under a prefix), why, since and until when. While
@@ -101,7 +102,7 @@ impl Pause {
             out.push_str(&format!(" since {}", rfc3339(since)));
         }
         match &self.reason {
-            Some(reason) => out.push_str(&format!(": {reason:?}")),
+            Some(reason) => out.push_str(&format!(": \"{}\"", shown(reason))),
             None => out.push_str(" (no reason given)"),
         }
         match self.until_ms {

@@ -29,6 +29,7 @@ use crate::cli::LogArgs;
 use crate::lock::inspect::Inspection;
 use crate::report::exit::Exit;
 use crate::report::log;
+use crate::report::text::shown;
 
 /// The narrowest chart: a host's name and a few columns of time.
 pub const MIN_WIDTH: u16 = 40;
@@ -250,7 +251,7 @@ impl Chart {
     /// waiting at `now`.
     fn of(entries: &[Entry], state: Option<&Inspection>, now: i64) -> Chart {
         let mut chart = Chart::default();
-        let host = |e: &Entry| e.get("host").unwrap_or("?").to_string();
+        let host = |e: &Entry| shown(e.get("host").unwrap_or("?")).into_owned();
         // Takes without an end yet, by fence.
         let mut open: BTreeMap<String, (String, i64)> = BTreeMap::new();
         let mut paused: Option<(i64, i64)> = None;
@@ -342,7 +343,7 @@ impl Chart {
             let row = if waiter.host.is_empty() {
                 "?".to_string()
             } else {
-                waiter.host.clone()
+                shown(&waiter.host).into_owned()
             };
             chart.row(&row);
             chart.spans.push(Span {
