@@ -194,9 +194,15 @@ fn calling_process(label: Option<&str>) -> Holder {
     let command = std::fs::read(format!("/proc/{ppid}/cmdline"))
         .ok()
         .map(|raw| {
-            raw.split(|&b| b == 0)
+            // Redacted word by word: a secret is hidden whole whatever it holds.
+            let words: Vec<&std::ffi::OsStr> = raw
+                .split(|&b| b == 0)
                 .filter(|part| !part.is_empty())
-                .map(String::from_utf8_lossy)
+                .map(std::os::unix::ffi::OsStrExt::from_bytes)
+                .collect();
+            crate::lock::record::redact_words(&words)
+                .iter()
+                .map(|word| word.to_string_lossy())
                 .collect::<Vec<_>>()
                 .join(" ")
         })

@@ -388,6 +388,95 @@ fn records_keep_no_secrets_and_a_label_replaces_the_command() {
     assert_eq!(lock.str("last_run.command"), "sh -c true --password ***");
 }
 
+/// Every value in the server, read whatever its type, as debug text.
+fn everything_stored(server: &RedisServer) -> String {
+    let keys: Vec<String> = server.query(&["KEYS", "*"]);
+    let mut all = format!("{keys:?}");
+    for key in &keys {
+        let kind: String = server.query(&["TYPE", key]);
+        let value: redis::Value = match kind.as_str() {
+            "string" => server.query(&["GET", key]),
+            "hash" => server.query(&["HGETALL", key]),
+            "list" => server.query(&["LRANGE", key, "0", "-1"]),
+            "set" => server.query(&["SMEMBERS", key]),
+            "zset" => server.query(&["ZRANGE", key, "0", "-1"]),
+            "stream" => server.query(&["XRANGE", key, "-", "+"]),
+            other => panic!("key {key} of unexpected type {other}"),
+        };
+        all.push_str(&format!("{key}: {value:?}\n"));
+    }
+    all
+}
+
+/// A secret holding a quote or bytes that are not UTF-8 is hidden whole, as the words of the
+/// command and as `-c`'s text: in `status` while held and after, in `log` and in every record.
+#[test]
+fn secrets_holding_quotes_or_odd_bytes_are_hidden_whole() {
+    use std::ffi::OsString;
+    use std::os::unix::ffi::OsStringExt;
+    let server = RedisServer::start();
+    let words: Vec<OsString> = vec![
+        "--password".into(),
+        "abc'defSECRET123".into(),
+        "--db-password=x'ySECRET".into(),
+        "PGPASSWORD=q'SECRETq".into(),
+        "postgres://u:p'SECRET@h/db".into(),
+        "--token".into(),
+        OsString::from_vec(b"zz'\xffSECRET".to_vec()),
+    ];
+    let mut holder = Redlock::new(&server)
+        .args([
+            "run",
+            "--key",
+            "rd",
+            "--ttl",
+            "5s",
+            "--",
+            "sh",
+            "-c",
+            child::HOLD,
+            "sh",
+        ])
+        .args(&words)
+        .spawn();
+    holder.expect_line("ready");
+    let held = Redlock::new(&server).args(["status", "rd"]).exits_with(0);
+    held.never_shows("SECRET");
+    assert!(held.stdout.contains("--password ***"), "{held}");
+    assert!(held.stdout.contains("postgres://***@h/db"), "{held}");
+    let held = Redlock::new(&server)
+        .args(["status", "--json", "rd"])
+        .exits_with(0);
+    held.never_shows("SECRET");
+    holder.close_stdin();
+    holder.exits_with(0);
+
+    // The same command as the shell text a user types after -c.
+    Redlock::new(&server)
+        .args(["run", "--key", "rd", "--ttl", "5s", "-c"])
+        .arg(r#"true --password "abc'defSECRET123" "--db-password=x'ySECRET" PGPASSWORD="q'SECRETq" 'postgres://u:p'"'"'SECRET@h/db'"#)
+        .exits_with(0);
+    // A free lock's status exits 1; its JSON shows the last run's command.
+    let after = Redlock::new(&server)
+        .args(["status", "--json", "rd"])
+        .exits_with(1);
+    after.never_shows("SECRET");
+    // (The last run's record keeps the command's start.)
+    let last = lock_status(&server, "rd")
+        .str("last_run.command")
+        .to_string();
+    assert!(
+        last.starts_with(r#"true --password *** "--db-password=***" PGPASSWORD=*** "#),
+        "{last}"
+    );
+    let log = Redlock::new(&server).args(["log", "rd"]).exits_with(0);
+    log.never_shows("SECRET");
+    assert!(log.stdout.contains("--password ***"), "{log}");
+    let stored = everything_stored(&server);
+    assert!(!stored.contains("SECRET"), "{stored}");
+    assert!(stored.contains("PGPASSWORD=***"), "{stored}");
+}
+
 /// Six contenders take turns on one key while the server is restarted without persistence,
 /// flushed and stalled: whatever was lost, the fences, read in the order the sections
 /// started, only grow.

@@ -314,14 +314,17 @@ fn command_line(args: &RunArgs) -> Result<Vec<OsString>> {
     }
 }
 
-/// The command as the records show it: `-c`'s text, or the words as a shell would read them.
-/// A word that is not UTF-8 is written `$'…'` with its other bytes as `\xNN` (bash, zsh and
-/// ksh read it back as the same bytes); `-c`'s text keeps a U+FFFD in place of each such byte.
+/// The command as the records show it: `-c`'s text, or the words as a shell would read them,
+/// each redacted before it is quoted (so that a secret is hidden whole whatever it holds: a
+/// quote, bytes that are not UTF-8). A word that is not UTF-8 is written `$'…'` with its other
+/// bytes as `\xNN` (bash, zsh and ksh read it back as the same bytes); `-c`'s text keeps a
+/// U+FFFD in place of each such byte.
 fn display_command(argv: &[OsString], shell: bool) -> String {
     if shell {
         return argv[2].to_string_lossy().into_owned();
     }
-    argv.iter()
+    crate::lock::record::redact_words(argv)
+        .iter()
         .map(|a| shell_word(a))
         .collect::<Vec<_>>()
         .join(" ")
@@ -373,5 +376,45 @@ mod tests {
             display_command(&odd, false),
             "printf $'caf\\xe9 \\'x\\'\\\\\\x01'"
         );
+    }
+
+    /// What Plan::check records: each word redacted whole before quoting, whatever it holds.
+    #[test]
+    fn secrets_are_hidden_whole_whatever_they_hold() {
+        use std::os::unix::ffi::OsStringExt;
+        let recorded =
+            |words: Vec<OsString>| crate::lock::record::redact(&display_command(&words, false));
+        let argv: Vec<OsString> = [
+            "true",
+            "--password",
+            "abc'defSECRET123",
+            "--db-password=x'ySECRET",
+            "PGPASSWORD=q'SECRETq",
+            "postgres://u:p'SECRET@h/db",
+        ]
+        .iter()
+        .map(OsString::from)
+        .collect();
+        assert_eq!(
+            recorded(argv),
+            "true --password *** --db-password=*** PGPASSWORD=*** postgres://***@h/db"
+        );
+        let odd = vec![
+            OsString::from("true"),
+            OsString::from("--password"),
+            OsString::from_vec(b"zz\xffzz'SECRET".to_vec()),
+            OsString::from_vec(b"--token=\xff'SECRET".to_vec()),
+            OsString::from_vec(b"https://u:\xff'SECRET@h".to_vec()),
+        ];
+        assert_eq!(
+            recorded(odd),
+            "true --password *** --token=*** https://***@h"
+        );
+        // A word that is a script is read as shell text.
+        let script: Vec<OsString> = ["sh", "-c", "psql --password \"a'b SECRET\" -h db"]
+            .iter()
+            .map(OsString::from)
+            .collect();
+        assert_eq!(recorded(script), "sh -c 'psql --password *** -h db'");
     }
 }

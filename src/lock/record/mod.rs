@@ -32,7 +32,7 @@ pub use self::run::{Counters, GivenBack, LastRun, Outcome};
 #[cfg(test)]
 use self::who::passwd_name;
 use self::who::truncate;
-pub use self::who::{hostname, redact, user_name};
+pub use self::who::{hostname, redact, redact_words, user_name};
 
 /// Field/value pairs as the audit log writes them: `name=value`, separated by the ASCII unit
 /// separator (which no value holds: the command and the reason have it replaced).
@@ -667,6 +667,49 @@ mod tests {
             (
                 "backup --dir /srv https://example.com/a",
                 "backup --dir /srv https://example.com/a",
+            ),
+        ] {
+            assert_eq!(redact(command), recorded, "{command}");
+        }
+    }
+
+    /// Shell text (`run -c`, a word that is a script): a quoted value is hidden whole, the
+    /// quotes it holds (`'\''`, `"'"`, `\"`) included, and so is a URL's user information.
+    #[test]
+    fn quoted_secrets_are_hidden_whole() {
+        for (command, recorded) in [
+            (
+                r#"true --password "abc'defSECRET123" "--db-password=x'ySECRET" PGPASSWORD="q'SECRETq" 'postgres://u:p'"'"'SECRET@h/db'"#,
+                r#"true --password *** "--db-password=***" PGPASSWORD=*** 'postgres://***@h/db'"#,
+            ),
+            (
+                r"true --password 'abc'\''defSECRET123' '--db-password=x'\''ySECRET' 'PGPASSWORD=q'\''SECRETq' 'postgres://u:p'\''SECRET@h/db'",
+                r"true --password *** '--db-password=***' 'PGPASSWORD=***' 'postgres://***@h/db'",
+            ),
+            (
+                r"true --password $'zz\xffzzSECRET' next",
+                "true --password *** next",
+            ),
+            (
+                r"sh -c 'psql --password '\''a SECRET'\'' -h db'",
+                "sh -c 'psql --password *** -h db'",
+            ),
+            (
+                r"sh -c 'psql --password abc'\''SECRET -h db'",
+                "sh -c 'psql --password *** -h db'",
+            ),
+            (
+                r#"sh -c "psql --password \"a SECRET\" -h db""#,
+                r#"sh -c "psql --password *** -h db""#,
+            ),
+            (
+                r#"sh -c "PGPASSWORD='a SECRET' psql""#,
+                r#"sh -c "PGPASSWORD=*** psql""#,
+            ),
+            (r"x --token=a\ SECRET y", "x --token=*** y"),
+            (
+                r"sh -c 'curl https://u:p'\''SECRET@h/x' && echo ok",
+                r"sh -c 'curl https://***@h/x' && echo ok",
             ),
         ] {
             assert_eq!(redact(command), recorded, "{command}");
