@@ -85,6 +85,30 @@ fn a_fence_counter_that_expired_hands_out_a_fence_above_every_earlier_one() {
     assert!(server.pttl(&fence_key).is_some(), "the new counter expires");
 }
 
+/// A fence stays below 2^53, where JSON readers keep it exact: the last one is handed out, and
+/// a counter at the end (only set by hand) refuses the take (78) and is left as it was, never
+/// wrapped or repeated.
+#[test]
+fn a_fence_counter_at_its_end_refuses_the_take_and_never_wraps() {
+    let server = RedisServer::start();
+    let fence_key = LockKeys::of("job").fence;
+    let _: () = server.query(&["SET", &fence_key, "9007199254740990"]);
+    assert_eq!(fence_of_a_run(Redlock::new(&server)), 9_007_199_254_740_991);
+    for counter in [
+        "9007199254740991",
+        "9223372036854775806",
+        "99999999999999999999999",
+    ] {
+        let _: () = server.query(&["SET", &fence_key, counter]);
+        Redlock::new(&server)
+            .args(["run", "--key", "job", "--ttl", "2s", "--", "true"])
+            .exits_with(78)
+            .error_mentions(&["fence counter", "below 2^53", "nothing was taken"]);
+        assert_eq!(server.get(&fence_key).as_deref(), Some(counter));
+        assert!(!server.exists("job"), "{counter}: the lock was taken");
+    }
+}
+
 #[test]
 fn quorum_nodes_restarted_one_at_a_time_keep_the_lock_with_its_holder() {
     let mut quorum = RedisQuorum::start(3);

@@ -126,6 +126,14 @@ if found == 0 and not current and not rare then
       error({err = 'LAYOUT the fence counter ' .. KEYS[2] .. ' is ' .. old ..
         ', not of data layout ' .. LAYOUT .. ': written by another redlock; nothing was taken'})
     end
+    -- A fence stays below 2^53 (JSON readers keep it exact): a counter at its end was set by
+    -- hand, and the next fence would be no larger than it.
+    if #old > 16 or (#old == 16 and old >= '9007199254740991') then
+      redis.call('SET', KEYS[2], old, 'KEEPTTL')
+      error({err = 'LAYOUT the fence counter ' .. KEYS[2] .. ' is ' .. old ..
+        ', at the end of the fences redlock hands out (below 2^53): set by hand, it cannot ' ..
+        'grow; nothing was taken'})
+    end
     if tonumber(old) >= tonumber(fence_text) then
       fence_text = string.format('%d', tonumber(old) + 1)
       redis.call('SET', KEYS[2], fence_text, 'PX', RETAIN)

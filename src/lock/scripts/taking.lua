@@ -42,6 +42,14 @@ local function new_fence(counter, fence_text)
       error({err = 'LAYOUT the fence counter ' .. counter .. ' is ' .. old ..
         ', not of data layout ' .. LAYOUT .. ': written by another redlock; nothing was taken'})
     end
+    -- A fence stays below 2^53 (JSON readers keep it exact): a counter at its end was set by
+    -- hand, and the next fence would be no larger than it.
+    if #old > 16 or (#old == 16 and old >= '9007199254740991') then
+      redis.call('SET', counter, old, 'KEEPTTL')
+      error({err = 'LAYOUT the fence counter ' .. counter .. ' is ' .. old ..
+        ', at the end of the fences redlock hands out (below 2^53): set by hand, it cannot ' ..
+        'grow; nothing was taken'})
+    end
     if tonumber(old) >= tonumber(fence_text) then
       fence_text = string.format('%d', tonumber(old) + 1)
       redis.call('SET', counter, fence_text, 'PX', RETAIN)
