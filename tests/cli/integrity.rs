@@ -107,6 +107,15 @@ fn a_fence_counter_at_its_end_refuses_the_take_and_never_wraps() {
         assert_eq!(server.get(&fence_key).as_deref(), Some(counter));
         assert!(!server.exists("job"), "{counter}: the lock was taken");
     }
+    // Over several keys, before any is taken: the free one is left untouched.
+    Redlock::new(&server)
+        .args([
+            "run", "--key", "free", "--key", "job", "--ttl", "2s", "--", "true",
+        ])
+        .exits_with(78)
+        .error_mentions(&["below 2^53", "nothing was taken"]);
+    let keys: Vec<String> = server.query(&["KEYS", "*free*"]);
+    assert!(keys.is_empty(), "the free lock was written: {keys:?}");
 }
 
 #[test]

@@ -35,8 +35,8 @@ local token, ticket, n = ARGV[1], ARGV[5], tonumber(ARGV[9])
 local function key(i, j) return KEYS[(i - 1) * 12 + j] end
 -- Every lock is read first: nothing is taken until all can be. And before anything is written
 -- (a lapsed waiter swept out, a busy refusal counted, a lock taken), the records of another
--- layout are refused (LAYOUT, as holder_read and new_fence word it): a held lock's holder
--- record, and every lock's fence counter, which new_fence would meet only after the locks
+-- layout are refused (LAYOUT, as holder_read and counter_refusal word it): a held lock's
+-- holder record, and every lock's fence counter, which new_fence would meet only after the locks
 -- before it were taken. A take of one lock pays nothing for this: acquire.lua reads its
 -- counter with the SET … GET that draws the fence, and its holder record before it writes.
 local locks, blocked, headed = {}, nil, false
@@ -46,9 +46,9 @@ for i = 1, n do
   if current then l.record = holder_read(key(i, 3)) or false end
   -- Another type of value there is new_fence's to report, as for one lock.
   local counter = redis.pcall('GET', key(i, 2))
-  if type(counter) == 'string' and not string.find(counter, '^%d+$') then
-    error({err = 'LAYOUT the fence counter ' .. key(i, 2) .. ' is ' .. counter ..
-      ', not of data layout ' .. LAYOUT .. ': written by another redlock; nothing was taken'})
+  if type(counter) == 'string' then
+    local refusal = counter_refusal(key(i, 2), counter)
+    if refusal then error(refusal) end
   end
   locks[i] = l
 end

@@ -25,7 +25,8 @@ if current == ARGV[1] then
     confirmed(KEYS[13])
   end
   local h = holder_read(KEYS[3]) or ''
-  return {1, tonumber(string.match(h, '\31fence=(%d+)')) or tonumber(redis.call('GET', KEYS[2])) or 0,
+  return {1,
+    tonumber(string.match(h, '\31fence=(%d+)')) or tonumber(redis.call('GET', KEYS[2])) or 0,
     tonumber(string.match(h, '\31started=(%d+)')) or now, -1, provisional_flag}
 end
 -- A waiter's own entry: a later replacer may have superseded it (--replace, below), and an

@@ -43,8 +43,7 @@ if h then
 end
 confirm_window()
 -- Numbers go to redis.call as text written with %d (see audit.lua).
-local left = redis.call('PTTL', KEYS[1])
-local longer = left < tonumber(ARGV[2])
+local longer = redis.call('PTTL', KEYS[1]) < tonumber(ARGV[2])
 if longer then redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
 if h then
   local t = redis.call('TIME')

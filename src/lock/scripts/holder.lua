@@ -22,7 +22,7 @@ local function holder_read(record)
   local s = redis.pcall('GET', record)
   if type(s) == 'table' and not string.find(s.err or '', 'WRONGTYPE', 1, true) then error(s) end
   if type(s) ~= 'string' then return nil end
-  if string.sub(s, 1, 4) ~= 'v=1\31' then
+  if string.sub(s, 1, 4) ~= 'v=' .. LAYOUT .. '\31' then
     local v = string.match(s, '^v=([^\31]*)')
     if v then
       error({err = 'LAYOUT the holder record ' .. record .. ' is of data layout ' .. v ..
